@@ -9,7 +9,7 @@ log="$out/gpu_tests.log"
   echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
   echo "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null)"
   echo "torch: $(python3 -c 'import torch; print(torch.__version__)')"
-  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || cat .commit 2>/dev/null || echo unknown)"
+  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || cat .device/commit 2>/dev/null || echo unknown)"
   echo "command: nbdev_test --flags cuda --do_print --timing"
   echo
 } > "$log"
