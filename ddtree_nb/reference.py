@@ -88,7 +88,7 @@ def mla_tree_attention_ref(q_latent: torch.Tensor,   # [T, H, Dc] queries with W
     out = torch.einsum('ths,sc->thc', torch.exp(s - lse[..., None]), c)
     return out, lse
 
-# %% ../nbs/01_reference_attention.ipynb #995013f4
+# %% ../nbs/01_reference_attention.ipynb #0438f161
 def split_kv_b(kv_b_weight: torch.Tensor, # [H*(qk_nope+v), Dc] the `kv_b_proj.weight`
                n_heads: int, qk_nope_head_dim: int, v_head_dim: int,
               ) -> tuple[torch.Tensor, torch.Tensor]: # (w_uk [H, qk_nope, Dc], w_uv [H, v, Dc])
