@@ -8,7 +8,8 @@ import math
 import torch
 
 # %% auto #0
-__all__ = ['tree_depths', 'ancestor_mask', 'yarn_mscale', 'mla_softmax_scale', 'mla_tree_attention_ref']
+__all__ = ['tree_depths', 'ancestor_mask', 'yarn_mscale', 'mla_softmax_scale', 'mla_tree_attention_ref', 'split_kv_b',
+           'mla_absorbed_ref']
 
 # %% ../nbs/01_reference_attention.ipynb #beb071ef
 def _check_parents(parents: torch.Tensor) -> torch.Tensor:
@@ -86,3 +87,25 @@ def mla_tree_attention_ref(q_latent: torch.Tensor,   # [T, H, Dc] queries with W
     lse = torch.logsumexp(s, dim=-1)
     out = torch.einsum('ths,sc->thc', torch.exp(s - lse[..., None]), c)
     return out, lse
+
+# %% ../nbs/01_reference_attention.ipynb #0438f161
+def split_kv_b(kv_b_weight: torch.Tensor, # [H*(qk_nope+v), Dc] the `kv_b_proj.weight`
+               n_heads: int, qk_nope_head_dim: int, v_head_dim: int,
+              ) -> tuple[torch.Tensor, torch.Tensor]: # (w_uk [H, qk_nope, Dc], w_uv [H, v, Dc])
+    "Split `kv_b_proj.weight` into the per-head key (W_UK) and value (W_UV) up-projections."
+    want = (n_heads * (qk_nope_head_dim + v_head_dim), kv_b_weight.shape[-1])
+    if kv_b_weight.ndim != 2 or kv_b_weight.shape[0] != want[0]: raise _shape_err('kv_b_weight', kv_b_weight, f'[{want[0]}, Dc]')
+    w = kv_b_weight.view(n_heads, qk_nope_head_dim + v_head_dim, -1)
+    return w[:, :qk_nope_head_dim], w[:, qk_nope_head_dim:]
+
+def mla_absorbed_ref(q_nope, # [T, H, qk_nope] no-rope part of the queries
+                     q_pe,   # [T, H, Dr] rope part of the queries (rope applied)
+                     c_kv,   # [S, Dc] latent cache
+                     k_pe,   # [S, Dr] rope keys (rope applied)
+                     kv_b_weight, prefix_len, visibility, scale):
+    "Absorbed MLA: W_UK folded into the query, attention over the latent cache, W_UV after. Returns `[T, H, v]`."
+    H, dn = q_nope.shape[1], q_nope.shape[2]
+    w_uk, w_uv = split_kv_b(kv_b_weight, H, dn, kv_b_weight.shape[0] // H - dn)
+    q_latent = torch.einsum('thn,hnc->thc', q_nope, w_uk)
+    o, _ = mla_tree_attention_ref(q_latent, q_pe, c_kv, k_pe, prefix_len, visibility, scale)
+    return torch.einsum('thc,hvc->thv', o, w_uv.to(o.dtype))
