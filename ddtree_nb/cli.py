@@ -10,6 +10,7 @@ import sys, importlib
 
 SUBCOMMANDS = {
     'env': ('ddtree_nb.env:env_main', 'discover Pythons, torch, nvcc, GPUs; recommend a setup'),
+    'generate': ('ddtree_nb.decode:generate_main', 'generate text with DDTree / DFlash / AR from a target + drafter'),
 }
 
 def main(argv=None):
