@@ -91,6 +91,32 @@ def bench_shape(T, H, P, kind, seed=0, v1=False, calls_min=20):
     torch.cuda.empty_cache()
     return r
 
+def bench_extra(T, H, P, kind, seed=1, **kw):
+    "v2 time for one shape with a forced split count / tile config (`kw`), after an fp64 check."
+    g = torch.Generator().manual_seed(seed)
+    gc = torch.Generator(device='cuda').manual_seed(seed)
+    n = P + T
+    nbuf = max(2, min(64, math.ceil(256e6 / (n * DQK * 2))))
+    kvs = [torch.randn(n, DQK, generator=gc, device='cuda').to(torch.bfloat16) for _ in range(nbuf)]
+    ql = torch.randn(T, H, DC, generator=gc, device='cuda').to(torch.bfloat16)
+    qp = torch.randn(T, H, 64, generator=gc, device='cuda').to(torch.bfloat16)
+    vis = ancestor_mask(tree_parents(kind, T, g)).cuda()
+    bits, scale = vis_to_bits(vis), DQK ** -0.5 * 2.0
+    plan = verify_plan(T, H, P, **kw)
+    ws = verify_workspace(T, H, plan['splits'], 'cuda') if plan['splits'] > 1 else None
+    out = torch.full((T, H, DC), float('nan'), dtype=torch.bfloat16, device='cuda')
+    lse = torch.full((T, H), float('nan'), dtype=torch.float32, device='cuda')
+    mla_tree_attention(ql, qp, kvs[0], P, bits, scale, out=out, lse=lse, workspace=ws, **kw)
+    ro, rl = mla_tree_attention_ref(ql.double(), qp.double(), kvs[0][:, :DC].double(), kvs[0][:, DC:].double(), P, vis, scale)
+    err = verify_error(out, lse, ro, rl)
+    del ro, rl
+    seq = [kvs[i % nbuf] for i in range(max(20, nbuf))]
+    us, mode = gpu_time_us([lambda kv=kv: mla_tree_attention(ql, qp, kv, P, bits, scale, out=out, lse=lse, workspace=ws, **kw) for kv in seq])
+    c = verify_cost(T, H, P)
+    del kvs; torch.cuda.empty_cache()
+    return dict(T=T, H=H, P=P, kw={k: str(v) for k, v in kw.items()}, plan={k: plan[k] for k in ('kernel', 'splits', 'grid')}, rel_err=err[0], lse_err=err[1],
+                us=us, timing=mode, pct_bw=100 * c['bytes'] / us / 1e-6 / H200_BW, pct_flop=100 * c['flops'] / us / 1e-6 / H200_BF16)
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--out', default='.')
@@ -115,7 +141,13 @@ def main():
         rows.append(r)
         print(json.dumps(r), flush=True)
     res = dict(gpu=dev.name, sms=dev.multi_processor_count, torch=torch.__version__, commit=commit, date=time.strftime('%Y-%m-%d'),
-               command=' '.join(sys.argv), checks=checks, bench=rows)
+               command=' '.join(sys.argv), checks=checks, bench=rows, extra=extra)
+    # how the split count and the tile config move the AR step and the largest tree (same inputs as above)
+    extra = []
+    if not a.quick:
+        for T, P, kw in [(1, 32768, dict(splits=33)), (1, 32768, dict(splits=65)), (1, 32768, dict(splits=257)),
+                         (1, 131072, dict(splits=257)), (256, 8192, dict(config=(64, 32, 2))), (256, 8192, dict(config=(32, 32, 1)))]:
+            extra.append(bench_extra(T, 64, P, 'tree' if T > 1 else 'chain', **kw)); print(json.dumps(extra[-1]), flush=True)
     (out / 'bench_verify.json').write_text(json.dumps(res, indent=1, default=str))
     lines = ['| shape (H=64) | plan | µs | floor bw / flop µs | TB/s (% of 4.27) | TFLOP/s (% of 799) | torch µs | speedup | v1 µs | rel err |',
              '|---|---|---|---|---|---|---|---|---|---|']

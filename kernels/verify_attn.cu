@@ -181,7 +181,8 @@ __device__ __forceinline__ void verify_v2(const bf16 *__restrict__ q_lat, const 
         offB[u] = ((2 * u + ((lane >> 3) & 1)) ^ x7) << 4;
     }
     const uint32_t aQ = sQ + (wm * 16 + (lane & 15)) * ROW_BYTES;
-    const uint32_t bK = (wn * C::KPW + x7) * ROW_BYTES;
+    const uint32_t bK = (wn * C::KPW + x7) * ROW_BYTES;                      // x2: keys j*8 + lane%8
+    const uint32_t bK4 = (wn * C::KPW + x7 + ((lane >> 4) << 3)) * ROW_BYTES;  // x4: keys 16jp + lane%8 (+8 for lanes 16..31)
     const uint32_t vK = (lane & 15) * ROW_BYTES + warp * 128;
     const uint32_t aP = sPb + ((lane & 15) * C::PST + (lane >> 4) * 8) * 2;
     int tq[2];
@@ -226,11 +227,21 @@ __device__ __forceinline__ void verify_v2(const bf16 *__restrict__ q_lat, const 
             for (int u = 0; u < 4; ++u) {
                 uint32_t a[4];
                 ldsm_x4(a[0], a[1], a[2], a[3], aQ + q8 * 128 + offA[u]);
+                if constexpr (C::NTQ % 2 == 0) {  // two key n-tiles per ldmatrix.x4
 #pragma unroll
-                for (int j = 0; j < C::NTQ; ++j) {
-                    uint32_t b0, b1;
-                    ldsm_x2(b0, b1, sK + bK + j * 8 * ROW_BYTES + q8 * 128 + offB[u]);
-                    mma_bf16(sc[j], a, b0, b1);
+                    for (int jp = 0; jp < C::NTQ / 2; ++jp) {
+                        uint32_t b0, b1, b2, b3;
+                        ldsm_x4(b0, b1, b2, b3, sK + bK4 + jp * 16 * ROW_BYTES + q8 * 128 + offB[u]);
+                        mma_bf16(sc[2 * jp], a, b0, b1);
+                        mma_bf16(sc[2 * jp + 1], a, b2, b3);
+                    }
+                } else {
+#pragma unroll
+                    for (int j = 0; j < C::NTQ; ++j) {
+                        uint32_t b0, b1;
+                        ldsm_x2(b0, b1, sK + bK + j * 8 * ROW_BYTES + q8 * 128 + offB[u]);
+                        mma_bf16(sc[j], a, b0, b1);
+                    }
                 }
             }
 
@@ -366,27 +377,37 @@ VERIFY_V2(verify_attn_v2_32x32x1, 32, 32, 1)  //  77,568 B: RTX 30xx/40xx/50xx (
 
 // ---------------------------------------------------------------------------------------------------------
 // Split merge: out[r] = sum_s w_s o_s / sum_s w_s, w_s = exp(lse_s - max), lse[r] = max + log(sum_s w_s).
-// grid (M, 2): block handles 256 columns of one row; 8 warps take every 8th split, lane = 8 columns.
+// grid (M, 8): block = one row x 64 columns; thread = 8 columns (16 B) of every 32nd split, so all the
+// partial reads of a block are in flight at once (the AR step has only 64 rows). splits <= 1024.
 // ---------------------------------------------------------------------------------------------------------
 extern "C" __global__ void __launch_bounds__(256)
 verify_attn_combine(const bf16 *__restrict__ ws_o, const float *__restrict__ ws_lse, int splits, int M,
                     bf16 *__restrict__ out, float *__restrict__ lse) {
-    const int r = blockIdx.x, half = blockIdx.y, tid = threadIdx.x, grp = tid >> 5, lane = tid & 31;
-    __shared__ float red[8][256], rden[8];
+    const int r = blockIdx.x, c0 = blockIdx.y * 64, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int grp = tid >> 3, col = c0 + (tid & 7) * 8;
+    __shared__ float sl[1024], red[32][64 + 4], smax[8], sden[8];
     float mx = -INFINITY;
-    for (int s = lane; s < splits; s += 32) mx = fmaxf(mx, ws_lse[(size_t)s * M + r]);
+    for (int s = tid; s < splits; s += 256) { const float v = ws_lse[(size_t)s * M + r]; sl[s] = v; mx = fmaxf(mx, v); }
 #pragma unroll
     for (int o = 16; o; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    float acc[8], den = 0.f;
+    if (lane == 0) smax[warp] = mx;
+    __syncthreads();
+    mx = smax[0];
+#pragma unroll
+    for (int w = 1; w < 8; ++w) mx = fmaxf(mx, smax[w]);
+    float den = 0.f;
+    for (int s = tid; s < splits; s += 256) if (sl[s] != -INFINITY) den += exp2f((sl[s] - mx) * LOG2E);
+#pragma unroll
+    for (int o = 16; o; o >>= 1) den += __shfl_xor_sync(0xffffffffu, den, o);
+    if (lane == 0) sden[warp] = den;
+    float acc[8];
 #pragma unroll
     for (int i = 0; i < 8; ++i) acc[i] = 0.f;
-    const int col = half * 256 + lane * 8;
 #pragma unroll 4
-    for (int s = grp; s < splits; s += 8) {
-        const float ls = ws_lse[(size_t)s * M + r];
+    for (int s = grp; s < splits; s += 32) {
+        const float ls = sl[s];
         if (ls == -INFINITY) continue;
         const float w = exp2f((ls - mx) * LOG2E);
-        den += w;
         const uint4 v = *reinterpret_cast<const uint4 *>(ws_o + ((size_t)s * M + r) * DC + col);
         const bf162 *h = reinterpret_cast<const bf162 *>(&v);
 #pragma unroll
@@ -397,12 +418,15 @@ verify_attn_combine(const bf16 *__restrict__ ws_o, const float *__restrict__ ws_
         }
     }
 #pragma unroll
-    for (int i = 0; i < 8; ++i) red[grp][i * 32 + lane] = acc[i];
-    if (lane == 0) rden[grp] = den;
+    for (int i = 0; i < 8; ++i) red[grp][(tid & 7) * 8 + i] = acc[i];
     __syncthreads();
-    float tot = 0.f, dsum = 0.f;
+    if (tid < 64) {
+        float tot = 0.f, dsum = 0.f;
+#pragma unroll 8
+        for (int k = 0; k < 32; ++k) tot += red[k][tid];
 #pragma unroll
-    for (int k = 0; k < 8; ++k) { tot += red[k][(tid & 7) * 32 + (tid >> 3)]; dsum += rden[k]; }
-    out[(size_t)r * DC + half * 256 + tid] = __float2bfloat16(tot / dsum);
-    if (half == 0 && tid == 0) lse[r] = mx + logf(dsum);
+        for (int w = 0; w < 8; ++w) dsum += sden[w];
+        out[(size_t)r * DC + c0 + tid] = __float2bfloat16(tot / dsum);
+        if (blockIdx.y == 0 && tid == 0) lse[r] = mx + logf(dsum);
+    }
 }
