@@ -377,26 +377,28 @@ VERIFY_V2(verify_attn_v2_32x32x1, 32, 32, 1)  //  77,568 B: RTX 30xx/40xx/50xx (
 
 // ---------------------------------------------------------------------------------------------------------
 // Split merge: out[r] = sum_s w_s o_s / sum_s w_s, w_s = exp(lse_s - max), lse[r] = max + log(sum_s w_s).
-// grid (M, 8): block = one row x 64 columns; thread = 8 columns (16 B) of every 32nd split, so all the
-// partial reads of a block are in flight at once (the AR step has only 64 rows). splits <= 1024.
+// grid (M, 512 / (8 L)), block (L, G): a block merges 8L columns of one row; thread (x, y) reads 16 bytes of
+// every G-th split starting at y, so all of a row's partial reads are in flight at once. L*G in {64..256},
+// splits <= 1024. The host picks (8, 32) for many splits (the AR step: 64 rows, ~129 splits) and (64, <=4)
+// for a few (trees: thousands of rows, 2..8 splits).
 // ---------------------------------------------------------------------------------------------------------
 extern "C" __global__ void __launch_bounds__(256)
 verify_attn_combine(const bf16 *__restrict__ ws_o, const float *__restrict__ ws_lse, int splits, int M,
                     bf16 *__restrict__ out, float *__restrict__ lse) {
-    const int r = blockIdx.x, c0 = blockIdx.y * 64, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int grp = tid >> 3, col = c0 + (tid & 7) * 8;
-    __shared__ float sl[1024], red[32][64 + 4], smax[8], sden[8];
+    const int L = blockDim.x, G = blockDim.y, CW = 8 * L, nthr = L * G, nwarps = nthr >> 5;
+    const int r = blockIdx.x, c0 = blockIdx.y * CW, gy = threadIdx.y, tid = gy * L + threadIdx.x;
+    const int warp = tid >> 5, lane = tid & 31, col = c0 + threadIdx.x * 8;
+    __shared__ float sl[1024], red[2048], smax[8], sden[8];
     float mx = -INFINITY;
-    for (int s = tid; s < splits; s += 256) { const float v = ws_lse[(size_t)s * M + r]; sl[s] = v; mx = fmaxf(mx, v); }
+    for (int s = tid; s < splits; s += nthr) { const float v = ws_lse[(size_t)s * M + r]; sl[s] = v; mx = fmaxf(mx, v); }
 #pragma unroll
     for (int o = 16; o; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
     if (lane == 0) smax[warp] = mx;
     __syncthreads();
     mx = smax[0];
-#pragma unroll
-    for (int w = 1; w < 8; ++w) mx = fmaxf(mx, smax[w]);
+    for (int w = 1; w < nwarps; ++w) mx = fmaxf(mx, smax[w]);
     float den = 0.f;
-    for (int s = tid; s < splits; s += 256) if (sl[s] != -INFINITY) den += exp2f((sl[s] - mx) * LOG2E);
+    for (int s = tid; s < splits; s += nthr) if (sl[s] != -INFINITY) den += exp2f((sl[s] - mx) * LOG2E);
 #pragma unroll
     for (int o = 16; o; o >>= 1) den += __shfl_xor_sync(0xffffffffu, den, o);
     if (lane == 0) sden[warp] = den;
@@ -404,7 +406,7 @@ verify_attn_combine(const bf16 *__restrict__ ws_o, const float *__restrict__ ws_
 #pragma unroll
     for (int i = 0; i < 8; ++i) acc[i] = 0.f;
 #pragma unroll 4
-    for (int s = grp; s < splits; s += 32) {
+    for (int s = gy; s < splits; s += G) {
         const float ls = sl[s];
         if (ls == -INFINITY) continue;
         const float w = exp2f((ls - mx) * LOG2E);
@@ -418,15 +420,14 @@ verify_attn_combine(const bf16 *__restrict__ ws_o, const float *__restrict__ ws_
         }
     }
 #pragma unroll
-    for (int i = 0; i < 8; ++i) red[grp][(tid & 7) * 8 + i] = acc[i];
+    for (int i = 0; i < 8; ++i) red[gy * CW + threadIdx.x * 8 + i] = acc[i];
     __syncthreads();
-    if (tid < 64) {
-        float tot = 0.f, dsum = 0.f;
-#pragma unroll 8
-        for (int k = 0; k < 32; ++k) tot += red[k][tid];
-#pragma unroll
-        for (int w = 0; w < 8; ++w) dsum += sden[w];
-        out[(size_t)r * DC + c0 + tid] = __float2bfloat16(tot / dsum);
-        if (blockIdx.y == 0 && tid == 0) lse[r] = mx + logf(dsum);
+    float dsum = 0.f;
+    for (int w = 0; w < nwarps; ++w) dsum += sden[w];
+    for (int c = tid; c < CW; c += nthr) {
+        float tot = 0.f;
+        for (int g = 0; g < G; ++g) tot += red[g * CW + c];
+        out[(size_t)r * DC + c0 + c] = __float2bfloat16(tot / dsum);
     }
+    if (blockIdx.y == 0 && tid == 0) lse[r] = mx + logf(dsum);
 }
