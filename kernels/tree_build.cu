@@ -428,23 +428,33 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
     int path = 0;   // stats[0]: 0 heap forced/none, 1 = sort of all, 2 = select + sort; stats[1] BFS tries
     int tries = 0;
     if (Leff > 0 && !sh_i[1]) {
-        // ---- tau0: the best of 1024 evenly spaced thresholds that the comb alone proves reach count >= B
+        // ---- tau0: a threshold the comb alone proves reaches count >= B. 3 rounds of 32 evenly spaced thresholds
+        // (warp j tests threshold j, lane d counts depth d), each round zooming into the best interval.
         long long tot = 0;
         for (int d = 0; d < Leff; ++d) tot += kd[d];
         double tau;
         if (tot < B) tau = -INFINITY;
         else {
-            double hi = chain[1], lo = hi;
-            for (int d = 0; d < Leff; ++d) lo = fmin(lo, chain[d] + lq[d * KMAX + kd[d] - 1]);
-            double t = tid == nt - 1 ? hi : lo + (hi - lo) * ((double)tid / (double)(nt - 1));
-            int c = 0;
-            for (int d = 0; d < Leff && c < B; ++d) c += count_ge(lq + d * KMAX, kd[d], chain[d], t);
-            if (tid == 0) sh_i[3] = 0;
-            __syncthreads();
-            if (c >= B) atomicMax(&sh_i[3], tid);
-            __syncthreads();
-            if (tid == sh_i[3]) sh_d[0] = t;
-            __syncthreads();
+            if (tid == 0) {
+                double lo = chain[1];
+                for (int d = 0; d < Leff; ++d) lo = fmin(lo, chain[d] + lq[d * KMAX + kd[d] - 1]);
+                sh_d[0] = lo; sh_d[1] = chain[1];
+            }
+            int j = tid >> 5, d = tid & 31;
+            for (int round = 0; round < 3; ++round) {
+                if (tid == 0) sh_i[3] = 0;
+                __syncthreads();
+                double lo = sh_d[0], hi = sh_d[1];
+                double t = j == 31 ? hi : lo + (hi - lo) * ((double)j / 31.0);
+                int c = d < Leff ? count_ge(lq + d * KMAX, kd[d], chain[d], t) : 0;
+                for (int o = 16; o; o >>= 1) c += __shfl_xor_sync(FULL, c, o);
+                if (d == 0 && c >= B) atomicMax(&sh_i[3], j);
+                __syncthreads();
+                int best = sh_i[3];
+                if (d == 0 && j == best) sh_d[0] = t;
+                if (d == 0 && (j == best + 1 || (best == 31 && j == 31))) sh_d[1] = t;
+                __syncthreads();
+            }
             tau = sh_d[0];
         }
         // ---- BFS at tau, retried with a higher tau while it overflows
