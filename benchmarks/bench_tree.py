@@ -38,6 +38,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--iters', type=int, default=300)
     ap.add_argument('--out', default=None)
+    ap.add_argument('--commit', default=None, help='commit to record (default: git rev-parse HEAD)')
     a = ap.parse_args()
     es = engine_stream(); s = es.torch
     L, V = 15, 163840
@@ -55,9 +56,9 @@ def main():
                 graph = events_median(g_all.replay, a.iters, s)
                 g1 = graph_of(lambda: _launch_rows(buf, x, B), s)
                 p1 = events_median(g1.replay, a.iters, s)
-                g2 = graph_of(lambda: _launch_tree(buf, x.dtype, L, B), s)
+                g2 = graph_of(lambda: _launch_tree(buf, x.dtype, L, V, B), s)
                 p2 = events_median(g2.replay, a.iters, s)
-                g3 = graph_of(lambda: _launch_tree(buf, x.dtype, L, B, force_heap=True), s)
+                g3 = graph_of(lambda: _launch_tree(buf, x.dtype, L, V, B, force_heap=True), s)
                 heap = events_median(g3.replay, max(20, a.iters // 10), s)
                 ts = []
                 for _ in range(15):
@@ -68,7 +69,7 @@ def main():
                 topk = events_median(tk, 50, s)
                 rows.append((scale, B, graph, eager, p1, p2, heap, topk, ref, path))
                 print(rows[-1], flush=True)
-    commit = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()
+    commit = a.commit or subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()
     out = [f"date {datetime.date.today()}, GPU {torch.cuda.get_device_name()}, commit {commit}, torch {torch.__version__}",
            f"command: python benchmarks/bench_tree.py --iters {a.iters}", "",
            "| logits | B | graph replay µs | eager µs | phase 1 µs | phase 2 v2 µs | phase 2 v1 heap µs | topk+lse µs | reference path µs | speed-up (ref/graph) | phase-2 path |",

@@ -145,16 +145,19 @@ __device__ void hist_body(const T *__restrict__ logits, int V, int k, int *hist,
     __syncthreads();
     int kd = min(k, stot);
     if (kd > 0) find_desc(sh, NBINS, kd, ws, fout);
-    if (tid == 0) {
-        int *ri = rowinfo + row * 8;
-        ri[0] = kd > 0 ? fout[0] : -1; ri[1] = kd > 0 ? fout[1] : 0; ri[2] = kd > 0 ? sh[fout[0]] : 0;
-        ri[3] = kd; ri[4] = 0; ri[5] = 0;
-        double M = -INFINITY;
-        for (int j = 0; j < C; ++j) M = fmax(M, (double)__ldcg(&stat[row * 64 + j]).x);
-        double S = 0.0;
-        for (int j = 0; j < C; ++j) { float2 p = __ldcg(&stat[row * 64 + j]); if (p.x != -INFINITY) S += (double)p.y * exp((double)p.x - M); }
-        rowlse[row] = M + log(S);
-        row_done[row] = 0;
+    if (tid < 32) {   // logsumexp from the C partials, one warp
+        float M = -INFINITY, S = 0.f;
+        for (int j = tid; j < C; j += 32) M = fmaxf(M, __ldcg(&stat[row * 64 + j]).x);
+        for (int o = 16; o; o >>= 1) M = fmaxf(M, __shfl_xor_sync(FULL, M, o));
+        for (int j = tid; j < C; j += 32) { float2 p = __ldcg(&stat[row * 64 + j]); if (p.x != -INFINITY) S += p.y * __expf(p.x - M); }
+        for (int o = 16; o; o >>= 1) S += __shfl_xor_sync(FULL, S, o);
+        if (tid == 0) {
+            int *ri = rowinfo + row * 8;
+            ri[0] = kd > 0 ? fout[0] : -1; ri[1] = kd > 0 ? fout[1] : 0; ri[2] = kd > 0 ? sh[fout[0]] : 0;
+            ri[3] = kd; ri[4] = 0; ri[5] = 0;
+            rowlse[row] = (double)M + log((double)S);
+            row_done[row] = 0;
+        }
     }
 }
 
@@ -329,7 +332,7 @@ __device__ __forceinline__ int count_ge(const double *list, int n, double base, 
 }
 
 // v1 / fallback: the literal heap on thread 0. Fills node arrays (1-based) and scores; returns n.
-__device__ __forceinline__ int heap_tree(const double *lq, const int *kd, int Leff, int B, Ws w, int *npar, int *nrank,
+__device__ __forceinline__ int heap_tree(const double *lq, int LS, const int *kd, int Leff, int B, Ws w, int *npar, int *nrank,
                          int *ndepth, int *nprev, double *nscore) {
     int hn = 0, n = 0;
     nscore[0] = 0.0; npar[0] = -1; nrank[0] = 0; ndepth[0] = 0;
@@ -367,8 +370,8 @@ __device__ __forceinline__ int heap_tree(const double *lq, const int *kd, int Le
                 swp(i, b); i = b;
             }
         }
-        if (r + 1 < kd[d - 1]) push(nscore[p] + lq[(d - 1) * KMAX + r + 1], p, r + 1, d, n);
-        if (d < Leff) push(sc + lq[d * KMAX], n, 0, d + 1, 0);
+        if (r + 1 < kd[d - 1]) push(nscore[p] + lq[(d - 1) * LS + r + 1], p, r + 1, d, n);
+        if (d < Leff) push(sc + lq[d * LS], n, 0, d + 1, 0);
     }
     return n;
 }
@@ -399,8 +402,8 @@ __device__ __forceinline__ double select_kth(const double *sc, int N, int B, int
 }
 
 extern "C" __global__ void __launch_bounds__(1024) tb_tree(
-        const double *lq, const int *ltok, const int *kd, int L, int B, int Bmax, int W, int force_heap,
-        const int *root_token, double *u_score, int *u_par, int *u_rank, int *u_depth, int *slot_idx,
+        const double *lq_g, const int *ltok, const int *kd_g, int L, int B, int Bmax, int W, int force_heap, int ks, int smem_flags,
+        const int *root_token, double *u_score_g, int *u_par, int *u_rank, int *u_depth, int *slot_idx,
         double *h_score, int *h_par, int *h_rank, int *h_depth, int *h_prev, int *stats,
         int *n_nodes, int *tokens, int *depths, int *parents, int *first_child, int *next_sibling,
         unsigned *vis, double *nscore) {
@@ -411,8 +414,24 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
     int *s_slot = (int *)(s_sc + SORTCAP);               // SORTCAP ints
     __shared__ int ws[33], fout[2], hsel[256], sh_i[8];
     __shared__ double chain[33], sh_d[4];
-    Ws w{u_score, u_par, u_rank, u_depth, slot_idx, h_score, h_par, h_rank, h_depth, h_prev};
+    __shared__ int kd[32];
     int tid = threadIdx.x, nt = blockDim.x;
+    // shared-memory copies when they fit (smem_flags bit 0: the lists, bit 1: the BFS scores); the binary searches
+    // and the BFS are chains of dependent loads, shared memory makes each step ~10x cheaper than L2
+    unsigned char *extra = (unsigned char *)(off + UCAP);
+    double *u_score = (smem_flags & 2) ? (double *)extra : u_score_g;
+    if (smem_flags & 2) extra += UCAP * sizeof(double);
+    const double *lq = lq_g;
+    if (B > 0 && tid < L) kd[tid] = kd_g[tid];
+    __syncthreads();
+    if (B > 0 && (smem_flags & 1)) {
+        double *l = (double *)extra;
+        for (int i = tid; i < L * ks; i += nt) { int d = i / ks, r = i - d * ks; if (r < kd[d]) l[d * ks + r] = lq_g[d * KMAX + r]; }
+        lq = l;
+    }
+    const int LS = (smem_flags & 1) ? ks : KMAX;   // row stride of lq
+#define LQ(d) (lq + (d) * LS)
+    Ws w{u_score, u_par, u_rank, u_depth, slot_idx, h_score, h_par, h_rank, h_depth, h_prev};
     // reachable depth: rows past the first row with no finite token can't be drafted
     if (tid == 0) {
         int Leff = L;
@@ -421,7 +440,7 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
         sh_i[1] = force_heap;   // 1 = go to the heap
         sh_i[2] = 0;            // n
         chain[0] = 0.0;
-        for (int d = 0; d < sh_i[0]; ++d) chain[d + 1] = chain[d] + lq[d * KMAX];
+        for (int d = 0; d < sh_i[0]; ++d) chain[d + 1] = chain[d] + LQ(d)[0];
     }
     __syncthreads();
     int Leff = sh_i[0];
@@ -437,7 +456,7 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
         else {
             if (tid == 0) {
                 double lo = chain[1];
-                for (int d = 0; d < Leff; ++d) lo = fmin(lo, chain[d] + lq[d * KMAX + kd[d] - 1]);
+                for (int d = 0; d < Leff; ++d) lo = fmin(lo, chain[d] + LQ(d)[kd[d] - 1]);
                 sh_d[0] = lo; sh_d[1] = chain[1];
             }
             int j = tid >> 5, d = tid & 31;
@@ -446,7 +465,7 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
                 __syncthreads();
                 double lo = sh_d[0], hi = sh_d[1];
                 double t = j == 31 ? hi : lo + (hi - lo) * ((double)j / 31.0);
-                int c = d < Leff ? count_ge(lq + d * KMAX, kd[d], chain[d], t) : 0;
+                int c = d < Leff ? count_ge(LQ(d), kd[d], chain[d], t) : 0;
                 for (int o = 16; o; o >>= 1) c += __shfl_xor_sync(FULL, c, o);
                 if (d == 0 && c >= B) atomicMax(&sh_i[3], j);
                 __syncthreads();
@@ -462,14 +481,14 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
         bool over = true;
         for (tries = 0; tries < 4 && over; ++tries) {
             over = false;
-            int c1 = count_ge(lq, kd[0], 0.0, tau);
+            int c1 = count_ge(LQ(0), kd[0], 0.0, tau);
             int n1 = min(c1, UCAP);
-            for (int j = tid; j < n1; j += nt) { u_score[j] = 0.0 + lq[j]; u_par[j] = -1; u_rank[j] = j; u_depth[j] = 1; }
+            for (int j = tid; j < n1; j += nt) { u_score[j] = 0.0 + LQ(0)[j]; u_par[j] = -1; u_rank[j] = j; u_depth[j] = 1; }
             over = c1 > UCAP;
             int s0 = 0, e0 = n1;
             for (int d = 1; d < Leff && !over && e0 > s0; ++d) {   // parents: slots [s0,e0) at depth d
                 __syncthreads();
-                const double *lst = lq + d * KMAX;
+                const double *lst = LQ(d);
                 int n = e0 - s0, carry = 0;
                 for (int t0 = 0; t0 < n; t0 += nt) {
                     int i = t0 + tid, c = 0;
@@ -557,7 +576,7 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
         }
     }
     __syncthreads();
-    if (Leff > 0 && sh_i[1] && tid == 0) sh_i[2] = heap_tree(lq, kd, Leff, B, w, npar, nrank, ndepth, nprev, nscore);
+    if (Leff > 0 && sh_i[1] && tid == 0) sh_i[2] = heap_tree(lq, LS, kd, Leff, B, w, npar, nrank, ndepth, nprev, nscore);
     if (tid == 0 && Leff == 0) { sh_i[2] = 0; npar[0] = -1; nscore[0] = 0.0; }
     __syncthreads();
     // ---- emit
