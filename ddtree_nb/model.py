@@ -234,7 +234,7 @@ class MLAttention(nn.Module):
         self.kv_b_proj = nn.Linear(c.kv_lora_rank, H * (c.qk_nope_head_dim + c.v_head_dim), bias=False)
         self.o_proj = nn.Linear(H * c.v_head_dim, D, bias=bias)
 
-    def forward(self, x, cos, sin, cache: LatentCache, start: int, visibility, attend):
+    def forward(self, x, cos, sin, cache: LatentCache, start: int, attend):
         c, T = self.c, x.shape[0]
         H, dn, Dc = c.num_attention_heads, c.qk_nope_head_dim, c.kv_lora_rank
         q = self.q_proj(x) if c.q_lora_rank is None else self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x)))
@@ -259,8 +259,8 @@ class DecoderLayer(nn.Module):
         self.mlp = MLP(c.hidden_size, c.intermediate_size) if layer_idx < c.first_k_dense_replace else MoE(c)
         self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
-    def forward(self, x, cos, sin, cache, start, visibility, attend):
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache, start, visibility, attend)
+    def forward(self, x, cos, sin, cache, start, attend):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache, start, attend)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 # %% ../nbs/01a_target_model.ipynb #b4a32316
@@ -330,7 +330,7 @@ class TargetModel(nn.Module):
         x = self.embed_tokens(input_ids)
         feats, last = {}, self.config.num_hidden_layers - 1
         for i, layer in enumerate(self.layers):
-            x = layer(x, cos, sin, cache, start, visibility, attend)
+            x = layer(x, cos, sin, cache, start, attend)
             if i in hidden_layers and i != last: feats[i] = x
         x = self.norm(x)
         if last in hidden_layers: feats[last] = x
