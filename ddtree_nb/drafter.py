@@ -272,9 +272,10 @@ def load_drafter(path,                          # directory with config.json and
                 ) -> Drafter:
     "Load a DFlash drafter checkpoint and attach it to `target`; mismatches raise before any weights move."
     from safetensors.torch import load_file
+    from ddtree_nb.model import read_json
     p = Path(path)
     if not (p / 'config.json').is_file(): raise FileNotFoundError(f"no config.json in drafter directory {p}")
-    config = DrafterConfig.from_dict(json.loads((p / 'config.json').read_text()))
+    config = DrafterConfig.from_dict(read_json(p / 'config.json', 'drafter config'))
     tdt, tdev = _target_dtype_device(target)
     with torch.device('meta'): d = Drafter(config)
     d.attach(target)                                         # pair checks first

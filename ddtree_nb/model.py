@@ -16,7 +16,8 @@ from .reference import mla_tree_attention_ref, mla_softmax_scale, split_kv_b
 __all__ = ['MODEL_TYPES', 'ATTN_BACKENDS', 'TargetConfig', 'config_from_dict', 'LatentCache', 'rope_inv_freq', 'apply_rope',
            'RMSNorm', 'MLP', 'Router', 'MoE', 'attention_fn', 'MLAttention', 'DecoderLayer', 'TargetOutput',
            'TargetModel', 'tiny_config', 'build_target', 'pack_int4', 'unpack_int4', 'dequant_int4', 'quantize_int4',
-           'dequant_fp8_block', 'quantize_fp8_block', 'save_target', 'load_target', 'load_tokenizer']
+           'dequant_fp8_block', 'quantize_fp8_block', 'save_target', 'read_json', 'check_device', 'load_target',
+           'load_tokenizer']
 
 # %% ../nbs/01a_target_model.ipynb #08732fc5
 MODEL_TYPES = ('deepseek_v3', 'kimi_k2', 'kimi_k25')
@@ -497,6 +498,26 @@ def save_target(model: TargetModel, path, model_type: str='deepseek_v3', rope_ke
     return path
 
 # %% ../nbs/01a_target_model.ipynb #e9270eb1
+def read_json(path, what: str='config') -> dict:
+    "The JSON object in file `path`; a malformed file raises `ValueError` naming the file, line and column."
+    path = Path(path)
+    try: d = json.loads(path.read_text())
+    except json.JSONDecodeError as e: raise ValueError(f"{what} {path} is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
+    except UnicodeDecodeError as e: raise ValueError(f"{what} {path} is not UTF-8 text: {e.reason} at byte {e.start}") from None
+    if not isinstance(d, dict): raise ValueError(f"{what} {path} must hold a JSON object, got {type(d).__name__}")
+    return d
+
+def check_device(device) -> torch.device:
+    "`device` as a `torch.device`, raising `CudaUnavailable` if it names a CUDA device torch can't use here."
+    from ddtree_nb.runtime import CudaUnavailable
+    d = torch.device(device)
+    if d.type == 'cuda':
+        if not torch.cuda.is_available():
+            raise CudaUnavailable(f"device {str(device)!r} asked for, but torch {torch.__version__} sees no CUDA GPU (torch.cuda.is_available() is False); use device 'cpu'")
+        if d.index is not None and d.index >= torch.cuda.device_count():
+            raise CudaUnavailable(f"device {str(device)!r} asked for, but torch sees {torch.cuda.device_count()} CUDA GPU(s)")
+    return d
+
 class _Checkpoint:
     "Lazy key -> tensor access over a single or sharded safetensors checkpoint."
     def __init__(self, path: Path):
@@ -504,7 +525,8 @@ class _Checkpoint:
         self._open = safe_open
         idx = path / 'model.safetensors.index.json'
         if idx.exists():
-            wmap = json.loads(idx.read_text())['weight_map']
+            wmap = read_json(idx, 'checkpoint index').get('weight_map')
+            if not isinstance(wmap, dict): raise ValueError(f"checkpoint index {idx} has no 'weight_map' object")
             for fn in sorted(set(wmap.values())):
                 if not (path / fn).exists(): raise FileNotFoundError(f"checkpoint shard {fn} listed in {idx.name} is missing from {path}")
             self.where = {k: path / fn for k, fn in wmap.items()}
@@ -564,7 +586,8 @@ def load_target(path, device='cpu', dtype=torch.float32) -> TargetModel:
     "Load a DeepSeek-V3 / Kimi K2 / K2.5 / K2.6 checkpoint directory (HF layout) as a `TargetModel`."
     path = Path(path)
     if not (path / 'config.json').exists(): raise FileNotFoundError(f"no config.json in {path}")
-    c = config_from_dict(json.loads((path / 'config.json').read_text()))
+    c = config_from_dict(read_json(path / 'config.json'))
+    check_device(device)
     ck = _Checkpoint(path)
     with torch.device('meta'): model = TargetModel(c)
     model = model.to_empty(device=device)
