@@ -11,6 +11,7 @@ import os, sys, importlib
 SUBCOMMANDS = {
     'env': ('ddtree_nb.env:env_main', 'discover Pythons, torch, nvcc, GPUs; recommend a setup'),
     'generate': ('ddtree_nb.decode:generate_main', 'generate text with DDTree / DFlash / AR from a target + drafter'),
+    'bench': ('ddtree_nb.bench:bench_main', 'benchmark AR vs DFlash vs DDTree across budgets; JSON, tables, plots'),
 }
 
 def _usage(out):
