@@ -244,7 +244,7 @@ def format_summary(g: Generation) -> str:
 # %% ../nbs/05_decode.ipynb #6ed8ef35
 def _generate_parser():
     ap = argparse.ArgumentParser(prog='ddtree generate', description='Generate text with DDTree / DFlash speculative decoding or plain AR.')
-    ap.add_argument('--target', required=True, help='target model directory (config, weights, tokenizer)')
+    ap.add_argument('--target', help='target model directory (config, weights, tokenizer); default: the embedded demo pair')
     ap.add_argument('--drafter', help='DFlash drafter directory (z-lab layout); not needed for --method ar')
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument('--prompt', help='prompt text')
@@ -291,6 +291,9 @@ def _error(msg) -> int:
 def generate_main(argv=None) -> int:
     "Entry point of `ddtree generate`."
     args = _generate_parser().parse_args(argv)
+    if args.target is None:                      # the demo pair shipped in the package (nbs/06_demo_models)
+        from ddtree_nb.demo import demo_pair_dir
+        args.target, args.drafter = str(demo_pair_dir() / 'target'), args.drafter or str(demo_pair_dir() / 'drafter')
     if args.method != 'ar' and not args.drafter:
         print(f"ddtree generate: error: --method {args.method} needs --drafter", file=sys.stderr); return 2
     from pathlib import Path

@@ -1,0 +1,6 @@
+"Held-out acceptance of the embedded demo pair: python benchmarks/eval_demo_pair.py [n_prompts] [max_new_tokens] > benchmarks/demo_pair.json"
+import sys, json, torch
+from ddtree_nb.demo import report_pair
+torch.set_num_threads(int(sys.argv[3]) if len(sys.argv) > 3 else 1)
+n, m = (int(a) for a in (sys.argv[1:3] or (8, 128)))
+print(json.dumps(report_pair(n_prompts=n, max_new_tokens=m), indent=1))
