@@ -10,6 +10,7 @@ import os, sys, importlib
 
 SUBCOMMANDS = {
     'env': ('ddtree_nb.env:env_main', 'discover Pythons, torch, nvcc, GPUs; recommend a setup'),
+    'demo': ('ddtree_nb.demo:demo_main', 'run AR, DFlash and DDTree on the embedded demo pair and compare'),
     'generate': ('ddtree_nb.decode:generate_main', 'generate text with DDTree / DFlash / AR from a target + drafter'),
     'bench': ('ddtree_nb.bench:bench_main', 'benchmark AR vs DFlash vs DDTree across budgets; JSON, tables, plots'),
 }
