@@ -51,7 +51,8 @@ def gpu_time_us(calls, reps=7):
             ts.append(a.elapsed_time(b) * 1e3 / len(calls))
     return statistics.median(ts), mode
 
-def bench_shape(T, H, P, kind, seed=0, v1=False, calls_min=20):
+def make_inputs(T, H, P, kind, seed):
+    "Random bf16 inputs for one shape: enough cache copies to rotate through (~256 MB, so timings read HBM, not L2)."
     g = torch.Generator().manual_seed(seed)
     gc = torch.Generator(device='cuda').manual_seed(seed)
     n = P + T
@@ -60,6 +61,10 @@ def bench_shape(T, H, P, kind, seed=0, v1=False, calls_min=20):
     ql = torch.randn(T, H, DC, generator=gc, device='cuda').to(torch.bfloat16)
     qp = torch.randn(T, H, 64, generator=gc, device='cuda').to(torch.bfloat16)
     vis = ancestor_mask(tree_parents(kind, T, g)).cuda()
+    return kvs, ql, qp, vis
+
+def bench_shape(T, H, P, kind, seed=0, v1=False, calls_min=20):
+    kvs, ql, qp, vis = make_inputs(T, H, P, kind, seed)
     bits = vis_to_bits(vis)
     scale = DQK ** -0.5 * 2.0
     plan = verify_plan(T, H, P)
@@ -93,14 +98,7 @@ def bench_shape(T, H, P, kind, seed=0, v1=False, calls_min=20):
 
 def bench_extra(T, H, P, kind, seed=1, **kw):
     "v2 time for one shape with a forced split count / tile config (`kw`), after an fp64 check."
-    g = torch.Generator().manual_seed(seed)
-    gc = torch.Generator(device='cuda').manual_seed(seed)
-    n = P + T
-    nbuf = max(2, min(64, math.ceil(256e6 / (n * DQK * 2))))
-    kvs = [torch.randn(n, DQK, generator=gc, device='cuda').to(torch.bfloat16) for _ in range(nbuf)]
-    ql = torch.randn(T, H, DC, generator=gc, device='cuda').to(torch.bfloat16)
-    qp = torch.randn(T, H, 64, generator=gc, device='cuda').to(torch.bfloat16)
-    vis = ancestor_mask(tree_parents(kind, T, g)).cuda()
+    kvs, ql, qp, vis = make_inputs(T, H, P, kind, seed)
     bits, scale = vis_to_bits(vis), DQK ** -0.5 * 2.0
     plan = verify_plan(T, H, P, **kw)
     ws = verify_workspace(T, H, plan['splits'], 'cuda') if plan['splits'] > 1 else None
