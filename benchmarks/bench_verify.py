@@ -65,6 +65,7 @@ def make_inputs(T, H, P, kind, seed):
 
 def bench_shape(T, H, P, kind, seed=0, v1=False, calls_min=20):
     kvs, ql, qp, vis = make_inputs(T, H, P, kind, seed)
+    nbuf = len(kvs)
     bits = vis_to_bits(vis)
     scale = DQK ** -0.5 * 2.0
     plan = verify_plan(T, H, P)
@@ -99,6 +100,7 @@ def bench_shape(T, H, P, kind, seed=0, v1=False, calls_min=20):
 def bench_extra(T, H, P, kind, seed=1, **kw):
     "v2 time for one shape with a forced split count / tile config (`kw`), after an fp64 check."
     kvs, ql, qp, vis = make_inputs(T, H, P, kind, seed)
+    nbuf = len(kvs)
     bits, scale = vis_to_bits(vis), DQK ** -0.5 * 2.0
     plan = verify_plan(T, H, P, **kw)
     ws = verify_workspace(T, H, plan['splits'], 'cuda') if plan['splits'] > 1 else None
