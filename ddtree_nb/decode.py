@@ -12,8 +12,8 @@ from .accept import Accepted, gumbel_keys, target_choice
 
 # %% auto #0
 __all__ = ['STAGES', 'METHODS', 'chain_tree', 'root_tree', 'sample_token', 'TorchStages', 'check_generate_args',
-           'resolve_backend', 'Generation', 'generate', 'TextStreamer', 'format_summary', 'run_generate',
-           'generate_main']
+           'resolve_backend', 'Generation', 'Round', 'Decoder', 'generate', 'TextStreamer', 'format_summary',
+           'run_generate', 'generate_main']
 
 # %% ../nbs/05_decode.ipynb #c111e8b7
 def chain_tree(draft_logits: torch.Tensor, # [L, V] per-depth draft logits
@@ -148,6 +148,93 @@ class Generation:
                     prompt_len=self.prompt_len, method=self.method, backend=self.backend, stopped=self.stopped)
 
 # %% ../nbs/05_decode.ipynb #72696c18
+@dataclass
+class Round:
+    "One decoding round as `Decoder.step` ran it."
+    index: int                        # 1-based round number
+    prefix_len: int                   # committed tokens in the target's cache before the round (P)
+    root: int                         # the round's root token (the previous round's bonus, or the first token)
+    tree: DraftTree                   # the verified tree (n drafted nodes + root; root only for 'ar' or depth 0)
+    draft_logits: torch.Tensor|None   # [L, V] the drafter's logits (None for 'ar')
+    logits: torch.Tensor              # [n+1, V] the target's verify logits, root first
+    accepted: Accepted                # the accept stage's output
+    path: torch.Tensor                # accepted node indices, root first (int64; its length is the acceptance length)
+    bonus: int                        # the target's token after the path: the next round's root
+    new_tokens: list                  # tokens this round emitted (drafts on the path + bonus, cut at a stop id / max_new_tokens)
+    done: bool                        # generation has ended
+    rng_state: torch.Tensor|None = None  # the generator's state before accept (only with `Decoder.keep_rng_state`)
+
+def _untimed(stage, f, *a): return f(*a)
+
+class Decoder:
+    "The state of one generation: `prefill()` gives the first token, each `step()` runs one round and returns its `Round`."
+    def __init__(self, target, drafter, prompt_ids, method: str='ddtree', budget: int=64, temperature: float=0.0,
+                 max_new_tokens: int=128, stop_ids=(), backend: str='auto', generator: torch.Generator|None=None,
+                 max_cache_tokens: int|None=None, stages=None,
+                 timed=None,                    # called as timed(stage, f, *args) for every stage; None = a plain call
+                 keep_rng_state: bool=False):   # record the generator's state before each accept in `Round.rng_state`
+        prompt, self.rows = check_generate_args(target, drafter, prompt_ids, method, budget, temperature, max_new_tokens,
+                                                stop_ids, max_cache_tokens, generator)
+        self.target, self.drafter, self.method, self.budget, self.temperature = target, drafter, method, budget, temperature
+        self.max_new_tokens, self.stop, self.generator, self.prompt = max_new_tokens, {int(s) for s in stop_ids}, generator, prompt
+        self.device = target.embed_tokens.weight.device
+        self.backend = resolve_backend(backend, self.device)
+        self.stages = stages or STAGES[self.backend]()
+        self.use_drafter = method != 'ar'
+        self.layers = tuple(drafter.target_layer_ids) if self.use_drafter else ()
+        self.timed, self.keep_rng_state = timed or _untimed, keep_rng_state
+        self.cache = self.dcache = self.features = self.root = None
+        self.P, self.tokens, self.acceptance_lengths, self.stopped, self.done = len(prompt), [], [], False, False
+
+    def _emit(self, toks) -> list:
+        "Append `toks` up to the first stop id or `max_new_tokens`; the tokens appended."
+        new = []
+        for t in toks:
+            new.append(t)
+            if t in self.stop: self.stopped = True
+            if self.stopped or len(self.tokens) + len(new) == self.max_new_tokens: break
+        self.tokens.extend(new)
+        self.done = self.stopped or len(self.tokens) == self.max_new_tokens
+        return new
+
+    @torch.no_grad()
+    def prefill(self) -> list:
+        "Allocate the caches, run the prompt and sample the first token; the tokens emitted (that one token)."
+        if self.cache is not None: raise RuntimeError("prefill() was already run")
+        self.cache = self.target.new_cache(self.rows)
+        self.dcache = self.drafter.new_cache(len(self.prompt) + self.max_new_tokens) if self.use_drafter else None
+        logits, self.features = self.timed('prefill', self.stages.prefill, self.target, self.prompt.to(self.device), self.cache, self.layers)
+        self.root = sample_token(logits, self.temperature, self.generator)
+        return self._emit([self.root])
+
+    @torch.no_grad()
+    def step(self) -> Round|None:
+        "Run one round; None once generation has ended."
+        if self.cache is None: raise RuntimeError("call prefill() before step()")
+        if self.done: return None
+        st, timed, P, root = self.stages, self.timed, self.P, self.root
+        depth = min(self.drafter.block_size - 1 if self.use_drafter else 0, self.max_new_tokens - len(self.tokens) - 1)
+        dl = None
+        if self.use_drafter:
+            dl = timed('draft', st.draft, self.drafter, self.dcache, self.features, root)
+            tree = timed('tree', st.build, dl[:depth], self.method, self.budget) if depth else root_tree(self.device)
+        else: tree = root_tree(self.device)
+        vo = timed('verify', st.verify, self.target, self.cache, tree, root, P, self.layers)
+        state = self.generator.get_state() if self.keep_rng_state and self.generator is not None else None
+        def _accept_compact():
+            a = st.accept(tree, vo.logits, self.temperature, self.generator)
+            path = a.path[:int(a.accepted_len[0])].long()        # accepted_len counts the root
+            feats = st.compact(self.cache, P, path, vo.hidden if self.use_drafter else None)
+            return a, path, int(a.bonus[0]), feats
+        a, path, bonus, self.features = timed('accept', _accept_compact)
+        self.P += len(path)
+        self.acceptance_lengths.append(len(path))
+        drafted = tree.tokens[(path[1:] - 1).to(tree.tokens.device)].tolist()
+        self.root = bonus
+        new = self._emit(drafted + [bonus])
+        return Round(len(self.acceptance_lengths), P, root, tree, dl, vo.logits, a, path, bonus, new, self.done, state)
+
+# %% ../nbs/05_decode.ipynb #d7b0df70
 class _Clock:
     "Per-stage wall time, synchronising CUDA before reading the clock."
     def __init__(self, device):
@@ -175,52 +262,17 @@ def generate(target, drafter, prompt_ids,
              stages=None,                       # override the backend's stages object
             ) -> Generation:
     "Speculative (or plain) decoding of `prompt_ids` with `target`, drafting with `drafter`."
-    prompt, rows = check_generate_args(target, drafter, prompt_ids, method, budget, temperature, max_new_tokens, stop_ids,
-                                       max_cache_tokens, generator)
-    device = target.embed_tokens.weight.device
-    be = resolve_backend(backend, device)
-    st = stages or STAGES[be]()
-    use_drafter = method != 'ar'
-    layers = tuple(drafter.target_layer_ids) if use_drafter else ()
-    stop = {int(s) for s in stop_ids}
-    clock, t0 = _Clock(device), time.perf_counter()
-    cache = target.new_cache(rows)
-    dcache = drafter.new_cache(len(prompt) + max_new_tokens) if use_drafter else None
-    logits, features = clock('prefill', st.prefill, target, prompt.to(device), cache, layers)
-    P, out, acc, stopped = len(prompt), [], [], False
-
-    def emit(toks):
-        nonlocal stopped
-        new = []
-        for t in toks:
-            new.append(t)
-            if t in stop: stopped = True
-            if stopped or len(out) + len(new) == max_new_tokens: break
-        out.extend(new)
+    dec = Decoder(target, drafter, prompt_ids, method, budget, temperature, max_new_tokens, stop_ids, backend, generator,
+                  max_cache_tokens, stages)
+    clock, t0 = _Clock(dec.device), time.perf_counter()
+    dec.timed = clock
+    new = dec.prefill()
+    while True:
         if on_tokens and new: on_tokens(new)
-        return stopped or len(out) == max_new_tokens
-
-    root = sample_token(logits, temperature, generator)
-    done = emit([root])
-    while not done:
-        depth = min(drafter.block_size - 1 if use_drafter else 0, max_new_tokens - len(out) - 1)
-        if use_drafter:
-            dl = clock('draft', st.draft, drafter, dcache, features, root)
-            tree = clock('tree', st.build, dl[:depth], method, budget) if depth else root_tree(device)
-        else: tree = root_tree(device)
-        vo = clock('verify', st.verify, target, cache, tree, root, P, layers)
-        def _accept_compact():
-            a = st.accept(tree, vo.logits, temperature, generator)
-            path = a.path[:int(a.accepted_len[0])].long()        # accepted_len counts the root
-            feats = st.compact(cache, P, path, vo.hidden if use_drafter else None)
-            return path, int(a.bonus[0]), feats
-        path, bonus, features = clock('accept', _accept_compact)
-        P += len(path)
-        acc.append(len(path))
-        drafted = tree.tokens[(path[1:] - 1).to(tree.tokens.device)].tolist()
-        root = bonus
-        done = emit(drafted + [bonus])
-    return Generation(out, acc, clock.t, len(prompt), method, be, time.perf_counter() - t0, stopped)
+        if dec.done: break
+        new = dec.step().new_tokens
+    return Generation(dec.tokens, dec.acceptance_lengths, clock.t, len(dec.prompt), method, dec.backend,
+                      time.perf_counter() - t0, dec.stopped)
 
 # %% ../nbs/05_decode.ipynb #8b2a111a
 class TextStreamer:

@@ -8,7 +8,7 @@ import html
 from dataclasses import dataclass
 import torch
 from .tree import DraftTree
-from .decode import STAGES, check_generate_args, resolve_backend, sample_token, root_tree
+from .decode import Decoder
 from .accept import gumbel_keys, target_choice
 
 # %% auto #0
@@ -44,63 +44,36 @@ class RoundStepper:
     "Decode `prompt_ids` one round per `step()`, keeping each round's tree, probabilities, target choices and accepted path."
     def __init__(self, target, drafter, prompt_ids, method: str='ddtree', budget: int=16, temperature: float=0.0,
                  max_new_tokens: int=64, stop_ids=(), seed: int=0, backend: str='torch', stages=None):
-        dev = target.embed_tokens.weight.device
-        self.generator = torch.Generator(device=dev).manual_seed(seed)
-        prompt, rows = check_generate_args(target, drafter, prompt_ids, method, budget, temperature, max_new_tokens, stop_ids,
-                                           None, self.generator)
-        self.target, self.drafter, self.method, self.budget, self.temperature = target, drafter, method, budget, temperature
-        self.max_new_tokens, self.stop, self.device = max_new_tokens, {int(s) for s in stop_ids}, dev
-        self.stages = stages or STAGES[resolve_backend(backend, dev)]()
-        self.use_drafter = method != 'ar'
-        self.layers = tuple(drafter.target_layer_ids) if self.use_drafter else ()
-        self.prompt = prompt.tolist()
-        self.cache = target.new_cache(rows)
-        self.dcache = drafter.new_cache(len(prompt) + max_new_tokens) if self.use_drafter else None
-        with torch.no_grad(): logits, self.features = self.stages.prefill(target, prompt.to(dev), self.cache, self.layers)
-        self.P, self.tokens, self.rounds, self.done = len(prompt), [], [], False
-        self.root = sample_token(logits, temperature, self.generator)
-        self._emit([self.root])
+        gen = torch.Generator(device=target.embed_tokens.weight.device).manual_seed(seed)
+        self.decoder = Decoder(target, drafter, prompt_ids, method, budget, temperature, max_new_tokens, stop_ids, backend, gen,
+                               stages=stages, keep_rng_state=True)
+        self.prompt, self.rounds = self.decoder.prompt.tolist(), []
+        self.decoder.prefill()
 
-    def _emit(self, toks) -> list:
-        new = []
-        for t in toks:
-            new.append(t)
-            if t in self.stop: self.done = True
-            if self.done or len(self.tokens) + len(new) == self.max_new_tokens: break
-        self.tokens.extend(new)
-        self.done = self.done or len(self.tokens) == self.max_new_tokens
-        return new
+    generator = property(lambda self: self.decoder.generator)
+    tokens = property(lambda self: self.decoder.tokens, doc="tokens emitted so far (the first token included)")
+    done = property(lambda self: self.decoder.done)
+    max_new_tokens = property(lambda self: self.decoder.max_new_tokens)
+    temperature = property(lambda self: self.decoder.temperature)
+    P = property(lambda self: self.decoder.P, doc="committed tokens in the target's cache")
+    root = property(lambda self: self.decoder.root, doc="the next round's root token")
 
     def _choices(self, logits, state) -> torch.Tensor:
         "The target's token at every node, replaying accept's key draw from the generator state `state`."
         rows = torch.arange(logits.shape[0], device=logits.device)
         keys = None
         if self.temperature > 0:
-            g = torch.Generator(device=self.device); g.set_state(state)
+            g = torch.Generator(device=self.decoder.device); g.set_state(state)
             keys = gumbel_keys(g, logits.device)
         return target_choice(logits, rows, self.temperature, keys).cpu()
 
     @torch.no_grad()
     def step(self) -> RoundView|None:
         "Run one round; None once generation has ended."
-        if self.done: return None
-        st, L = self.stages, (self.drafter.block_size - 1 if self.use_drafter else 0)
-        depth = min(L, self.max_new_tokens - len(self.tokens) - 1)
-        dl = st.draft(self.drafter, self.dcache, self.features, self.root) if self.use_drafter else None
-        tree = st.build(dl[:depth], self.method, self.budget) if self.use_drafter and depth else root_tree(self.device)
-        vo = st.verify(self.target, self.cache, tree, self.root, self.P, self.layers)
-        state = self.generator.get_state()
-        a = st.accept(tree, vo.logits, self.temperature, self.generator)
-        path = a.path[:int(a.accepted_len[0])].long()
-        self.features = st.compact(self.cache, self.P, path, vo.hidden if self.use_drafter else None)
-        bonus, tokens_t = int(a.bonus[0]), tree.tokens.to(path.device)
-        drafted = tokens_t[path[1:] - 1].tolist()
-        view = RoundView(len(self.rounds) + 1, self.P, self.root, tree, _node_probs(dl, tree), tree.scores.double().exp().cpu(),
-                         self._choices(vo.logits, state), path.tolist(), bonus, [], False)
-        self.P += len(path)
-        self.root = bonus
-        view.new_tokens = self._emit(drafted + [bonus])
-        view.done = self.done
+        r = self.decoder.step()
+        if r is None: return None
+        view = RoundView(r.index, r.prefix_len, r.root, r.tree, _node_probs(r.draft_logits, r.tree), r.tree.scores.double().exp().cpu(),
+                         self._choices(r.logits, r.rng_state), r.path.tolist(), r.bonus, r.new_tokens, r.done)
         self.rounds.append(view)
         return view
 
