@@ -92,7 +92,7 @@ def check_generate_args(target, drafter, prompt_ids, method, budget, temperature
     if method != 'ar' and drafter is None: raise ValueError(f"method {method!r} needs a drafter")
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0: raise ValueError(f"budget must be an int >= 0, got {budget!r}")
     if budget > MAX_BUDGET: raise ValueError(f"budget {budget} exceeds the tree builder's limit {MAX_BUDGET}")
-    if not isinstance(temperature, (int, float)) or temperature < 0: raise ValueError(f"temperature must be >= 0, got {temperature!r}")
+    if not isinstance(temperature, (int, float)) or not 0 <= temperature < float('inf'): raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
     dev = torch.device(target.embed_tokens.weight.device)
