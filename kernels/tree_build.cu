@@ -429,6 +429,7 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
         for (int i = tid; i < L * ks; i += nt) { int d = i / ks, r = i - d * ks; if (r < kd[d]) l[d * ks + r] = lq_g[d * KMAX + r]; }
         lq = l;
     }
+    __syncthreads();   // the lists copied above are read by thread 0 (chain) and by every warp below
     const int LS = (smem_flags & 1) ? ks : KMAX;   // row stride of lq
 #define LQ(d) (lq + (d) * LS)
     Ws w{u_score, u_par, u_rank, u_depth, slot_idx, h_score, h_par, h_rank, h_depth, h_prev};
