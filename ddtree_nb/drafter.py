@@ -10,9 +10,10 @@ from pathlib import Path
 import torch
 from torch import nn
 import torch.nn.functional as F
+from . import model
 
 # %% auto #0
-__all__ = ['default_target_layer_ids', 'DrafterConfig', 'RMSNorm', 'rope_cos_sin', 'apply_rope', 'SwiGLU', 'DFlashAttention',
+__all__ = ['RMSNorm', 'SwiGLU', 'default_target_layer_ids', 'DrafterConfig', 'rope_cos_sin', 'apply_rope', 'DFlashAttention',
            'DFlashLayer', 'DrafterCache', 'Drafter', 'save_drafter', 'load_drafter']
 
 # %% ../nbs/05a_drafter.ipynb #d6f5ad1d
@@ -78,15 +79,7 @@ class DrafterConfig:
                     dflash_config=dict(mask_token_id=self.mask_token_id, target_layer_ids=list(self.target_layer_ids)), **d)
 
 # %% ../nbs/05a_drafter.ipynb #f784ffbe
-class RMSNorm(nn.Module):
-    "Qwen3 RMSNorm over the last dimension."
-    def __init__(self, dim: int, eps: float=1e-6):
-        super().__init__()
-        self.weight, self.eps = nn.Parameter(torch.ones(dim)), eps
-    def forward(self, x):
-        xf = x.to(torch.promote_types(x.dtype, torch.float32))
-        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * xf.to(x.dtype)
+RMSNorm = model.RMSNorm   # Qwen3's RMSNorm is the target's (fp32 math for bf16/fp32 inputs, fp64 kept)
 
 def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float, dtype: torch.dtype):
     "cos, sin `[T, head_dim]` for integer `positions [T]` (rotate-half layout)."
@@ -102,13 +95,8 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     rot = torch.cat([-x[..., h:], x[..., :h]], -1)
     return x * cos[:, None] + rot * sin[:, None]
 
-class SwiGLU(nn.Module):
-    "Qwen3 MLP: `down(silu(gate(x)) * up(x))`."
-    def __init__(self, hidden: int, inter: int):
-        super().__init__()
-        self.gate_proj, self.up_proj = nn.Linear(hidden, inter, bias=False), nn.Linear(hidden, inter, bias=False)
-        self.down_proj = nn.Linear(inter, hidden, bias=False)
-    def forward(self, x): return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+SwiGLU = model.MLP         # Qwen3's MLP is the target's dense SwiGLU, same parameter names
+
 
 # %% ../nbs/05a_drafter.ipynb #5a7f4b6d
 class DFlashAttention(nn.Module):

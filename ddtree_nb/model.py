@@ -145,7 +145,7 @@ class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float=1e-6):
         super().__init__(); self.weight = nn.Parameter(torch.ones(dim)); self.eps = eps
     def forward(self, x):
-        xf = x.float()
+        xf = x.to(torch.promote_types(x.dtype, torch.float32))   # fp32 for bf16/fp32 inputs, fp64 stays fp64
         return self.weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
 
 class MLP(nn.Module):
