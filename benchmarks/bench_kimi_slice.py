@@ -14,10 +14,11 @@ tree's tokens. Writes OUT.json (rows: ctx, tree_size, ar_ms, verify_ms, experts_
 (ddtree_nb.bench.plot_kimi_ratio).
 
 What it measures and what it doesn't:
-  - Routed experts are held in bf16 (the package's MoE runs bf16 weights; INT4 group-32 is a checkpoint format that
-    load_target dequantises), so fewer layers fit than with INT4 storage, and expert reads cost 4x the bytes an INT4
-    kernel would move. The MoE is the package's torch path (a loop over the distinct experts hit, one host sync per
-    layer), so the verify/AR ratio is that implementation's, not a fused grouped-GEMM's.
+  - Routed experts (default `--experts int4`) stay INT4-packed on the GPU (int32 words + bf16 group-32 scales, random)
+    and run through ddtree_nb.moe's W4A16 kernel (`PackedMoE`, backend 'cuda', no host sync), as a Kimi checkpoint
+    would be served; `--experts bf16` keeps them in bf16 and runs the package's torch MoE (a loop over the distinct
+    experts hit, one host sync per layer): 4x the bytes, about a quarter of the layers fit.
+  - Distinct experts are counted in one extra, untimed forward per tree size (the count needs a host read).
   - Random routers route near-uniformly: distinct experts vs tree size is the pessimistic case (real siblings share
     prefixes and route alike).
   - A 61-layer estimate scales the slice linearly: t61 = t_slice * 61 / layers (the slice's embedding + lm_head are
@@ -26,7 +27,6 @@ What it measures and what it doesn't:
 Run (on a machine with one H200):
   python benchmarks/bench_kimi_slice.py --out benchmarks/kimi_slice
   python benchmarks/bench_kimi_slice.py --layers 2 --contexts 4096 --tree-sizes 1,16,256 --reps 3   # quick
-Status: written, NOT yet run (the GPU budget of the session that wrote it was spent).
 """
 from __future__ import annotations
 import argparse, json, sys, time, datetime, statistics
@@ -44,41 +44,63 @@ KIMI = dict(model_type='kimi_k2', architectures=['DeepseekV3ForCausalLM'], vocab
 
 def _csv(t): return lambda s: [t(x) for x in s.split(',') if x.strip()]
 
-def layer_bytes(c: dict, dense: bool, elt: int=2) -> int:
-    "Parameter bytes of one decoder layer."
+def layer_bytes(c: dict, dense: bool, elt: int=2, int4_experts: bool=False) -> int:
+    "Parameter bytes of one decoder layer (routed experts INT4 group-32 packed: 0.5 B per weight + a bf16 scale per 32)."
     H, nh = c['hidden_size'], c['num_attention_heads']
     qk = c['qk_nope_head_dim'] + c['qk_rope_head_dim']
     attn = (H * c['q_lora_rank'] + c['q_lora_rank'] * nh * qk + H * (c['kv_lora_rank'] + c['qk_rope_head_dim'])
             + c['kv_lora_rank'] * nh * (c['qk_nope_head_dim'] + c['v_head_dim']) + nh * c['v_head_dim'] * H)
     if dense: mlp = 3 * H * c['intermediate_size']
-    else: mlp = 3 * H * c['moe_intermediate_size'] * (c['n_routed_experts'] + c['n_shared_experts']) + c['n_routed_experts'] * H * 2  # router fp32
+    else:
+        routed = 3 * H * c['moe_intermediate_size'] * c['n_routed_experts']
+        mlp = 3 * H * c['moe_intermediate_size'] * c['n_shared_experts'] + c['n_routed_experts'] * H * 2  # router fp32
+        if int4_experts: return (attn + mlp) * elt + routed // 2 + routed // 32 * 2
+        mlp += routed
     return (attn + mlp) * elt
 
-def fit_layers(c: dict, free_bytes: int, frac: float, max_ctx: int, max_T: int) -> int:
+def fit_layers(c: dict, free_bytes: int, frac: float, max_ctx: int, max_T: int, int4_experts: bool=False) -> int:
     "Most layers (1 dense + k MoE) whose weights, latent cache and a working margin fit in frac * free_bytes."
     fixed = 2 * c['vocab_size'] * c['hidden_size'] * 2 + 8 * 2**30                       # embed + lm_head (bf16) + 8 GiB activations/workspace
     per_cache = (max_ctx + max_T + 1) * (c['kv_lora_rank'] + c['qk_rope_head_dim']) * 2
     budget = frac * free_bytes - fixed - layer_bytes(c, True) - per_cache
-    return 1 + max(0, int(budget // (layer_bytes(c, False) + per_cache)))
+    return 1 + max(0, int(budget // (layer_bytes(c, False, int4_experts=int4_experts) + per_cache)))
 
 @torch.no_grad()
-def build_on_device(c: dict, seed: int, device='cuda'):
-    "TargetModel at config c, allocated directly on the GPU in bf16 (router fp32), random N(0, 0.02) weights."
-    from ddtree_nb.model import TargetModel, config_from_dict, Router
+def build_on_device(c: dict, seed: int, device='cuda', int4_experts: bool=True):
+    "TargetModel at config c, allocated directly on the GPU in bf16 (router fp32), random N(0, 0.02) weights; routed experts INT4-packed."
+    from ddtree_nb.model import TargetModel, config_from_dict, Router, MoE
+    from ddtree_nb.moe import PackedMoE, PackedExperts, GROUP
     cfg = config_from_dict(c)
     old = torch.get_default_dtype()
     torch.set_default_dtype(torch.bfloat16)
     try:
-        with torch.device(device): m = TargetModel(cfg)
+        with torch.device('meta'): m = TargetModel(cfg)     # nothing allocated yet
     finally: torch.set_default_dtype(old)
+    if int4_experts:                                 # swap the bf16 experts for packed ones before anything is allocated
+        E, H, I = cfg.n_routed_experts, cfg.hidden_size, cfg.moe_intermediate_size
+        for layer in m.layers:
+            if not isinstance(layer.mlp, MoE): continue
+            shapes = dict(gate=(I, H), up=(I, H), down=(H, I))
+            ex = PackedExperts(**{f'{k}_{s}': torch.empty(E, o, i // (8 if s == 'packed' else GROUP), device='meta',
+                                                          dtype=torch.int32 if s == 'packed' else torch.bfloat16)
+                                  for k, (o, i) in shapes.items() for s in ('packed', 'scale')}, hidden=H, inter=I)
+            layer.mlp = PackedMoE(layer.mlp.gate, ex, layer.mlp.shared_experts, backend='cuda')
+    m.to_empty(device=device)
     m._init_rope()                                   # the rope buffer in fp32, as build_target makes it
     g = torch.Generator(device=device).manual_seed(seed)
+    for mod in m.modules():
+        if isinstance(mod, PackedMoE):               # random nibbles (uniform -8..7) x scale 0.006: weights of std ~0.028
+            for k in PackedMoE.experts_keys:
+                t = getattr(mod, k)
+                if k.endswith('packed'): t.random_(-2**31, 2**31 - 1, generator=g)
+                else: t.fill_(0.006)
     for mod in m.modules():
         if isinstance(mod, Router):
             mod.weight.data = torch.randn(mod.weight.shape, generator=g, device=device, dtype=torch.float32) * 0.02
             mod.e_score_correction_bias.copy_(torch.randn(mod.e_score_correction_bias.shape, generator=g, device=device) * 0.05)
     for name, p in m.named_parameters():
         if p.dtype == torch.float32: continue        # routers, done above
+        if p.dtype != torch.bfloat16: raise TypeError(f"{name}: unexpected dtype {p.dtype}")
         if name.endswith('layernorm.weight') or name == 'norm.weight': p.fill_(1.0)
         else: p.normal_(0.0, 0.02, generator=g)
     return m.eval().requires_grad_(False)
@@ -107,6 +129,7 @@ def main(argv=None):
     ap.add_argument('--layers', type=int, default=0, help='decoder layers (1 dense + MoE); 0 = as many as fit')
     ap.add_argument('--mem-frac', type=float, default=0.85)
     ap.add_argument('--attn-backend', default='cuda', choices=('cuda', 'torch'))
+    ap.add_argument('--experts', default='int4', choices=('int4', 'bf16'), help='routed experts packed INT4 (W4A16 kernel) or bf16 (torch loop)')
     ap.add_argument('--reps', type=int, default=10)
     ap.add_argument('--seed', type=int, default=0)
     ap.add_argument('--out', default='benchmarks/kimi_slice')
@@ -115,32 +138,42 @@ def main(argv=None):
     from tqdm.auto import tqdm
     from ddtree_nb.bench import git_commit, plot_kimi_ratio
     from ddtree_nb.model import MoE
+    from ddtree_nb.moe import PackedMoE, memory_by_kind
     free, total = torch.cuda.mem_get_info()
     Tmax, Cmax = max(args.tree_sizes), max(args.contexts)
-    n_layers = args.layers or fit_layers(KIMI, free, args.mem_frac, Cmax, Tmax)
+    int4 = args.experts == 'int4'
+    n_layers = args.layers or fit_layers(KIMI, free, args.mem_frac, Cmax, Tmax, int4)
     c = dict(KIMI, num_hidden_layers=n_layers)
     t0 = time.time()
-    model = build_on_device(c, args.seed)
+    model = build_on_device(c, args.seed, int4_experts=int4)
     model.attn_backend, model.check_inputs = args.attn_backend, False
     print(f"built {n_layers} layers in {time.time() - t0:.0f} s; {torch.cuda.memory_allocated() / 2**30:.1f} GiB allocated", file=sys.stderr)
-    hits = {}
+    hits, counting = {}, [False]
+    def _count(i):
+        def hook(m_, inp, out):
+            if counting[0]: hits[i] = int(out[1].unique().numel())
+        return hook
     for i, mod in enumerate(model.modules()):
-        if isinstance(mod, MoE):
-            mod.gate.register_forward_hook(lambda m_, inp, out, i=i: hits.__setitem__(i, int(out[1].unique().numel())))
+        if isinstance(mod, (MoE, PackedMoE)): mod.gate.register_forward_hook(_count(i))
     dev = 'cuda'
     cache = model.new_cache(Cmax + Tmax + 1)
     g = torch.Generator(device=dev).manual_seed(args.seed + 1)
     cache.kv.normal_(0.0, 1.0, generator=g)
+    mem = memory_by_kind(model, cache)
+    print(f"memory by kind (GiB): " + ', '.join(f"{k} {v / 2**30:.1f}" for k, v in mem.items() if k != 'moe_layers'), file=sys.stderr)
     rows = []
     with tqdm(total=len(args.contexts) * len(args.tree_sizes), desc='kimi slice') as bar:
         for ctx in args.contexts:
             ids1 = torch.randint(0, c['vocab_size'], (1,), device=dev, generator=g)
-            ar = timed(lambda: model(ids1, torch.tensor([ctx], device=dev), cache, ctx), args.reps)
+            pos1 = torch.tensor([ctx], device=dev)
+            ar = timed(lambda: model(ids1, pos1, cache, ctx), args.reps)
             for T in args.tree_sizes:
                 tree = random_tree(T, args.seed + T)
                 ids = torch.randint(0, c['vocab_size'], (T,), device=dev, generator=g)
                 pos, vis = tree.positions(ctx).to(dev), tree.visibility.to(dev)
-                hits.clear()
+                hits.clear(); counting[0] = True
+                model(ids, pos, cache, ctx, vis)                   # untimed: count the distinct experts hit
+                counting[0] = False
                 ver = timed(lambda: model(ids, pos, cache, ctx, vis), args.reps)
                 rows.append(dict(ctx=ctx, tree_size=T, ar_ms=ar, verify_ms=ver, ratio=ver / ar, experts_per_layer=[hits[k] for k in sorted(hits)],
                                  est_61_layers_ar_ms=ar * 61 / n_layers, est_61_layers_verify_ms=ver * 61 / n_layers))
@@ -148,7 +181,8 @@ def main(argv=None):
     meta = dict(date=datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC'), device=torch.cuda.get_device_name(),
                 commit=git_commit(), torch=torch.__version__, command='python ' + ' '.join([sys.argv[0]] + (argv or sys.argv[1:])),
                 layers=n_layers, moe_layers=n_layers - 1, n_routed_experts=c['n_routed_experts'], attn_backend=args.attn_backend,
-                expert_dtype='bfloat16', reps=args.reps)
+                expert_dtype='int4 (group 32, W4A16 kernel)' if int4 else 'bfloat16 (torch loop)', reps=args.reps,
+                bytes_by_kind={k: v for k, v in mem.items()})
     res = dict(meta=meta, config=c, rows=rows)
     out = Path(args.out); out.parent.mkdir(parents=True, exist_ok=True)
     out.with_name(out.name + '.json').write_text(json.dumps(res, indent=1))
