@@ -244,7 +244,8 @@ def _bench_parser():
     src.add_argument('--demo', action='store_true', help='use the demo pair (ddtree_nb.demo)')
     src.add_argument('--target', help='target model directory (config, weights, tokenizer)')
     ap.add_argument('--drafter', help='DFlash drafter directory (with --target)')
-    ap.add_argument('--prompts', help='JSON list of prompt strings, or a text file with one prompt per line (default: built-in set)')
+    ap.add_argument('--prompts', help='JSON list of prompt strings, or a text file with one prompt per line (default: built-in set; with --demo, held-out files of its corpus)')
+    ap.add_argument('--n-prompts', type=int, default=None, help='use the first N prompts (default: all; 4 held-out prompts with --demo)')
     ap.add_argument('--budgets', type=_csv(int), default=DEFAULT_BUDGETS, help='DDTree budgets, comma-separated (default 4,8,...,1024)')
     ap.add_argument('--temperatures', type=_csv(float), default=(0.0, 1.0), help='comma-separated (default 0,1)')
     ap.add_argument('--methods', type=_csv(str), default=METHODS, help='comma-separated subset of ddtree,dflash,ar')
@@ -291,7 +292,10 @@ def bench_main(argv=None, pair=None) -> int:
         target, drafter, tokenizer = pair if pair is not None else _load_pair(args)
         dev = target.embed_tokens.weight.device
         backends = args.backends or (('torch', 'cuda') if torch.device(dev).type == 'cuda' else ('torch',))
-        ids = [tokenizer.encode(p, add_special_tokens=True) for p in prompts_text]
+        if args.demo and not args.prompts:     # the demo pair knows Python source: its held-out files, not English prompts
+            from ddtree_nb.demo import held_out_prompts
+            ids = held_out_prompts(tokenizer, n=args.n_prompts or 4)
+        else: ids = [tokenizer.encode(p, add_special_tokens=True) for p in prompts_text[:args.n_prompts]]
         cmd = 'ddtree bench ' + ' '.join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
         res = run_bench(target, drafter, ids, methods=args.methods, budgets=args.budgets, temperatures=args.temperatures,
                         backends=backends, max_new_tokens=args.max_new_tokens, seed=args.seed, progress=not args.no_progress, command=cmd.strip())
