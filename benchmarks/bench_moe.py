@@ -94,11 +94,17 @@ def validate(versions, dev, log, widths, res, dump):
 
 
 def passed_versions(files, versions):
-    "Versions whose every validation record in `files` is ok, and that ran as many cases as the most complete one."
-    recs = [r for f in files for r in json.load(open(f)).get('validate', [])]
-    n = {v: sum(r['version'] == v for r in recs) for v in versions}
-    full = max(n.values()) if n else 0
-    return [v for v in versions if n[v] == full and full > 0 and all(r['ok'] for r in recs if r['version'] == v)]
+    "Versions not failed by any of `files`: a file fails a version it validated unless every record of that version is ok"
+    " and it ran as many cases as the most complete version of that file."
+    keep = list(versions)
+    for f in files:
+        d = json.load(open(f))
+        recs = d.get('validate', [])
+        n = {v: sum(r['version'] == v for r in recs) for v in d['versions']}
+        full = max(n.values()) if n else 0
+        bad = {v for v in d['versions'] if n[v] < full or full == 0 or not all(r['ok'] for r in recs if r['version'] == v)}
+        keep = [v for v in keep if v not in bad]
+    return keep
 
 
 def graph_check(versions, dev, log, res):
