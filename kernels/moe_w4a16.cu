@@ -16,9 +16,11 @@
 //                   ybuf[slot, n] = topk_w[p] * act[slot].Wd[n] (workspace [P, H] fp32).
 //   4. moe_combine  out[t, n] = bf16(routed_scaling_factor * sum_j ybuf[pos[t*k+j], n]), j in order
 //                   (deterministic: no atomics on the output).
-// v1 (this file): fp32 CUDA cores, GEMV-like streaming -- the memory-bound regime of decode (M per expert
-// small). Weights are unpacked and scaled in registers: nibble -> float via the 2^23 magic number, the
-// group's dot product sum x*(q-8) accumulated and multiplied by its scale once.
+// The gate/up and down launches come in numbered versions (llm.c style, all kept, each validated and timed by
+// benchmarks/bench_moe.py; nbs/03a_moe_w4a16 picks the default, CUDA_VERSION):
+// v1: fp32 CUDA cores, GEMV-like streaming, one warp per packed row; weights unpacked and scaled in registers
+//     (nibble -> float via the 2^23 magic number, each group's dot product scaled once) -- once per token.
+// v2-v10 (further down): tensor cores, mma.sync m16n8k16 bf16 with the weights as the A operand.
 #include <cuda_bf16.h>
 #include <stdint.h>
 
@@ -594,3 +596,16 @@ extern "C" __global__ void __launch_bounds__(128, 5) moe_gate_up_v6(GU_ARGS) { g
 extern "C" __global__ void __launch_bounds__(128, 5) moe_down_v6(DN_ARGS) { down_v5<4, 4, false>(DN_PASS); }
 extern "C" __global__ void __launch_bounds__(128, 5) moe_gate_up_v7(GU_ARGS) { gate_up_v5<4, 4, true>(GU_PASS); }
 extern "C" __global__ void __launch_bounds__(128, 5) moe_down_v7(DN_ARGS) { down_v5<4, 4, true>(DN_PASS); }
+
+// =========================================================================================================
+// v8-v10 (after measuring v2-v7 on the H200: v4 best, the cp.async ring of v5-v7 no better, and down the weaker
+// launch everywhere, 45% of HBM at T = 1). A down block streams only 32 rows x 1 KB, so with K split over 4 warps
+// each warp sees 4 chunks between its fixed costs (the hit -> offsets -> sorted_pair load chain, the shared-memory
+// reduction and barrier, the epilogue). These give each warp more of K:
+//   v8: gate/up of v4, down with 2 warps per block (8 chunks per warp at Kimi widths);
+//   v9: gate/up of v4, down with 1 warp per block (all 16 chunks, no reduction, no barrier work);
+//   v10: gate/up with 2 warps per block (28 chunks per warp), down of v9.
+// =========================================================================================================
+extern "C" __global__ void __launch_bounds__(64) moe_down_v8(DN_ARGS) { down_v2<2, true>(DN_PASS); }
+extern "C" __global__ void __launch_bounds__(32) moe_down_v9(DN_ARGS) { down_v2<1, true>(DN_PASS); }
+extern "C" __global__ void __launch_bounds__(64) moe_gate_up_v10(GU_ARGS) { gate_up_v2<2, true>(GU_PASS); }
