@@ -9,7 +9,7 @@
 // Four launches, no host synchronisation, nothing allocated (all buffers come from the caller's workspace):
 //   1. moe_group    (1 block)  counting sort of the pairs by expert: counts, exclusive scan -> offsets, the
 //                              compact list of hit experts, scatter -> sorted_pair[slot] = p, pos[p] = slot.
-//   2. moe_gate_up  grid (ceil(I/8), min(E, P)): block y takes the y-th hit expert (exits if y >= n_hit),
+//   2. moe_gate_up  (v1's shape; v2+ further down) grid (ceil(I/8), min(E, P)): block y takes the y-th hit expert (exits if y >= n_hit),
 //                   each warp one row n of gate AND up, streaming the packed rows once per tile of MT tokens;
 //                   act[slot, n] = silu(x.Wg[n]) * (x.Wu[n]) in fp32 (workspace [P, I]).
 //   3. moe_down     grid (ceil(H/8), min(E, P)): same over Wd with act rows as inputs;
