@@ -295,7 +295,7 @@ def check_edge_case(a: dict, out: torch.Tensor, lse: torch.Tensor, nan_slots=(),
     out, lse = out.cpu().double(), lse.cpu().double()
     assert out[sees_nan].isnan().all(), 'rows that see a NaN row must be NaN'
     if dead.any():
-        test_eq(out[dead].abs().max().item(), 0.0); assert (lse[dead] == float('-inf')).all(), lse[dead]
+        assert (out[dead] == 0).all() and (lse[dead] == float('-inf')).all(), ('rows that see nothing must give out 0, lse -inf', out[dead].abs().max(), lse[dead])
     ok = ~sees_nan & ~dead
     if not ok.any(): return
     clean = kv.clone(); clean[clean.isnan()] = 0.0                      # what the unaffected rows must see (the NaN slots are masked for them)
