@@ -13,9 +13,9 @@
 # 08_reliability's long run (20,000 tokens) reports its progress live on stderr and in $OUT/progress.log; give it its own
 # call (bash benchmarks/gpu_tests.sh "$OUT" 08_reliability) rather than sharing a 600 s window with every other notebook.
 set -uo pipefail
-cd "$(dirname "$0")/.."
 out=${1:-${OUT:-/tmp}}; [ $# -gt 0 ] && shift
-mkdir -p "$out"
+mkdir -p "$out" && out=$(cd "$out" && pwd)
+cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 export MKL_NUM_THREADS=${MKL_NUM_THREADS:-$OMP_NUM_THREADS}
 ncpu=$(nproc 2>/dev/null || echo 2)
