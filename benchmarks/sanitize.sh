@@ -4,7 +4,9 @@
 # code) and one full log per run; exits non-zero if any run fails or reports an error.
 # Usage (repo root, on the GPU machine, after `source .device/boot.sh`):
 #   bash benchmarks/sanitize.sh [outdir] [tool ...]      # default outdir: $OUT or /tmp; default: all four tools
-# Env: NOTEBOOKS (default: every nbs/*.ipynb with a "#| cuda" cell), SANITIZE_TIMEOUT (s per run, default 1800).
+# Env: NOTEBOOKS (default: every nbs/*.ipynb with a "#| cuda" cell), SANITIZE_TIMEOUT (s per run, default 1800; the device
+# runner allows 600 s per command, so there pass fewer notebooks/tools per call and e.g. SANITIZE_TIMEOUT=540),
+# OMP_NUM_THREADS (default 2), DDTREE_FUZZ_SECONDS (default 10), DDTREE_LONG_RUN_TOKENS (default 300).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-${OUT:-/tmp}}; [ $# -gt 0 ] && shift
@@ -17,6 +19,7 @@ log="$out/sanitize.log"
 # torch's caching allocator hands out slices of big blocks: without this memcheck can't see an overrun into a
 # neighbouring tensor and initcheck can't see reads of never-written memory.
 export PYTORCH_NO_CUDA_MEMORY_CACHING=1
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} MKL_NUM_THREADS=${MKL_NUM_THREADS:-${OMP_NUM_THREADS:-2}}
 # the GPU fuzzers and the long run are time- or size-bounded; keep them short under the (10-100x slower) sanitizers
 export DDTREE_FUZZ_SECONDS=${DDTREE_FUZZ_SECONDS:-10} DDTREE_LONG_RUN_TOKENS=${DDTREE_LONG_RUN_TOKENS:-300}
 {
@@ -26,7 +29,7 @@ export DDTREE_FUZZ_SECONDS=${DDTREE_FUZZ_SECONDS:-10} DDTREE_LONG_RUN_TOKENS=${D
   echo "torch: $(python3 -c 'import torch; print(torch.__version__)')"
   echo "commit: $(git rev-parse --short HEAD 2>/dev/null || cat .device/commit 2>/dev/null || echo unknown)"
   echo "notebooks: $nbs"
-  echo "env: PYTORCH_NO_CUDA_MEMORY_CACHING=1 DDTREE_FUZZ_SECONDS=$DDTREE_FUZZ_SECONDS DDTREE_LONG_RUN_TOKENS=$DDTREE_LONG_RUN_TOKENS"
+  echo "env: PYTORCH_NO_CUDA_MEMORY_CACHING=1 OMP_NUM_THREADS=$OMP_NUM_THREADS DDTREE_FUZZ_SECONDS=$DDTREE_FUZZ_SECONDS DDTREE_LONG_RUN_TOKENS=$DDTREE_LONG_RUN_TOKENS"
   echo
 } > "$log"
 fail=0

@@ -219,20 +219,21 @@ def _launch(bufs, logits, temperature, keys, out: Accepted, kv=None, prefix_len=
     "One `tree_accept` launch (no checks of values, no host sync); logits rows may be strided (`ld = logits.stride(0)`)."
     from ddtree_nb.runtime import load_kernel
     dev = logits.device
-    G, pv, pi, bar = _workspace(dev)
-    k = load_kernel('tree_accept.cu', 'tree_accept', _SIG, device=dev.index)
-    R, V = logits.shape
-    sample = temperature > 0
-    if kv is not None: nl, slots, rv = kv.shape[0], kv.shape[1], _row_vec(kv, 'kv')
-    else: nl, slots, rv = 0, 0, 0
-    fv = _row_vec(hidden, 'hidden') if hidden is not None else 0
-    if hidden is not None and _row_vec(feats_out, 'feats_out') != fv: raise ValueError("feats_out rows differ from hidden rows")
-    k(logits.data_ptr(), R, V, logits.stride(0), bufs.n_nodes, bufs.parents, bufs.tokens, bufs.parents.numel(),
-      (1.0 / temperature) if sample else 0.0, int(sample), keys if sample else 0,
-      out.path, out.accepted_len, out.bonus, pv, pi, bar,
-      kv if kv is not None else 0, nl, slots, rv, prefix_len if prefix_len is not None else 0,
-      hidden if hidden is not None else 0, fv, feats_out if feats_out is not None else 0,
-      grid=G, block=512)
+    with torch.cuda.device(dev):   # PyCUDA loads modules and launches in the current context: make it the tensors' GPU
+        G, pv, pi, bar = _workspace(dev)
+        k = load_kernel('tree_accept.cu', 'tree_accept', _SIG, device=dev.index)
+        R, V = logits.shape
+        sample = temperature > 0
+        if kv is not None: nl, slots, rv = kv.shape[0], kv.shape[1], _row_vec(kv, 'kv')
+        else: nl, slots, rv = 0, 0, 0
+        fv = _row_vec(hidden, 'hidden') if hidden is not None else 0
+        if hidden is not None and _row_vec(feats_out, 'feats_out') != fv: raise ValueError("feats_out rows differ from hidden rows")
+        k(logits.data_ptr(), R, V, logits.stride(0), bufs.n_nodes, bufs.parents, bufs.tokens, bufs.parents.numel(),
+          (1.0 / temperature) if sample else 0.0, int(sample), keys if sample else 0,
+          out.path, out.accepted_len, out.bonus, pv, pi, bar,
+          kv if kv is not None else 0, nl, slots, rv, prefix_len if prefix_len is not None else 0,
+          hidden if hidden is not None else 0, fv, feats_out if feats_out is not None else 0,
+          grid=G, block=512)
 
 def _cuda_checks(bufs, logits, *ts):
     if logits.dtype != torch.float32 or not logits.is_cuda or logits.stride(1) != 1:

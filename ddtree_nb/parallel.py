@@ -228,6 +228,9 @@ def init_distributed(backend: str|None=None) -> tuple[int, int, torch.device]:
     cuda = torch.cuda.is_available()
     backend = backend or ('nccl' if cuda else 'gloo')
     local = int(os.environ.get('LOCAL_RANK', 0))
+    if backend == 'nccl' and local >= (n := torch.cuda.device_count()):
+        raise RuntimeError(f"backend nccl needs one CUDA GPU per local rank: LOCAL_RANK={local} but this host has {n} CUDA GPU(s); "
+                           f"start at most {n} processes per node (torchrun --nproc_per_node {max(n, 1)}), or use backend gloo on the CPU")
     device = torch.device('cuda', local) if backend == 'nccl' else torch.device('cpu')
     if device.type == 'cuda': torch.cuda.set_device(device)
     if not dist.is_initialized():
@@ -247,8 +250,9 @@ def check_main(argv=None) -> int:
     "`check`: sharded vs single-process logits of a tiny random fp64 model on every rank; rank 0 prints JSON."
     ap = argparse.ArgumentParser(prog='torchrun ... -m ddtree_nb.parallel check')
     ap.add_argument('--tol', type=float, default=1e-9, help='largest allowed |logit difference|')
+    ap.add_argument('--backend', choices=('nccl', 'gloo'), default=None, help='process-group backend (default: nccl with CUDA, else gloo)')
     args = ap.parse_args(argv)
-    rank, world, device = init_distributed()
+    rank, world, device = init_distributed(args.backend)
     full = build_target(tiny_config(num_attention_heads=4 * world, n_routed_experts=8 * world, n_group=4), torch.float64, device=device, seed=0)
     part = shard_target(full)
     g = torch.Generator().manual_seed(0)

@@ -12,9 +12,9 @@ from .reference import ancestor_mask
 
 # %% auto #0
 __all__ = ['LOGIT_KINDS', 'TREE_KINDS', 'char_tokenizer', 'save_tiny_pair', 'variant', 'edit_json', 'run_cli',
-           'run_cli_subprocess', 'assert_one_line_error', 'random_logits', 'random_parents', 'random_tree',
-           'brute_force_tree', 'fuzz_tree', 'brute_accept', 'fuzz_accept', 'brute_verify', 'fuzz_verify', 'replay',
-           'long_run']
+           'run_cli_subprocess', 'assert_one_line_error', 'report', 'random_logits', 'random_parents', 'random_tree',
+           'brute_force_tree', 'fuzz_tree', 'brute_accept', 'fuzz_accept', 'brute_verify', 'compare_verify',
+           'fuzz_verify', 'replay', 'long_run']
 
 # %% ../nbs/08_reliability.ipynb #b1bb0795
 def char_tokenizer(path, vocab_size: int):
@@ -88,8 +88,15 @@ def assert_one_line_error(rc: int, err: str, *contains):
     return lines[0]
 
 # %% ../nbs/08_reliability.ipynb #822acbbe
-def _fuzz(name: str, make_case, check, seconds: float, seed: int, out_dir, max_cases: int|None) -> dict:
-    "Run `check(make_case(gen))` for fresh cases until `seconds` or `max_cases`; save mismatches under `out_dir`."
+def report(msg: str):
+    "Print `msg` in the notebook, on the real stderr (live in a runner's log) and into `$OUT/progress.log` when `$OUT` is set."
+    print(msg, flush=True)
+    if sys.stderr is not sys.__stderr__ and sys.__stderr__ is not None: print(msg, file=sys.__stderr__, flush=True)
+    if os.environ.get('OUT'):
+        with open(Path(os.environ['OUT']) / 'progress.log', 'a') as f: f.write(f"{time.strftime('%H:%M:%S')} {msg}\n")
+
+def _fuzz(name: str, make_case, check, seconds: float, seed: int, out_dir, max_cases: int|None, max_saved: int=20) -> dict:
+    "Run `check(make_case(gen))` for fresh cases until `seconds` or `max_cases`; save the first `max_saved` mismatches under `out_dir`."
     t0, n, bad = time.perf_counter(), 0, []
     while time.perf_counter() - t0 < seconds and (max_cases is None or n < max_cases):
         g = torch.Generator().manual_seed(seed * 1_000_003 + n)
@@ -98,7 +105,7 @@ def _fuzz(name: str, make_case, check, seconds: float, seed: int, out_dir, max_c
         except Exception as e: err = f"{type(e).__name__}: {e}"
         if err is not None:
             rec = dict(harness=name, seed=seed, case=n, error=err, inputs=case)
-            if out_dir is not None:
+            if out_dir is not None and len(bad) < max_saved:
                 p = Path(out_dir); p.mkdir(parents=True, exist_ok=True)
                 rec['path'] = str(p/f'{name}_s{seed}_c{n}.pt')
                 torch.save(rec, rec['path'])
@@ -275,6 +282,7 @@ def brute_verify(q_latent, q_pe, kv, prefix_len: int, visibility, scale: float):
     out, lse = torch.zeros(T, H, DC, dtype=torch.float64), torch.zeros(T, H, dtype=torch.float64)
     for i in range(T):
         keys = list(range(prefix_len)) + [prefix_len + j for j in range(T) if visibility[i, j]]
+        if not keys: lse[i] = float('-inf'); continue                    # sees nothing: out 0, lse -inf
         for h in range(H):
             s = (c[keys] @ q_latent[i, h].double() + kp[keys] @ q_pe[i, h].double()) * scale
             m = s.max()
@@ -293,13 +301,29 @@ def _verify_case(g, small: bool):
     amp = _pick(g, [1.0, 1.0, 8.0])                                         # 8: scores in the hundreds, peaked softmax
     kv = torch.randn(P + T + _int(g, 0, 4), DC + DR, generator=g) * amp
     if _int(g, 0, 3) == 0: kv[:] = kv[0]                                    # every key equal: a flat softmax
+    if T > 1 and _int(g, 0, 3) == 0: kv[P + _int(g, 1, T - 1), _int(g, 0, DC - 1)] = float('nan')   # one tree slot's value row
+    if P == 0 and _int(g, 0, 3) == 0: vis[torch.rand(T, generator=g) < 0.3] = False                 # rows that see nothing
     ql, qp = torch.randn(T, H, DC, generator=g), torch.randn(T, H, DR, generator=g)
     words = vis_words(T) + _pick(g, [0, 0, 1, 3])
     return dict(q_latent=ql, q_pe=qp, kv=kv, prefix_len=P, visibility=vis, vis_bits=vis_to_bits(vis, words=words),
                 scale=(DC + DR) ** -0.5 * float(torch.rand(1, generator=g) + 0.5), tensor_prefix=bool(_int(g, 0, 1)))
 
+def compare_verify(out, lse, ref_out, ref_lse, tol: float) -> str|None:
+    "None if `out`/`lse` match the oracle's: NaN rows NaN, rows that see nothing 0 / -inf, the rest within `tol` (rel) and lse within `tol` x its scale."
+    from ddtree_nb.verify import verify_error
+    o, l, ro, rl = (x.double().cpu() for x in (out, lse, ref_out, ref_lse))
+    nan_rows = ro.isnan().any(-1)                                           # [T, H]
+    if not o[nan_rows].isnan().all(): return f"{int(nan_rows.sum())} rows see a NaN cache row but are not all NaN"
+    dead = rl == float('-inf')
+    if (o[dead] != 0).any() or (l[dead] != float('-inf')).any(): return f"{int(dead.sum())} rows see nothing but out != 0 or lse != -inf"
+    ok = ~nan_rows & ~dead
+    if not ok.any(): return None
+    rel, dl = verify_error(o[ok], l[ok], ro[ok], rl[ok])
+    ltol = max(tol, 1e-6) * max(1.0, float(rl[ok].abs().max()))            # lse is returned in fp32 whatever the input dtype
+    if not (rel <= tol and dl <= ltol): return f"rel error {rel:.3g} (tolerance {tol}), lse error {dl:.3g} (tolerance {ltol:.3g})"
+
 def _check_verify(case, backend):
-    from ddtree_nb.verify import mla_tree_attention, verify_error
+    from ddtree_nb.verify import mla_tree_attention
     ql, qp, kv, P, vis, bits, scale = (case[k] for k in ('q_latent', 'q_pe', 'kv', 'prefix_len', 'visibility', 'vis_bits', 'scale'))
     if backend == 'ref':
         ro, rl = brute_verify(ql, qp, kv, P, vis, scale)
@@ -308,19 +332,15 @@ def _check_verify(case, backend):
         o, l = mla_tree_attention(ql.to(dt), qp.to(dt), kv.to(dt), Parg, bits, scale, backend='torch')
         tol = 1e-10 if dt == torch.float64 else 1e-4
     else:
-        from ddtree_nb.reference import mla_tree_attention_ref
-        from ddtree_nb.verify import DC
         b = lambda t: t.to('cuda', torch.bfloat16)
         ql, qp, kv = b(ql), b(qp), b(kv)
-        ro, rl = mla_tree_attention_ref(ql.double(), qp.double(), kv[:, :DC].double(), kv[:, DC:].double(), P, vis.cuda(), scale)
+        ro, rl = mla_tree_attention(ql.double(), qp.double(), kv.double(), P, bits.cuda(), scale, backend='torch')   # fp64 oracle
         Parg = torch.tensor([P], dtype=torch.int32, device='cuda') if case['tensor_prefix'] else P
         out = torch.full(ql.shape, float('nan'), dtype=torch.bfloat16, device='cuda')
         lse = torch.full(ql.shape[:2], float('nan'), dtype=torch.float32, device='cuda')
         o, l = mla_tree_attention(ql, qp, kv, Parg, bits.cuda(), scale, out=out, lse=lse)
         tol = 1e-2
-    rel, dl = verify_error(o, l, ro.to(o.device), rl.to(o.device))
-    ltol = max(tol, 1e-6) * max(1.0, float(rl.abs().max()))                # lse is returned in fp32 whatever the input dtype
-    if not (rel <= tol and dl <= ltol): return f"rel error {rel:.3g} (tolerance {tol}), lse error {dl:.3g} (tolerance {ltol:.3g})"
+    return compare_verify(o, l, ro, rl, tol)
 
 def fuzz_verify(seconds: float=5.0, seed: int=0, backend: str='ref', out_dir=None, max_cases: int|None=None) -> dict:
     "Fuzz tree-masked MLA attention: `'ref'` checks the torch face against brute force; `'cuda'` the kernel against fp64."
@@ -339,13 +359,21 @@ def replay(path) -> str|None:
     except AssertionError as e: return f"AssertionError: {e}"
 
 # %% ../nbs/08_reliability.ipynb #9d0b5663
-def long_run(target, drafter, n_tokens: int=20_000, budget: int=64, prompt=(1, 2, 3), backend: str='auto', warmup_rounds: int=3) -> dict:
-    "Generate `n_tokens` in one call, sampling CUDA memory once per round; returns the samples and the generation."
+def long_run(target, drafter, n_tokens: int=20_000, budget: int=64, prompt=(1, 2, 3), backend: str='auto', warmup_rounds: int=3,
+             progress_s: float=30.0) -> dict:
+    "Generate `n_tokens` in one call, sampling CUDA memory once per round and reporting progress every `progress_s` s; returns the samples and the generation."
     from ddtree_nb.decode import generate
-    samples = []
+    samples, done, t0 = [], [0], time.perf_counter()
+    last = [t0]
     def probe(new):
         torch.cuda.synchronize()
         samples.append((torch.cuda.memory_allocated(), torch.cuda.max_memory_allocated()))
+        done[0] += len(new)
+        now = time.perf_counter()
+        if now - last[0] >= progress_s:
+            last[0], el = now, now - t0
+            report(f"long run: {done[0]}/{n_tokens} tokens, {len(samples)} rounds, {el:.0f} s, {done[0] / el:.0f} tok/s, "
+                   f"~{(n_tokens - done[0]) * el / max(done[0], 1):.0f} s left")
     caches, new_cache = [], target.new_cache
     def counting_new_cache(n):
         caches.append(n); return new_cache(n)
@@ -353,6 +381,8 @@ def long_run(target, drafter, n_tokens: int=20_000, budget: int=64, prompt=(1, 2
     torch.cuda.reset_peak_memory_stats()
     try: g = generate(target, drafter, list(prompt), budget=budget, max_new_tokens=n_tokens, backend=backend, on_tokens=probe)
     finally: del target.new_cache
+    el = time.perf_counter() - t0
+    report(f"long run: {len(g.tokens)} tokens in {len(samples)} rounds, {el:.1f} s ({len(g.tokens) / el:.0f} tok/s)")
     alloc = [a for a, _ in samples[warmup_rounds:]]
     return dict(gen=g, samples=samples, cache_rows=max(caches), new_caches=len(caches), growth=(max(alloc) - alloc[0]) if alloc else 0,
-                peak=max(p for _, p in samples), first_peak=samples[min(warmup_rounds, len(samples) - 1)][1])
+                peak=max(p for _, p in samples), first_peak=samples[min(warmup_rounds, len(samples) - 1)][1], seconds=el)

@@ -300,11 +300,11 @@ def _check_fill(buf, draft_logits, budget, root_token, validate):
     check_draft_inputs(draft_logits, budget, check_values=validate)
     if budget > buf.max_budget: raise ValueError(f"budget {budget} exceeds the buffers' max_budget {buf.max_budget}")
     if draft_logits.dtype not in (torch.bfloat16, torch.float32): raise ValueError(f"draft_logits must be bfloat16 or float32 for the cuda builder, got {draft_logits.dtype}")
-    if not draft_logits.is_cuda or draft_logits.device != buf.device and buf.device.index is not None:
-        raise ValueError(f"draft_logits must be on the buffers' GPU {buf.device}, got {draft_logits.device}")
+    if not draft_logits.is_cuda or draft_logits.device != buf.n_nodes.device:
+        raise ValueError(f"draft_logits must be on the buffers' GPU {buf.n_nodes.device}, got {draft_logits.device}")
     if not draft_logits.is_contiguous(): raise ValueError("draft_logits must be contiguous")
-    if root_token is not None and (root_token.dtype != torch.int32 or root_token.numel() != 1 or not root_token.is_cuda):
-        raise ValueError("root_token must be a CUDA int32 tensor of one element")
+    if root_token is not None and (root_token.dtype != torch.int32 or root_token.numel() != 1 or root_token.device != draft_logits.device):
+        raise ValueError(f"root_token must be an int32 tensor of one element on {draft_logits.device}, got {root_token.dtype} {tuple(root_token.shape)} on {root_token.device}")
 
 def _launch_rows(buf, draft_logits, budget):
     "Phase 1: per-depth sorted top-k log q and tokens into the workspace (3 launches)."
@@ -331,8 +331,9 @@ def fill_tree(buf: TreeBuffers, draft_logits: torch.Tensor, budget: int, root_to
               validate: bool=False, force_heap: bool=False) -> TreeBuffers:
     "Build the draft tree of `draft_logits` [L, V] (bf16/fp32, on the GPU) into `buf`: kernel launches only, no host sync (CUDA-graph capturable) unless `validate` (NaN/inf checks read the GPU)."
     _check_fill(buf, draft_logits, budget, root_token, validate)
-    if budget > 0: _launch_rows(buf, draft_logits, budget)
-    _launch_tree(buf, draft_logits.dtype, *draft_logits.shape, budget, root_token, force_heap)
+    with torch.cuda.device(draft_logits.device):   # PyCUDA loads modules and launches in the current context: the tensors' GPU
+        if budget > 0: _launch_rows(buf, draft_logits, budget)
+        _launch_tree(buf, draft_logits.dtype, *draft_logits.shape, budget, root_token, force_heap)
     return buf
 
 # %% ../nbs/02_tree_builder.ipynb #84cab986

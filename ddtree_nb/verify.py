@@ -11,9 +11,10 @@ from .runtime import load_kernel, require_cuda, cuda_context, engine_stream, Cud
 
 # %% auto #0
 __all__ = ['DC', 'DR', 'DQK', 'H200_BW', 'H200_BF16', 'V2_CONFIGS', 'SIG_V1', 'SIG_V2', 'SIG_COMBINE', 'MAX_SPLITS',
-           'VERIFY_CASES', 'verify_cost', 'vis_words', 'vis_to_bits', 'bits_to_vis', 'check_verify_inputs', 'v2_smem',
-           'pick_config', 'choose_splits', 'combine_shape', 'verify_plan', 'verify_workspace', 'mla_tree_attention',
-           'verify_error', 'tree_parents', 'verify_selftest_case']
+           'VERIFY_CASES', 'verify_cost', 'vis_words', 'vis_to_bits', 'bits_to_vis', 'check_aligned',
+           'check_verify_inputs', 'v2_smem', 'pick_config', 'choose_splits', 'combine_shape', 'verify_plan',
+           'verify_workspace', 'check_workspace', 'mla_tree_attention', 'verify_error', 'edge_case_inputs',
+           'check_edge_case', 'tree_parents', 'verify_selftest_case']
 
 # %% ../nbs/03_verify.ipynb #2e46cf25
 DC, DR = 512, 64                      # latent and rope widths the kernel is built for
@@ -59,6 +60,12 @@ _VIS_DTYPES = tuple(d for d in (torch.int32, getattr(torch, 'uint32', None)) if 
 
 def _shape(t): return tuple(t.shape)
 
+def check_aligned(name: str, t: torch.Tensor, nbytes: int=16):
+    "Raise `ValueError` naming `name` unless tensor `t`'s data starts on an `nbytes`-byte boundary."
+    if t.data_ptr() % nbytes:
+        raise ValueError(f"{name} must start on a {nbytes}-byte boundary for the cuda kernel, its data_ptr is {t.data_ptr() % nbytes} bytes past one "
+                         f"(a view at an offset of {t.storage_offset()} elements?); pass an aligned tensor, e.g. {name}.clone()")
+
 def check_verify_inputs(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out=None, lse=None, backend='cuda'):
     "Raise `ValueError` naming the bad field unless the inputs are valid for `mla_tree_attention`; returns `(T, H, S, W)`."
     if backend not in ('torch', 'cuda'): raise ValueError(f"backend must be 'torch' or 'cuda', got {backend!r}")
@@ -80,6 +87,10 @@ def check_verify_inputs(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out=Non
     if backend == 'cuda' and dt != torch.bfloat16: raise ValueError(f"q_latent must be bfloat16 for backend='cuda', got {dt}")
     for k in ('q_pe', 'kv'):
         if named[k].dtype != dt: raise ValueError(f"{k} dtype {named[k].dtype} must match q_latent's {dt}")
+    if backend == 'cuda':
+        for k, v in (*named.items(), ('out', out), ('lse', lse)):
+            if isinstance(v, torch.Tensor): check_aligned(k, v)
+        if isinstance(prefix_len, torch.Tensor): check_aligned('prefix_len', prefix_len, 4)   # one int32, read as such
     dev = q_latent.device
     if backend == 'cuda' and dev.type != 'cuda': raise ValueError(f"backend='cuda' needs CUDA tensors, q_latent is on {dev}")
     for k, v in named.items():
@@ -106,11 +117,21 @@ def check_verify_inputs(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out=Non
 
 # %% ../nbs/03_verify.ipynb #feb50f7e
 def _verify_torch(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse):
-    "Torch face: the reference attention on `kv`'s two column blocks, written into `out`/`lse`."
+    "Torch face: the masked-softmax attention on `kv`'s two column blocks (edge cases as above), written into `out`/`lse`."
     T = q_latent.shape[0]
     P = int(prefix_len.item()) if isinstance(prefix_len, torch.Tensor) else int(prefix_len)
-    o, l = mla_tree_attention_ref(q_latent, q_pe, kv[:, :DC], kv[:, DC:], P, bits_to_vis(vis_bits, T), float(scale))
-    out.copy_(o); lse.copy_(l)
+    n, dt = P + T, torch.promote_types(q_latent.dtype, torch.float32)
+    c, kp = kv[:n, :DC].to(dt), kv[:n, DC:].to(dt)
+    seen = torch.ones(T, n, dtype=torch.bool, device=kv.device)
+    seen[:, P:] = bits_to_vis(vis_bits, T)
+    s = (torch.einsum('thc,sc->ths', q_latent.to(dt), c) + torch.einsum('thr,sr->ths', q_pe.to(dt), kp)) * float(scale)
+    s = s.masked_fill(~seen[:, None, :], float('-inf'))
+    l = torch.logsumexp(s, dim=-1)                                        # -inf for a row that sees nothing
+    p = torch.exp(s - l.masked_fill(l == float('-inf'), 0.0)[..., None])  # ... whose probabilities are then all 0
+    bad = ~torch.isfinite(c).all(-1)                                      # keys with a non-finite value row
+    o = torch.einsum('ths,sc->thc', p, c.masked_fill(bad[:, None], 0.0))  # p = 0 never meets a NaN
+    sees_bad = (seen & bad).any(-1)[:, None]                              # [T, 1]: rows poisoned on purpose
+    out.copy_(o.masked_fill(sees_bad[..., None], float('nan'))); lse.copy_(l.masked_fill(sees_bad, float('nan')))
 
 # %% ../nbs/03_verify.ipynb #6f0b4638
 V2_CONFIGS = ((64, 64, 2), (64, 32, 2), (32, 32, 1))  # (BM rows, BN keys, K stages), largest first
@@ -118,7 +139,7 @@ V2_CONFIGS = ((64, 64, 2), (64, 32, 2), (32, 32, 1))  # (BM rows, BN keys, K sta
 def v2_smem(bm: int, bn: int, stages: int) -> int:
     "Dynamic shared memory (bytes) of `verify_attn_v2_<bm>x<bn>x<stages>`; mirrors `Cfg` in the kernel."
     wn = 8 // (bm // 16)
-    return bm * DQK * 2 + stages * bn * DQK * 2 + bm * (bn + 8) * 2 + 2 * wn * bm * 4 + 2 * bm * 4
+    return bm * DQK * 2 + stages * bn * DQK * 2 + bm * (bn + 8) * 2 + 2 * wn * bm * 4 + 2 * bm * 4 + 8   # + 8: bad-key bits
 
 def pick_config(smem_per_block: int) -> tuple:
     "Largest v2 tile config that fits a GPU allowing `smem_per_block` bytes of dynamic shared memory per block."
@@ -185,8 +206,20 @@ def verify_workspace(T: int, H: int, splits: int, device=None) -> tuple:
     return (torch.empty(splits, T * H, DC, dtype=torch.bfloat16, device=device),
             torch.empty(splits, T * H, dtype=torch.float32, device=device))
 
+def check_workspace(workspace, splits: int, M: int, device):
+    "Raise `ValueError` unless `workspace` = (partials, lses) holds `splits` x `M` rows on `device`, contiguous and 16-byte aligned."
+    if not (isinstance(workspace, (tuple, list)) and len(workspace) == 2 and all(isinstance(w, torch.Tensor) for w in workspace)):
+        raise ValueError("workspace must be a pair of tensors (see verify_workspace)")
+    ws_o, ws_lse = workspace
+    if ws_o.numel() < splits * M * DC or ws_lse.numel() < splits * M or ws_o.dtype != torch.bfloat16 or ws_lse.dtype != torch.float32:
+        raise ValueError(f"workspace too small or wrong dtype for {splits} splits x {M} rows (see verify_workspace)")
+    for k, w in (('workspace[0]', ws_o), ('workspace[1]', ws_lse)):
+        if w.device != device: raise ValueError(f"{k} is on {w.device} but q_latent is on {device}")
+        if not w.is_contiguous(): raise ValueError(f"{k} must be contiguous")
+        check_aligned(k, w)
+
 def _verify_cuda(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, version=2, config=None, splits=None, workspace=None):
-    "Cuda face: launch v1, or v2 (+ the split combine) on the engine stream."
+    "Cuda face: launch v1, or v2 (+ the split combine) on the engine stream, with the tensors' GPU current."
     require_cuda()
     T, H, _ = q_latent.shape
     S, W, M = kv.shape[0], vis_bits.shape[1], T * H
@@ -205,9 +238,9 @@ def _verify_cuda(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, vers
         k = _kernel(plan['kernel'], SIG_V2, plan['smem'])
         if s == 1: ws_o = ws_lse = 0
         else:
-            ws_o, ws_lse = workspace if workspace is not None else verify_workspace(T, H, s, q_latent.device)
-            if ws_o.numel() < s * M * DC or ws_lse.numel() < s * M or ws_o.dtype != torch.bfloat16 or ws_lse.dtype != torch.float32:
-                raise ValueError(f"workspace too small or wrong dtype for {s} splits x {M} rows (see verify_workspace)")
+            if workspace is None: workspace = verify_workspace(T, H, s, q_latent.device)
+            else: check_workspace(workspace, s, M, q_latent.device)
+            ws_o, ws_lse = workspace
         k(q_latent, q_pe, kv, vis_bits, W, T, H, P_arg, p_ptr, S, float(scale), out, lse, ws_o, ws_lse, s,
           grid=plan['grid'], block=(256,), shared=plan['smem'])
         if s > 1:
@@ -239,6 +272,40 @@ def verify_error(out, lse, ref_out, ref_lse) -> tuple:
     "(‖out−ref‖/‖ref‖, max |lse−ref_lse|) in fp64: the two numbers the acceptance bounds (1e-2 each) apply to."
     rel = ((out.double() - ref_out.double()).norm() / ref_out.double().norm()).item()
     return rel, (lse.double() - ref_lse.double()).abs().max().item()
+
+# %% ../nbs/03_verify.ipynb #08305c9c
+def edge_case_inputs(T: int=6, H: int=3, P: int=4, pad: int=3, parents=(-1, 0, 1, 0, 3, 3), dead_rows=(), nan_slots=(),
+                     device='cpu', seed: int=0) -> dict:
+    "Valid verify inputs (bf16) over a small tree, with NaN written into the `c_kv` of tree slots `nan_slots` and empty visibility rows `dead_rows`."
+    g = torch.Generator().manual_seed(seed)
+    S = P + T + pad
+    kv = torch.randn(S, DQK, generator=g).to(torch.bfloat16)
+    for j in nan_slots: kv[P + j, 5] = float('nan')
+    vis = ancestor_mask(torch.tensor(parents[:T]))
+    for i in dead_rows: vis[i] = False
+    return dict(q_latent=torch.randn(T, H, DC, generator=g).to(torch.bfloat16).to(device), q_pe=torch.randn(T, H, DR, generator=g).to(torch.bfloat16).to(device),
+                kv=kv.to(device), prefix_len=P, vis_bits=vis_to_bits(vis).to(device), scale=DQK ** -0.5)
+
+def check_edge_case(a: dict, out: torch.Tensor, lse: torch.Tensor, nan_slots=(), tol: float=1e-2, ltol: float=1e-2):
+    "Assert `out`/`lse` follow the edge-case rules for inputs `a` (from `edge_case_inputs`), against an fp64 oracle on the rest."
+    T, P, kv = a['q_latent'].shape[0], a['prefix_len'], a['kv'].double().cpu()
+    vis = bits_to_vis(a['vis_bits'].cpu(), T)
+    sees_nan = vis[:, list(nan_slots)].any(-1) if nan_slots else torch.zeros(T, dtype=torch.bool)
+    dead = (~vis.any(-1)) & (P == 0)
+    out, lse = out.cpu().double(), lse.cpu().double()
+    assert out[sees_nan].isnan().all(), 'rows that see a NaN row must be NaN'
+    if dead.any():
+        assert (out[dead] == 0).all() and (lse[dead] == float('-inf')).all(), ('rows that see nothing must give out 0, lse -inf', out[dead].abs().max(), lse[dead])
+    ok = ~sees_nan & ~dead
+    if not ok.any(): return
+    clean = kv.clone(); clean[clean.isnan()] = 0.0                      # what the unaffected rows must see (the NaN slots are masked for them)
+    for i in ok.nonzero()[:, 0].tolist():                              # fp64, one row at a time: the prefix + its visible slots
+        keys = list(range(P)) + [P + j for j in range(T) if vis[i, j]]
+        q = torch.cat([a['q_latent'].cpu().double()[i], a['q_pe'].cpu().double()[i]], -1)       # [H, 576]
+        sc = q @ clean[keys].T * a['scale']                                                      # [H, k]
+        want_l = torch.logsumexp(sc, -1); want_o = torch.softmax(sc, -1) @ clean[keys, :DC]
+        rel = ((out[i] - want_o).norm() / want_o.norm()).item()
+        assert rel <= tol and (lse[i] - want_l).abs().max().item() <= ltol, (i, rel, (lse[i] - want_l).abs().max().item())
 
 # %% ../nbs/03_verify.ipynb #a1f19335
 def tree_parents(kind: str, T: int, gen: torch.Generator|None=None) -> torch.Tensor:

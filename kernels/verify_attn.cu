@@ -4,6 +4,10 @@
 // Cache layer kv [S, 576] (bf16): columns 0..511 = c_kv (keys AND values), 512..575 = k_pe (keys only).
 // Key s < P is seen by every row; key P + j (tree slot j) is seen by row r iff bit j of vis[t, :] is set.
 // Outputs: out [M, 512] bf16 = softmax(scale * q.k) . c_kv, lse [M] fp32 (natural log).
+// Edge cases (all versions, direct and split): a row that sees no key at all gets out = 0 and lse = -inf; a cache
+// row with a non-finite c_kv value poisons exactly the rows that see it (their out is NaN), never a row that
+// doesn't (a masked key's p = 0 must not meet a NaN/inf V: 0 * NaN = NaN inside the PV mma, so v2 zeroes such V
+// chunks in shared memory and marks their key, and a row that sees a marked key gets a NaN score).
 // Dc = 512 and Dr = 64 are fixed (Kimi K2 / DeepSeek-V3 dims).
 //
 // v1: one block per query row, fp32 CUDA cores (the simple, obviously-correct version).
@@ -74,14 +78,14 @@ verify_attn_v1(const bf16 *__restrict__ q_lat, const bf16 *__restrict__ q_pe, co
     float f[4], L = 0.f;
 #pragma unroll
     for (int w = 0; w < 4; ++w) { f[w] = sm[w] == -INFINITY ? 0.f : exp2f(sm[w] - mx); L += sl[w] * f[w]; }
-    const float inv = L > 0.f ? 1.f / L : 0.f;
+    const float inv = L == 0.f ? 0.f : 1.f / L;  // nothing visible: 0; NaN (a visible NaN row) stays NaN
     for (int c = threadIdx.x; c < DC; c += 128) {
         float o = 0.f;
 #pragma unroll
         for (int w = 0; w < 4; ++w) o += sacc[w][c] * f[w];
         out[(size_t)r * DC + c] = __float2bfloat16(o * inv);
     }
-    if (threadIdx.x == 0) lse[r] = L > 0.f ? (mx + log2f(L)) * LN2 : -INFINITY;
+    if (threadIdx.x == 0) lse[r] = L == 0.f ? -INFINITY : (mx + log2f(L)) * LN2;
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -123,15 +127,15 @@ __device__ __forceinline__ uint32_t swz(int row, int chunk) {
 // Tile configuration. 8 warps. QK^T: warps form WM x WN over the [BM x BN] score tile (warp: 16 rows x KPW
 // keys, full 576-deep reduction). PV: warp w owns output columns [64w, 64w+64) for all BM rows.
 // Shared memory (bytes): Q [BM x 1152] | K/V stages [NS x BN x 1152] | P [BM x (BN+8)] bf16 |
-// row max partials [WN x BM] | row sum partials [WN x BM] | alpha [BM] | final max [BM].
+// row max partials [WN x BM] | row sum partials [WN x BM] | alpha [BM] | final max [BM] | bad-key bits [2 words].
 // The Python side mirrors SMEM in `v2_smem`.
 template <int BM, int BN, int NS> struct Cfg {
     static constexpr int WM = BM / 16, WN = 8 / WM, KPW = BN / WN, NTQ = KPW / 8, MT = BM / 16, PST = BN + 8;
     static constexpr int Q_OFF = 0, K_OFF = BM * ROW_BYTES, P_OFF = K_OFF + NS * BN * ROW_BYTES;
     static constexpr int RMAX_OFF = P_OFF + BM * PST * 2, RSUM_OFF = RMAX_OFF + WN * BM * 4;
     static constexpr int ALPHA_OFF = RSUM_OFF + WN * BM * 4, MFIN_OFF = ALPHA_OFF + BM * 4;
-    static constexpr int SMEM = MFIN_OFF + BM * 4;
-    static_assert(WM * WN == 8 && KPW % 8 == 0 && NTQ >= 1 && BN % 16 == 0, "bad tile config");
+    static constexpr int BAD_OFF = MFIN_OFF + BM * 4, SMEM = BAD_OFF + 8;
+    static_assert(WM * WN == 8 && KPW % 8 == 0 && NTQ >= 1 && BN % 16 == 0 && BN <= 64, "bad tile config");
 };
 
 template <int BM, int BN, int NS>
@@ -152,6 +156,8 @@ __device__ __forceinline__ void verify_v2(const bf16 *__restrict__ q_lat, const 
     bf16 *sP = reinterpret_cast<bf16 *>(smem + C::P_OFF);
     float *sRmax = reinterpret_cast<float *>(smem + C::RMAX_OFF), *sRsum = reinterpret_cast<float *>(smem + C::RSUM_OFF);
     float *sAlpha = reinterpret_cast<float *>(smem + C::ALPHA_OFF), *sMfin = reinterpret_cast<float *>(smem + C::MFIN_OFF);
+    uint32_t *sBad = reinterpret_cast<uint32_t *>(smem + C::BAD_OFF);  // bit i: key tile row i had a non-finite V chunk
+    if (tid < 2) sBad[tid] = 0u;  // ordered before the first scrub by the first barrier of the key loop
 
     // Q tile (rows past M are zero-filled)
     for (int c = tid; c < BM * CHUNKS; c += 256) {
@@ -214,6 +220,29 @@ __device__ __forceinline__ void verify_v2(const bf16 *__restrict__ q_lat, const 
             __syncthreads();
         }
         const uint32_t sK = sK0 + buf * (BN * ROW_BYTES);
+        const bool need_mask = (it + 1) * BN > P;  // tile reaches the tree part or the tail
+
+        // Masked keys only live in the tree part [P, n_keys) (the tail is zero-filled, the prefix is seen by all):
+        // zero non-finite V chunks of those rows and mark the key, so p = 0 never multiplies a NaN/inf in PV.
+        // Only tiles that reach the tree part pay for it (one tile of the AR step, T rows of a verify).
+        if (need_mask) {
+            const int r0 = max(P - it * BN, 0), r1 = min(n_keys - it * BN, BN);
+            unsigned char *kt = smem + C::K_OFF + buf * (BN * ROW_BYTES);
+            for (int c = tid; c < (r1 - r0) * (DC / 8); c += 256) {
+                const int row = r0 + c / (DC / 8), ch = c % (DC / 8);
+                uint4 *p16 = reinterpret_cast<uint4 *>(kt + swz(row, ch));
+                const uint4 v = *p16;
+                const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+                bool bad = false;
+#pragma unroll
+                for (int i = 0; i < 4; ++i) bad |= ((w[i] & 0x7F80u) == 0x7F80u) | ((w[i] & 0x7F800000u) == 0x7F800000u);
+                if (bad) {
+                    *p16 = make_uint4(0u, 0u, 0u, 0u);
+                    atomicOr(&sBad[row >> 5], 1u << (row & 31));
+                }
+            }
+            __syncthreads();
+        }
 
         // S = Q K^T for this warp's 16 rows x KPW keys
         float sc[C::NTQ][4];
@@ -247,7 +276,6 @@ __device__ __forceinline__ void verify_v2(const bf16 *__restrict__ q_lat, const 
 
         // scale to log2 units, mask, row max over the block's warps
         const int kb = it * BN + wn * C::KPW + 2 * tig;
-        const bool need_mask = (it + 1) * BN > P;  // tile reaches the tree part or the tail
         float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
         for (int j = 0; j < C::NTQ; ++j)
@@ -257,7 +285,11 @@ __device__ __forceinline__ void verify_v2(const bf16 *__restrict__ q_lat, const 
                 if (need_mask) {
                     const int key = kb + j * 8 + (e & 1), row = e >> 1;
                     bool ok = key < n_keys;
-                    if (ok && key >= P && tq[row] >= 0) ok = tree_visible(vis, W, tq[row], key - P);
+                    if (ok && key >= P) {
+                        if (tq[row] >= 0) ok = tree_visible(vis, W, tq[row], key - P);
+                        const int kr = key - it * BN;
+                        if (ok && ((sBad[kr >> 5] >> (kr & 31)) & 1u)) v = __int_as_float(0x7fc00000);  // sees a NaN/inf row
+                    }
                     if (!ok) v = -INFINITY;
                 }
                 sc[j][e] = v;
@@ -270,6 +302,7 @@ __device__ __forceinline__ void verify_v2(const bf16 *__restrict__ q_lat, const 
         }
         if (tig == 0) { sRmax[wn * BM + lr0] = mx[0]; sRmax[wn * BM + lr0 + 8] = mx[1]; }
         __syncthreads();
+        if (need_mask && tid < 2) sBad[tid] = 0u;  // last read above; the next scrub comes after the next loop barrier
 
         // online softmax: new running max, rescale factor, P = exp2(s - m) as bf16 into shared memory
         float al[2], mu[2];
@@ -344,7 +377,7 @@ __device__ __forceinline__ void verify_v2(const bf16 *__restrict__ q_lat, const 
             float L = 0.f;
 #pragma unroll
             for (int w = 0; w < C::WN; ++w) L += sRsum[w * BM + lrow];
-            const float inv = L > 0.f ? 1.f / L : 0.f;
+            const float inv = L == 0.f ? 0.f : 1.f / L;  // nothing visible: 0 (o is 0 too); NaN stays NaN
 #pragma unroll
             for (int n = 0; n < 8; ++n) {
                 const int col = warp * 64 + n * 8 + 2 * tig;
@@ -356,7 +389,7 @@ __device__ __forceinline__ void verify_v2(const bf16 *__restrict__ q_lat, const 
         float L = 0.f;
 #pragma unroll
         for (int w = 0; w < C::WN; ++w) L += sRsum[w * BM + tid];
-        const float ls = L > 0.f ? (sMfin[tid] + log2f(L)) * LN2 : -INFINITY;
+        const float ls = L == 0.f ? -INFINITY : (sMfin[tid] + log2f(L)) * LN2;
         if (direct) lse[m0 + tid] = ls;
         else ws_lse[(size_t)split * M + m0 + tid] = ls;
     }
@@ -371,15 +404,16 @@ __device__ __forceinline__ void verify_v2(const bf16 *__restrict__ q_lat, const 
         verify_v2<BM, BN, NS>(q_lat, q_pe, kv, vis, W, T, H, P, p_dev, S, scale, out, lse, ws_o, ws_lse, splits); \
     }
 
-VERIFY_V2(verify_attn_v2_64x64x2, 64, 64, 2)  // 231,936 B smem: H100/H200 (227 KB opt-in)
-VERIFY_V2(verify_attn_v2_64x32x2, 64, 32, 2)  // 154,112 B: A100 (163 KB)
-VERIFY_V2(verify_attn_v2_32x32x1, 32, 32, 1)  //  77,568 B: RTX 30xx/40xx/50xx (99 KB)
+VERIFY_V2(verify_attn_v2_64x64x2, 64, 64, 2)  // 231,944 B smem: H100/H200 (227 KB opt-in)
+VERIFY_V2(verify_attn_v2_64x32x2, 64, 32, 2)  // 154,120 B: A100 (163 KB)
+VERIFY_V2(verify_attn_v2_32x32x1, 32, 32, 1)  //  77,576 B: RTX 30xx/40xx/50xx (99 KB)
 
 // ---------------------------------------------------------------------------------------------------------
 // Split merge: out[r] = sum_s w_s o_s / sum_s w_s, w_s = exp(lse_s - max), lse[r] = max + log(sum_s w_s).
 // grid (M, 512 / (8 L)), block (L, G): a block merges 8L columns of one row; thread (x, y) reads 16 bytes of
 // every G-th split starting at y, so all of a row's partial reads are in flight at once. L*G in {64..256},
-// splits <= 1024. The host picks (8, 32) for many splits (the AR step: 64 rows, ~129 splits) and (64, <=4)
+// splits <= 1024. A row whose splits are all empty (lse -inf everywhere: it sees no key) gets out = 0 and
+// lse = -inf, as the direct path writes; a NaN partial stays NaN. The host picks (8, 32) for many splits (the AR step: 64 rows, ~129 splits) and (64, <=4)
 // for a few (trees: thousands of rows, 2..8 splits).
 // ---------------------------------------------------------------------------------------------------------
 extern "C" __global__ void __launch_bounds__(256)
@@ -427,7 +461,7 @@ verify_attn_combine(const bf16 *__restrict__ ws_o, const float *__restrict__ ws_
     for (int c = tid; c < CW; c += nthr) {
         float tot = 0.f;
         for (int g = 0; g < G; ++g) tot += red[g * CW + c];
-        out[(size_t)r * DC + c0 + c] = __float2bfloat16(tot / dsum);
+        out[(size_t)r * DC + c0 + c] = __float2bfloat16(dsum == 0.f ? 0.f : tot / dsum);
     }
-    if (blockIdx.y == 0 && tid == 0) lse[r] = mx + logf(dsum);
+    if (blockIdx.y == 0 && tid == 0) lse[r] = dsum == 0.f ? -INFINITY : mx + logf(dsum);
 }
