@@ -59,7 +59,7 @@ def tiny_pair(seed: int=0, block: int=8):
 
 # %% ../nbs/07_benchmarks.ipynb #a3e0ccea
 DEFAULT_BUDGETS = (4, 8, 16, 32, 64, 128, 256, 512, 1024)
-STAGE_KEYS = ('draft', 'tree', 'verify', 'accept', 'other')
+STAGE_KEYS = ('draft', 'tree', 'verify', 'accept', 'round', 'other')   # round: a whole round replayed as one CUDA graph (cuda backend), not split by stage
 
 def bench_configs(methods=METHODS,                 # subset of ('ddtree', 'dflash', 'ar')
                   budgets=DEFAULT_BUDGETS,         # DDTree tree sizes
@@ -101,7 +101,7 @@ def bench_run(target, drafter, prompt_ids, method: str, budget: int, temperature
     gen = torch.Generator(device=dev).manual_seed(seed)
     g = generate(target, drafter if method != 'ar' else None, prompt_ids, method=method, budget=budget, temperature=temperature,
                  max_new_tokens=max_new_tokens, stop_ids=stop_ids, backend=backend, generator=gen)
-    st = dict(g.stage_times)
+    st = {k: 0.0 for k in STAGE_KEYS} | dict(g.stage_times)
     decode = max(g.wall_s - st.get('prefill', 0.0), 0.0)
     st['other'] = max(decode - sum(st.get(k, 0.0) for k in STAGE_KEYS[:-1]), 0.0)
     return dict(rec, tokens=list(g.tokens), n_tokens=len(g.tokens), rounds=len(g.acceptance_lengths),
