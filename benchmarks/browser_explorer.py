@@ -99,7 +99,7 @@ def main(argv=None) -> int:
             out = REPO / args.screenshot
             out.parent.mkdir(parents=True, exist_ok=True)
             box.screenshot(path=str(out))
-            check(out.stat().st_size > 10_000, f"screenshot {out.relative_to(REPO)} ({out.stat().st_size} bytes)")
+            check(out.stat().st_size > 10_000, f"screenshot {out} ({out.stat().st_size} bytes)")
             browser.close()
     finally:
         lab.terminate()
