@@ -636,7 +636,9 @@ def _read_param(ck, name, c: TargetConfig) -> torch.Tensor:
     if name == 'lm_head.weight' and key not in ck and c.tie_word_embeddings: key = 'model.embed_tokens.weight'
     return _read_weight(ck, key, q)
 
-def load_target(path, device='cpu', dtype=torch.float32) -> TargetModel:
+def load_target(path, device='cpu', dtype=torch.float32,
+                prepare=None,   # prepare(model, config) on the still unallocated (meta) model: may swap modules; returns the state-dict names it fills itself
+               ) -> TargetModel:
     "Load a DeepSeek-V3 / Kimi K2 / K2.5 / K2.6 checkpoint directory (HF layout) as a `TargetModel`."
     path = Path(path)
     if not (path / 'config.json').exists(): raise FileNotFoundError(f"no config.json in {path}")
@@ -644,10 +646,11 @@ def load_target(path, device='cpu', dtype=torch.float32) -> TargetModel:
     check_device(device)
     ck = _Checkpoint(path)
     with torch.device('meta'): model = TargetModel(c)
+    own = set(prepare(model, c)) if prepare is not None else set()
     model = model.to_empty(device=device)
     with torch.no_grad():
         for name, p in model.state_dict(keep_vars=True).items():
-            if name == 'rope_inv_freq' or (name == 'lm_head.weight' and c.tie_word_embeddings): continue
+            if name in own or name == 'rope_inv_freq' or (name == 'lm_head.weight' and c.tie_word_embeddings): continue
             t = _read_param(ck, name, c)
             if t.shape != p.shape:
                 raise ValueError(f"{ck.prefix}{_hub_key(name) if 'experts' not in name else name}: checkpoint has shape {tuple(t.shape)}, model expects {tuple(p.shape)}")
