@@ -8,7 +8,7 @@ import sys, time, json, argparse
 from dataclasses import dataclass, field
 import torch
 from .tree import DraftTree, build_tree_ref, MAX_BUDGET
-from .accept import Accepted, gumbel_keys, target_choice
+from .accept import Accepted, MAX_PATH, gumbel_keys, target_choice, _pack
 
 # %% auto #0
 __all__ = ['STAGES', 'METHODS', 'chain_tree', 'root_tree', 'sample_token', 'TorchStages', 'check_generate_args',
@@ -163,15 +163,16 @@ class Round:
     index: int                        # 1-based round number
     prefix_len: int                   # committed tokens in the target's cache before the round (P)
     root: int                         # the round's root token (the previous round's bonus, or the first token)
-    tree: DraftTree                   # the verified tree (n drafted nodes + root; root only for 'ar' or depth 0); cuda: the static TreeBuffers
-    draft_logits: torch.Tensor|None   # [L, V] the drafter's logits (None for 'ar')
-    logits: torch.Tensor              # [n+1, V] the target's verify logits, root first (cuda: the static [n_max+1, V] rows)
-    accepted: Accepted                # the accept stage's output
-    path: torch.Tensor                # accepted node indices, root first (int64; its length is the acceptance length)
+    tree: DraftTree                   # the verified tree (n drafted nodes + root; root only for 'ar' or depth 0); cuda: the static TreeBuffers (*)
+    draft_logits: torch.Tensor|None   # [L, V] the drafter's logits (None for 'ar'); cuda: static under a graph replay (*)
+    logits: torch.Tensor              # [n+1, V] the target's verify logits, root first (cuda: the static [n_max+1, V] rows (*))
+    accepted: Accepted                # the accept stage's output (cuda: host tensors from the round's record)
+    path: torch.Tensor                # accepted node indices, root first (int64; its length is the acceptance length; cuda: on the host)
     bonus: int                        # the target's token after the path: the next round's root
     new_tokens: list                  # tokens this round emitted (drafts on the path + bonus, cut at a stop id / max_new_tokens)
     done: bool                        # generation has ended
     rng_state: torch.Tensor|None = None  # the generator's state before accept (only with `Decoder.keep_rng_state`)
+    # (*) device buffers the next round rewrites: read them before the next `step()`
 
 def _untimed(stage, f, *a): return f(*a)
 
@@ -206,6 +207,13 @@ class Decoder:
         self.done = self.stopped or len(self.tokens) == self.max_new_tokens
         return new
 
+    def _commit(self, A: int, bonus: int, drafted: list) -> list:
+        "Book a round that committed `A` nodes (root first) and chose `bonus`: prefix length, acceptance length, next root; the tokens emitted."
+        self.P += A
+        self.acceptance_lengths.append(A)
+        self.root = bonus
+        return self._emit(drafted + [bonus])
+
     @torch.no_grad()
     def prefill(self) -> list:
         "Allocate the caches, run the prompt and sample the first token; the tokens emitted (that one token)."
@@ -226,14 +234,13 @@ class Decoder:
     def _step_static(self) -> Round:
         "A round of device-resident stages (`CudaStages`): enqueue it, then one host read of its record."
         st, P, root = self.stages, self.P, self.root
+        if st.dec is not self: raise RuntimeError("this CudaStages object was set up by another Decoder since: use one stages object per live Decoder")
         state = self.generator.get_state() if self.keep_rng_state and self.generator is not None else None
         dl, logits = st.run_round(self._depth(), self.timed)
-        A, bonus, drafted = st.read()
-        self.P += A
-        self.acceptance_lengths.append(A)
-        self.root = bonus
-        new = self._emit(drafted + [bonus])
-        return Round(len(self.acceptance_lengths), P, root, st.buf, dl, logits, st.acc, st.acc.path[:A].long(), bonus, new, self.done, state)
+        A, bonus, drafted, nodes = st.read()
+        new = self._commit(A, bonus, drafted)
+        acc = _pack(nodes, bonus, 'cpu')                 # a snapshot: `st.acc` is rewritten by the next round
+        return Round(len(self.acceptance_lengths), P, root, st.buf, dl, logits, acc, acc.path[:A].long(), bonus, new, self.done, state)
 
     @torch.no_grad()
     def step(self) -> Round|None:
@@ -256,11 +263,8 @@ class Decoder:
             feats = st.compact(self.cache, P, path, vo.hidden if self.use_drafter else None)
             return a, path, int(a.bonus[0]), feats
         a, path, bonus, self.features = timed('accept', _accept_compact)
-        self.P += len(path)
-        self.acceptance_lengths.append(len(path))
         drafted = tree.tokens[(path[1:] - 1).to(tree.tokens.device)].tolist()
-        self.root = bonus
-        new = self._emit(drafted + [bonus])
+        new = self._commit(len(path), bonus, drafted)
         return Round(len(self.acceptance_lengths), P, root, tree, dl, vo.logits, a, path, bonus, new, self.done, state)
 
 # %% ../nbs/05_decode.ipynb #ed11b087
@@ -377,9 +381,9 @@ class CudaStages(TorchStages):
                             torch.full((1,), dec.root, dtype=i32, device=dev))   # round 1: P prompt feature rows, root = first token
         self.feats = dec.features.reshape(dec.P, -1) if dec.use_drafter else None   # round 1 drafts from the prompt's features
         self.feats_buf = torch.zeros(MAX_PATH, self.feats.shape[1], dtype=self.feats.dtype, device=dev) if dec.use_drafter else None
-        self.record = torch.zeros(2 + MAX_PATH, dtype=i32, device=dev)
-        self.host = torch.zeros(2 + MAX_PATH, dtype=i32, pin_memory=dev.type == 'cuda')
-        self.done = torch.cuda.Event() if dev.type == 'cuda' else None
+        self.record = torch.zeros(2 + 2 * MAX_PATH, dtype=i32, device=dev)    # [A, bonus, path tokens, path nodes]
+        self.host = torch.zeros(2 + 2 * MAX_PATH, dtype=i32, pin_memory=dev.type == 'cuda')
+        self.ready = torch.cuda.Event() if dev.type == 'cuda' else None   # recorded after each round's record copy
         c = t.config
         kernel_attn = self.faces == 'cuda' and (c.kv_lora_rank, c.qk_rope_head_dim) == (DC, DR) and t.dtype == torch.bfloat16
         self.mode = _ModelMode(t, 'cuda' if kernel_attn else 'torch', 'dense')
@@ -391,14 +395,19 @@ class CudaStages(TorchStages):
         "Make `buf` a chain of `n` nodes (structure only; tokens are written per round), when `n` changed."
         if self.chain_n != n: _write_chain(self.buf, n); self.chain_n = n
 
+    def _chain_nodes(self, depth: int) -> int|None:
+        "Nodes of the round's tree when it is a chain (0: root only, for AR, depth 0 or budget 0; DFlash: `min(budget, depth)`); None for a DDTree tree."
+        dec = self.dec
+        if not dec.use_drafter or depth == 0 or dec.budget == 0: return 0
+        return min(dec.budget, depth) if dec.method == 'dflash' else None
+
     def build_static(self, draft_logits, depth: int):
         "The round's tree into `buf` from `draft_logits [L, V]` (None for AR), rooted at `acc.bonus`."
         buf, bonus, dec = self.buf, self.acc.bonus, self.dec
-        if draft_logits is None or depth == 0 or dec.budget == 0: self._chain(0)
-        elif dec.method == 'dflash':
-            n = min(dec.budget, depth)
+        n = self._chain_nodes(depth)
+        if n is not None:
             self._chain(n)
-            buf.tokens[1:n + 1].copy_(draft_logits[:n].argmax(-1))
+            if n: buf.tokens[1:n + 1].copy_(draft_logits[:n].argmax(-1))
         elif self.faces == 'cuda':
             from ddtree_nb.tree import fill_tree
             fill_tree(buf, draft_logits[:depth].contiguous(), dec.budget, root_token=bonus)
@@ -421,7 +430,7 @@ class CudaStages(TorchStages):
         accept_compact(self.buf, logits, dec.cache.kv, self.plen, hidden, self.feats_buf if hidden is not None else None,
                        temperature=dec.temperature, generator=dec.generator, backend=self.faces, out=self.acc, check_values=False)
         toks = self.buf.tokens[self.acc.path.clamp(min=0).long()]
-        torch.cat([self.acc.accepted_len, self.acc.bonus, toks.to(torch.int32)], out=self.record)
+        torch.cat([self.acc.accepted_len, self.acc.bonus, toks.to(torch.int32), self.acc.path], out=self.record)
 
     def _round(self, depth: int, timed):
         dec = self.dec
@@ -436,9 +445,8 @@ class CudaStages(TorchStages):
 
     def _prepare(self, depth: int):
         "Write a chain's structure before a capture (so replays need not rewrite it)."
-        dec = self.dec
-        if not dec.use_drafter or depth == 0 or dec.budget == 0: self._chain(0)
-        elif dec.method == 'dflash': self._chain(min(dec.budget, depth))
+        n = self._chain_nodes(depth)
+        if n is not None: self._chain(n)
 
     def _capture(self, depth: int):
         "Capture one full-depth round on the engine stream (nothing runs until `replay`)."
@@ -467,14 +475,15 @@ class CudaStages(TorchStages):
         else: out = self._round(depth, timed)
         self.rounds += 1
         self.host.copy_(self.record, non_blocking=True)   # outside the graph: a pinned-memory copy records a host-allocator event
-        if self.done is not None: self.done.record()
+        if self.ready is not None: self.ready.record()
         return out
 
-    def read(self) -> tuple[int, int, list]:
-        "The one host wait of a round: (accepted length incl. the root, bonus, drafted tokens on the path)."
-        if self.done is not None: self.done.synchronize()
+    def read(self) -> tuple[int, int, list, list]:
+        "The one host wait of a round: (accepted length A incl. the root, bonus, drafted tokens on the path, the path's A node indices)."
+        if self.ready is not None: self.ready.synchronize()
         v = self.host.tolist()
-        return v[0], v[1], v[3:2 + v[0]]
+        A, K = v[0], 2 + MAX_PATH
+        return A, v[1], v[3:2 + A], v[K:K + A]
 
 STAGES['cuda'] = CudaStages
 
