@@ -238,6 +238,7 @@ class Decoder:
         state = self.generator.get_state() if self.keep_rng_state and self.generator is not None else None
         dl, logits = st.run_round(self._depth(), self.timed)
         A, bonus, drafted, nodes = st.read()
+        self.features = None                             # the prompt's features went to the drafter in round 1 (and `read` waited for it)
         new = self._commit(A, bonus, drafted)
         acc = _pack(nodes, bonus, 'cpu')                 # a snapshot: `st.acc` is rewritten by the next round
         return Round(len(self.acceptance_lengths), P, root, st.buf, dl, logits, acc, acc.path[:A].long(), bonus, new, self.done, state)
@@ -481,6 +482,7 @@ class CudaStages(TorchStages):
     def read(self) -> tuple[int, int, list, list]:
         "The one host wait of a round: (accepted length A incl. the root, bonus, drafted tokens on the path, the path's A node indices)."
         if self.ready is not None: self.ready.synchronize()
+        self.feats = None       # round 1 consumed the prompt's features: free them (after the wait: the engine stream read them)
         v = self.host.tolist()
         A, K = v[0], 2 + MAX_PATH
         return A, v[1], v[3:2 + A], v[K:K + A]
