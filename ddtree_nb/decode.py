@@ -11,9 +11,9 @@ from .tree import DraftTree, build_tree_ref, MAX_BUDGET
 from .accept import Accepted, MAX_PATH, gumbel_keys, target_choice, _pack
 
 # %% auto #0
-__all__ = ['STAGES', 'METHODS', 'chain_tree', 'root_tree', 'sample_token', 'TorchStages', 'check_generate_args',
-           'resolve_backend', 'Generation', 'Round', 'Decoder', 'generate', 'CudaStages', 'TextStreamer',
-           'format_summary', 'run_generate', 'generate_main']
+__all__ = ['STAGES', 'METHODS', 'DENSE_MAX_EXPERTS', 'chain_tree', 'root_tree', 'sample_token', 'TorchStages',
+           'check_generate_args', 'resolve_backend', 'Generation', 'Round', 'Decoder', 'generate', 'moe_plan',
+           'CudaStages', 'TextStreamer', 'format_summary', 'run_generate', 'generate_main']
 
 # %% ../nbs/05_decode.ipynb #3886d218
 def chain_tree(draft_logits: torch.Tensor, # [L, V] per-depth draft logits
@@ -342,6 +342,28 @@ def _write_chain(buf, n: int):
     buf.first_child.copy_(torch.where(i < n, i + 1, -1))
     buf.vis_bits.copy_(vis_to_bits((i[None, :] <= i[:, None]) & on[:, None], words=buf.W))
 
+DENSE_MAX_EXPERTS = 32   # the dense dispatch runs every routed expert on every row: n_experts / top_k times the work
+
+class _Capturable:
+    "Truthy when a round can be captured in a CUDA graph; `why` says what stops it."
+    def __init__(self, why: str=''): self.why = why
+    def __bool__(self): return not self.why
+
+def moe_plan(target, faces: str='cuda') -> tuple[str, _Capturable]:
+    "The MoE dispatch the cuda round gives `target` ('dense' or 'loop') and whether the round can then be graph-captured."
+    from ddtree_nb.model import MoE
+    from ddtree_nb.moe import PackedMoE
+    mods = list(target.modules())
+    packed = [m for m in mods if isinstance(m, PackedMoE)]
+    if faces == 'cuda' and any(m.backend != 'cuda' for m in packed):
+        return 'loop', _Capturable("PackedMoE layers on the torch face read values on the host (pack_moe_experts(..., backend='cuda') fixes it)")
+    if not any(isinstance(m, MoE) for m in mods): return 'loop', _Capturable()     # dense target, or packed experts on the sync-free W4A16 kernel
+    E, k = target.config.n_routed_experts, target.config.num_experts_per_tok
+    if E <= DENSE_MAX_EXPERTS: return 'dense', _Capturable()
+    return 'loop', _Capturable(f"{E} bf16 routed experts (top-{k}): too many for the dense dispatch ({E // k}x the expert work), and the "
+                               "loop dispatch reads the routing on the host; keep the experts packed (ddtree_nb.moe.load_target_packed / "
+                               "pack_moe_experts) for a capturable round")
+
 class _ModelMode:
     "Temporarily set a target's attention backend and MoE dispatch (restored on exit)."
     def __init__(self, target, attn: str, moe: str): self.t, self.new = target, (attn, moe)
@@ -387,9 +409,11 @@ class CudaStages(TorchStages):
         self.ready = torch.cuda.Event() if dev.type == 'cuda' else None   # recorded after each round's record copy
         c = t.config
         kernel_attn = self.faces == 'cuda' and (c.kv_lora_rank, c.qk_rope_head_dim) == (DC, DR) and t.dtype == torch.bfloat16
-        self.mode = _ModelMode(t, 'cuda' if kernel_attn else 'torch', 'dense')
+        dispatch, capturable = moe_plan(t, self.faces)
+        self.mode = _ModelMode(t, 'cuda' if kernel_attn else 'torch', dispatch)
         self.chain_n, self.cuda_graph, self.rounds = None, None, 0
-        self.use_graph = (self.graph if self.graph is not None else self.faces == 'cuda') and dec.temperature == 0
+        if self.graph and not capturable: raise ValueError(f"graph=True: {capturable.why}")
+        self.use_graph = (self.graph if self.graph is not None else self.faces == 'cuda') and dec.temperature == 0 and bool(capturable)
         if self.use_graph and dev.type != 'cuda': raise ValueError("graph=True needs the models on a CUDA device")
 
     def _chain(self, n: int):
