@@ -274,9 +274,10 @@ def _load_pair(args):
     if args.demo:
         from ddtree_nb.demo import load_demo_pair
         return load_demo_pair(device, dtype)
-    from ddtree_nb.model import load_target, load_tokenizer
+    from ddtree_nb.model import load_tokenizer
     from ddtree_nb.drafter import load_drafter
-    target = load_target(args.target, device=device, dtype=dtype)
+    from ddtree_nb.decode import load_target_for
+    target = load_target_for(args.target, device, dtype)         # INT4 experts stay packed on a GPU
     drafter = load_drafter(args.drafter, target) if args.drafter else None
     return target, drafter, load_tokenizer(args.target, trust_remote_code=args.trust_remote_code)
 

@@ -13,7 +13,8 @@ from .accept import Accepted, MAX_PATH, gumbel_keys, target_choice, _pack
 # %% auto #0
 __all__ = ['STAGES', 'METHODS', 'DENSE_MAX_EXPERTS', 'chain_tree', 'root_tree', 'sample_token', 'TorchStages',
            'check_generate_args', 'resolve_backend', 'Generation', 'Round', 'Decoder', 'generate', 'moe_plan',
-           'CudaStages', 'TextStreamer', 'format_summary', 'run_generate', 'generate_main']
+           'CudaStages', 'TextStreamer', 'format_summary', 'keeps_experts_packed', 'load_target_for', 'run_generate',
+           'generate_main']
 
 # %% ../nbs/05_decode.ipynb #3886d218
 def chain_tree(draft_logits: torch.Tensor, # [L, V] per-depth draft logits
@@ -553,8 +554,20 @@ def _generate_parser():
     ap.add_argument('--json', action='store_true', help='print one JSON object instead of streaming text')
     return ap
 
-def _load_target(path, device, dtype):
-    "The target model from `path` (ddtree_nb.model's loader)."
+def keeps_experts_packed(path, device, dtype) -> bool:
+    "Whether `load_target_for` keeps `path`'s routed experts INT4-packed: an INT4 (pack-quantized) checkpoint, loaded in bf16 on a GPU."
+    from pathlib import Path
+    from ddtree_nb.model import read_json
+    cfg = Path(path) / 'config.json'
+    if not cfg.is_file(): return False                  # load_target names what is missing
+    q = read_json(cfg).get('quantization_config') or {}
+    return torch.device(device).type == 'cuda' and dtype == torch.bfloat16 and q.get('format') == 'pack-quantized'
+
+def load_target_for(path, device, dtype):
+    "The target from `path` as the decode round wants it: INT4 routed experts stay packed on a GPU (the W4A16 kernel), otherwise `load_target`."
+    if keeps_experts_packed(path, device, dtype):
+        from ddtree_nb.moe import load_target_packed
+        return load_target_packed(path, device, dtype, backend='cuda')
     from ddtree_nb.model import load_target
     return load_target(path, device=device, dtype=dtype)
 
@@ -595,7 +608,7 @@ def generate_main(argv=None) -> int:
         from ddtree_nb.drafter import load_drafter
         device = args.device or ('cuda' if torch.cuda.is_available() else 'cpu')
         dtype = getattr(torch, args.dtype) if args.dtype else (torch.bfloat16 if torch.device(device).type == 'cuda' else torch.float32)
-        target = _load_target(args.target, device, dtype)
+        target = load_target_for(args.target, device, dtype)
         tokenizer = load_tokenizer(args.target, trust_remote_code=args.trust_remote_code)
         drafter = load_drafter(args.drafter, target) if args.method != 'ar' else None
         run_generate(args, target, drafter, tokenizer)
