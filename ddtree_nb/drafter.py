@@ -146,9 +146,10 @@ class DrafterCache:
         self.v = torch.zeros_like(self.k)
         self.length = 0
         self.dlength = torch.zeros(1, dtype=torch.int32, device=device)
+        self.static = False           # set by `Drafter.draft_static`: the length then lives on the device only
     @property
     def max_tokens(self) -> int: return self.k.shape[1]
-    def reset(self): self.length = 0; self.dlength.zero_()
+    def reset(self): self.length = 0; self.dlength.zero_(); self.static = False
     def sync_device_length(self): self.dlength.fill_(self.length)
 
 # %% ../nbs/05a_drafter.ipynb #40974906
@@ -206,6 +207,8 @@ class Drafter(nn.Module):
         n, H = len(self.config.target_layer_ids), self.config.hidden_size
         if tuple(features.shape[1:]) not in ((n, H), (nf,)):
             raise ValueError(f"features must be [C, {len(self.config.target_layer_ids)}, {self.config.hidden_size}], got {tuple(features.shape)}")
+        if cache.static:
+            raise ValueError("this drafter cache is driven by draft_static (its length lives on the device); reset() it before draft/append_context")
         if cache.length + C > cache.max_tokens:
             raise ValueError(f"drafter cache overflow: {cache.length} + {C} context rows > capacity {cache.max_tokens}")
         if C == 0: return
@@ -250,6 +253,7 @@ class Drafter(nn.Module):
         c, dev, dt = self.config, self.fc.weight.device, self.fc.weight.dtype
         R, B, S = features.shape[0], self.block_size, cache.max_tokens
         start = cache.dlength.long()
+        cache.static = True
         th = self.hidden_norm(self.fc(features.reshape(R, -1).to(dt)))
         slots = start + torch.arange(R, device=dev)       # all R rows are written; rows past n_new lie beyond the context
         cos, sin = rope_cos_sin(slots, c.head_dim, c.rope_theta, dt)
