@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# What waits for the GPU (benchmarks/README.md, "Waiting for the GPU"), as device calls of < 600 s each.
+# Usage, from the repo root on the GPU machine after `source .device/boot.sh` (write the commit to .device/commit first:
+# the machine gets no .git):
+#   bash benchmarks/gpu_next.sh validate  "$OUT"   # notebooks whose GPU code merged without a GPU run      (~5 min)
+#   bash benchmarks/gpu_next.sh long      "$OUT"   # 08: kernel fuzzers + the 20,000-token long run           (<= 9 min)
+#   bash benchmarks/gpu_next.sh bench     "$OUT"   # decode round + ddtree bench --demo + Kimi slice         (<= 9 min)
+#   bash benchmarks/gpu_next.sh sanitize  "$OUT"   # compute-sanitizer, all four tools, kernel notebooks     (<= 9 min)
+#   bash benchmarks/gpu_next.sh tree21    "$OUT"   # branch tree21's builder (checkout first), tests + bench (~2 min)
+# Each step has its own timeout, so a slow one leaves the others' logs in $OUT; the summary is $OUT/gpu_next.log.
+set -uo pipefail
+part=${1:?part: validate, long, bench, sanitize or tree21}
+out=${2:-${OUT:-/tmp}}
+mkdir -p "$out" && out=$(cd "$out" && pwd)
+cd "$(dirname "$0")/.."
+commit=$(git rev-parse --short HEAD 2>/dev/null || cat .device/commit 2>/dev/null || echo unknown)
+log="$out/gpu_next.log"
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+step() {   # step NAME SECONDS CMD...: run with a timeout, log the exit code and time
+    local name=$1 limit=$2; shift 2
+    local t0=$(date +%s)
+    echo "== $name: $*" | tee -a "$log"
+    timeout "$limit" "$@" > "$out/$name.log" 2>&1
+    local rc=$?
+    echo "   exit $rc, $(( $(date +%s) - t0 )) s$([ $rc -eq 124 ] && echo ' (TIMED OUT)')" | tee -a "$log"
+    tail -3 "$out/$name.log" | sed 's/^/   | /' | tee -a "$log"
+}
+echo "date $(date -u +%FT%TZ), commit $commit, gpu $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null), part $part" >> "$log"
+case $part in
+  validate)
+    GPU_TESTS_TIMEOUT=300 step gpu_tests 320 bash benchmarks/gpu_tests.sh "$out" 00a 01b 02 03_verify 03a 04 05_decode 06 ;;
+  long)
+    GPU_TESTS_TIMEOUT=540 step gpu_tests_08 560 bash benchmarks/gpu_tests.sh "$out" 08 ;;
+  bench)
+    step bench_decode 200 python benchmarks/bench_decode.py --out "$out" --commit "$commit"
+    step bench_e2e 250 python -m ddtree_nb.cli bench --demo --plots --no-progress --n-prompts 4 --budgets 4,16,64,256,1024 --out "$out/e2e"
+    step kimi_slice 150 python benchmarks/bench_kimi_slice.py --reps 5 --out "$out/kimi_slice" ;;
+  sanitize)
+    NOTEBOOKS="nbs/00a_runtime.ipynb nbs/02_tree_builder.ipynb nbs/03_verify.ipynb nbs/04_accept.ipynb" SANITIZE_TIMEOUT=120 \
+      step sanitize 560 bash benchmarks/sanitize.sh "$out" ;;
+  tree21)
+    step tree_tests 120 nbdev_test --flags cuda --do_print --path nbs/02_tree_builder.ipynb
+    step bench_tree 90 python benchmarks/bench_tree.py --iters 100 --commit "$commit" --out "$out/bench_tree.md" ;;
+  *) echo "unknown part $part" >&2; exit 2 ;;
+esac
