@@ -122,10 +122,12 @@ class DFlashAttention(nn.Module):
         q = apply_rope(self.q_norm(self.q_proj(x).view(T, self.nh, self.hd)), cos, sin)
         kb, vb = self.kv(x, cos, sin)
         k, v = torch.cat([k_ctx, kb]), torch.cat([v_ctx, vb])
+        # GQA without copying K/V per query head: the g query heads of a KV head are stacked as g*T rows of one batch
         g = self.nh // self.nkv
-        k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
-        o = F.scaled_dot_product_attention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), attn_mask=mask, scale=self.hd ** -0.5)
-        return self.o_proj(o.transpose(0, 1).reshape(T, self.nh * self.hd))
+        qg = q.view(T, self.nkv, g, self.hd).permute(1, 2, 0, 3).reshape(self.nkv, g * T, self.hd)
+        o = F.scaled_dot_product_attention(qg, k.transpose(0, 1), v.transpose(0, 1), scale=self.hd ** -0.5,
+                                           attn_mask=mask.repeat(g, 1) if mask is not None else None)
+        return self.o_proj(o.view(self.nkv, g, T, self.hd).permute(2, 0, 1, 3).reshape(T, self.nh * self.hd))
 
 class DFlashLayer(nn.Module):
     "A Qwen3 decoder layer with DFlash attention."
