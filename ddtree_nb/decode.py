@@ -274,9 +274,10 @@ class _Clock:
     "Per-stage wall time, synchronising CUDA before reading the clock."
     def __init__(self, device):
         self.t = dict(prefill=0.0, draft=0.0, tree=0.0, verify=0.0, accept=0.0)
-        self.cuda = torch.device(device).type == 'cuda'
+        self.device = torch.device(device)
+        self.cuda = self.device.type == 'cuda'
     def sync(self):
-        if self.cuda: torch.cuda.synchronize()
+        if self.cuda: torch.cuda.synchronize(self.device)
     def __call__(self, stage, f, *a):
         self.sync(); t0 = time.perf_counter()
         r = f(*a)
@@ -289,11 +290,11 @@ class _EventClock(_Clock):
     def __init__(self, device): super().__init__(device); self.marks = []
     def __call__(self, stage, f, *a):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record(); r = f(*a); e.record()
+        with torch.cuda.device(self.device): s.record(); r = f(*a); e.record()   # the model's GPU, not the current one
         self.marks.append((stage, s, e))
         return r
     def totals(self) -> dict:
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(self.device)
         for stage, s, e in self.marks: self.t[stage] = self.t.get(stage, 0.0) + s.elapsed_time(e) / 1e3
         self.marks = []
         return self.t
@@ -479,19 +480,22 @@ class CudaStages(TorchStages):
         from ddtree_nb.runtime import engine_stream
         es = engine_stream(self.dec.device.index)
         self._prepare(depth)
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(self.dec.device)
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g, stream=es.torch):
             self.graph_out = self._round(depth, _untimed)
         self.cuda_graph = g
 
     def run_round(self, depth: int, timed) -> tuple:
-        "Enqueue one round (eager or a graph replay); returns (draft_logits, logits): views of static buffers."
-        if not self.use_graph: return self._run(depth, timed)
-        from ddtree_nb.runtime import engine_stream
-        es = engine_stream(self.dec.device.index)       # graph rounds, and the eager ones around them, run on the engine stream
-        es.torch.wait_stream(torch.cuda.current_stream())
-        with es: return self._run(depth, timed)
+        "Enqueue one round (eager or a graph replay) on the models' GPU; returns (draft_logits, logits): views of static buffers."
+        dev = self.dec.device
+        if dev.type != 'cuda': return self._run(depth, timed)
+        with torch.cuda.device(dev):                    # streams and the `ready` event belong to the models' GPU, whichever is current
+            if not self.use_graph: return self._run(depth, timed)
+            from ddtree_nb.runtime import engine_stream
+            es = engine_stream(dev.index)               # graph rounds, and the eager ones around them, run on the engine stream
+            es.torch.wait_stream(torch.cuda.current_stream())
+            with es: return self._run(depth, timed)
 
     def _run(self, depth: int, timed) -> tuple:
         if self.use_graph and depth == self.L and self.rounds > 0:   # round 1 (the prompt's features) and short last rounds: eager
