@@ -33,14 +33,8 @@ import argparse, json, sys, time, datetime, statistics
 from pathlib import Path
 import torch
 
-KIMI = dict(model_type='kimi_k2', architectures=['DeepseekV3ForCausalLM'], vocab_size=163840, hidden_size=7168,
-            intermediate_size=18432, moe_intermediate_size=2048, num_attention_heads=64, num_key_value_heads=64,
-            q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
-            n_routed_experts=384, n_shared_experts=1, num_experts_per_tok=8, n_group=1, topk_group=1, first_k_dense_replace=1,
-            norm_topk_prob=True, routed_scaling_factor=2.827, scoring_func='sigmoid', topk_method='noaux_tc', hidden_act='silu',
-            rms_norm_eps=1e-6, max_position_embeddings=262144, rope_theta=50000.0, rope_interleave=True, tie_word_embeddings=False,
-            rope_scaling=dict(type='yarn', factor=64.0, original_max_position_embeddings=4096, beta_fast=32.0, beta_slow=1.0,
-                              mscale=1.0, mscale_all_dim=1.0))
+from ddtree_nb.model import kimi_config
+KIMI = kimi_config()   # Kimi K2.6 widths; the slice only cuts num_hidden_layers
 
 def _csv(t): return lambda s: [t(x) for x in s.split(',') if x.strip()]
 

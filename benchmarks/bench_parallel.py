@@ -15,18 +15,11 @@ Rank 0 prints a markdown table and writes JSON. Numbers go to benchmarks/paralle
 import argparse, json, statistics, zlib, subprocess, datetime
 import torch
 import torch.distributed as dist
-from ddtree_nb.model import config_from_dict, Router
+from ddtree_nb.model import config_from_dict, Router, kimi_config
 from ddtree_nb.reference import ancestor_mask, tree_depths
 from ddtree_nb.parallel import ShardedTarget, init_distributed, shard_spec
 
-# Kimi K2 widths (config.json of moonshotai/Kimi-K2-Instruct); only the layer count is cut.
-KIMI_K2 = dict(model_type='kimi_k2', vocab_size=163840, hidden_size=7168, intermediate_size=18432, moe_intermediate_size=2048,
-               num_hidden_layers=61, num_attention_heads=64, q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128,
-               qk_rope_head_dim=64, v_head_dim=128, n_routed_experts=384, n_shared_experts=1, num_experts_per_tok=8,
-               n_group=1, topk_group=1, first_k_dense_replace=1, routed_scaling_factor=2.827, norm_topk_prob=True,
-               max_position_embeddings=131072, rope_theta=50000.0,
-               rope_scaling=dict(type='yarn', factor=32.0, original_max_position_embeddings=4096, beta_fast=1.0, beta_slow=1.0,
-                                 mscale=1.0, mscale_all_dim=1.0))
+KIMI_K2 = kimi_config()   # Kimi K2.6 widths (ddtree_nb.model.kimi_config); only the layer count is cut
 
 
 def random_shard(cfg, rank, world, device, dtype=torch.bfloat16, seed=0, std=0.02):

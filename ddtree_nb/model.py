@@ -15,9 +15,9 @@ from .reference import mla_tree_attention_ref, mla_softmax_scale, split_kv_b
 # %% auto #0
 __all__ = ['MODEL_TYPES', 'ATTN_BACKENDS', 'TargetConfig', 'config_from_dict', 'LatentCache', 'rope_inv_freq', 'apply_rope',
            'RMSNorm', 'MLP', 'Router', 'MoE', 'static_tree_attention', 'attention_fn', 'MLAttention', 'DecoderLayer',
-           'TargetOutput', 'TargetModel', 'tiny_config', 'build_target', 'pack_int4', 'unpack_int4', 'dequant_int4',
-           'quantize_int4', 'dequant_fp8_block', 'quantize_fp8_block', 'save_target', 'read_json', 'check_device',
-           'load_target', 'load_tokenizer']
+           'TargetOutput', 'TargetModel', 'tiny_config', 'kimi_config', 'build_target', 'pack_int4', 'unpack_int4',
+           'dequant_int4', 'quantize_int4', 'dequant_fp8_block', 'quantize_fp8_block', 'save_target', 'read_json',
+           'check_device', 'load_target', 'load_tokenizer']
 
 # %% ../nbs/01a_target_model.ipynb #5866f664
 MODEL_TYPES = ('deepseek_v3', 'kimi_k2', 'kimi_k25')
@@ -402,6 +402,19 @@ def tiny_config(**kw) -> dict:
              norm_topk_prob=True, routed_scaling_factor=2.5, scoring_func='sigmoid', topk_method='noaux_tc', hidden_act='silu',
              rms_norm_eps=1e-6, max_position_embeddings=512, rope_theta=10000.0, rope_interleave=True, tie_word_embeddings=False,
              rope_scaling=dict(type='yarn', factor=4.0, original_max_position_embeddings=128, beta_fast=32, beta_slow=1,
+                               mscale=1.0, mscale_all_dim=1.0))
+    d.update(kw)
+    return d
+
+def kimi_config(**kw) -> dict:
+    "The Kimi K2 text model's config dict (K2-Instruct-0905 / K2.6 widths, 61 layers, 256k YaRN context); override any field (e.g. `num_hidden_layers` for a slice)."
+    d = dict(model_type='kimi_k2', architectures=['DeepseekV3ForCausalLM'], vocab_size=163840, hidden_size=7168,
+             intermediate_size=18432, moe_intermediate_size=2048, num_hidden_layers=61, num_attention_heads=64, num_key_value_heads=64,
+             q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
+             n_routed_experts=384, n_shared_experts=1, num_experts_per_tok=8, n_group=1, topk_group=1, first_k_dense_replace=1,
+             norm_topk_prob=True, routed_scaling_factor=2.827, scoring_func='sigmoid', topk_method='noaux_tc', hidden_act='silu',
+             rms_norm_eps=1e-6, max_position_embeddings=262144, rope_theta=50000.0, rope_interleave=True, tie_word_embeddings=False,
+             rope_scaling=dict(type='yarn', factor=64.0, original_max_position_embeddings=4096, beta_fast=1.0, beta_slow=1.0,
                                mscale=1.0, mscale_all_dim=1.0))
     d.update(kw)
     return d
