@@ -323,12 +323,12 @@ class TargetModel(nn.Module):
     @property
     def moe_dispatch(self) -> str:
         "'loop' (default) or 'dense' (no host read; see `MoE`), for every MoE layer."
-        return next((m.dispatch for m in self.modules() if isinstance(m, MoE)), 'loop')
+        return next((l.mlp.dispatch for l in self.layers if isinstance(l.mlp, MoE)), 'loop')
     @moe_dispatch.setter
     def moe_dispatch(self, v: str):
         if v not in ('loop', 'dense'): raise ValueError(f"moe_dispatch must be 'loop' or 'dense', got {v!r}")
-        for m in self.modules():
-            if isinstance(m, MoE): m.dispatch = v
+        for l in self.layers:                      # the layers' MLPs, not every module: the cuda round sets this each eager round
+            if isinstance(l.mlp, MoE): l.mlp.dispatch = v
 
     def _init_rope(self):
         inv, self.rope_attention_factor = rope_inv_freq(self.config.qk_rope_head_dim, self.config.rope_theta, self.config.rope_scaling)
