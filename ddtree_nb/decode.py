@@ -451,7 +451,7 @@ class CudaStages(TorchStages):
         return out.logits, (out.hidden.reshape(T, -1) if dec.use_drafter else None)
 
     def accept_static(self, logits, hidden):
-        "Accept walk + compaction + feature gather (`plen += A`), then the round's record `[A, bonus, path tokens]`."
+        "Accept walk + compaction + feature gather (`plen += A`), then the round's record `[A, bonus, path tokens, path nodes]`."
         from ddtree_nb.accept import accept_compact
         dec = self.dec
         accept_compact(self.buf, logits, dec.cache.kv, self.plen, hidden, self.feats_buf if hidden is not None else None,
