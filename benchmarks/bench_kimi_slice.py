@@ -62,23 +62,15 @@ def fit_layers(c: dict, free_bytes: int, frac: float, max_ctx: int, max_T: int, 
 @torch.no_grad()
 def build_on_device(c: dict, seed: int, device='cuda', int4_experts: bool=True):
     "TargetModel at config c, allocated directly on the GPU in bf16 (router fp32), random N(0, 0.02) weights; routed experts INT4-packed."
-    from ddtree_nb.model import TargetModel, config_from_dict, Router, MoE
-    from ddtree_nb.moe import PackedMoE, PackedExperts, GROUP
+    from ddtree_nb.model import TargetModel, config_from_dict, Router
+    from ddtree_nb.moe import PackedMoE, packed_placeholders
     cfg = config_from_dict(c)
     old = torch.get_default_dtype()
     torch.set_default_dtype(torch.bfloat16)
     try:
         with torch.device('meta'): m = TargetModel(cfg)     # nothing allocated yet
     finally: torch.set_default_dtype(old)
-    if int4_experts:                                 # swap the bf16 experts for packed ones before anything is allocated
-        E, H, I = cfg.n_routed_experts, cfg.hidden_size, cfg.moe_intermediate_size
-        for layer in m.layers:
-            if not isinstance(layer.mlp, MoE): continue
-            shapes = dict(gate=(I, H), up=(I, H), down=(H, I))
-            ex = PackedExperts(**{f'{k}_{s}': torch.empty(E, o, i // (8 if s == 'packed' else GROUP), device='meta',
-                                                          dtype=torch.int32 if s == 'packed' else torch.bfloat16)
-                                  for k, (o, i) in shapes.items() for s in ('packed', 'scale')}, hidden=H, inter=I)
-            layer.mlp = PackedMoE(layer.mlp.gate, ex, layer.mlp.shared_experts, backend='cuda')
+    if int4_experts: packed_placeholders(m, backend='cuda')   # packed experts in place of bf16 ones, before anything is allocated
     m.to_empty(device=device)
     m._init_rope()                                   # the rope buffer in fp32, as build_target makes it
     g = torch.Generator(device=device).manual_seed(seed)

@@ -16,7 +16,8 @@ from .model import (pack_int4, unpack_int4, dequant_int4, quantize_int4, MoE, Ro
 # %% auto #0
 __all__ = ['GROUP', 'MAX_EXPERTS', 'KINDS', 'CUDA_VERSION', 'PackedExperts', 'check_packed', 'pack_experts', 'Grouping',
            'group_pairs_ref', 'check_grouping', 'MoEWorkspace', 'workspace_for', 'check_moe_inputs', 'moe_w4a16',
-           'PackedMoE', 'packed_experts_from_checkpoint', 'pack_moe_experts', 'load_target_packed', 'memory_by_kind']
+           'PackedMoE', 'packed_experts_from_checkpoint', 'pack_moe_experts', 'empty_packed', 'packed_placeholders',
+           'load_target_packed', 'memory_by_kind']
 
 # %% ../nbs/03a_moe_w4a16.ipynb #eb0191d4
 GROUP = 32            # quantisation group: one 16-byte load of packed words = 32 weights = one scale
@@ -315,27 +316,31 @@ def pack_moe_experts(model: TargetModel, path=None, backend: str='torch') -> Tar
     return model
 
 # %% ../nbs/03a_moe_w4a16.ipynb #826c8bf2
-def _empty_packed(E: int, H: int, I: int, device='meta') -> PackedExperts:
+def empty_packed(E: int, H: int, I: int, device='meta') -> PackedExperts:
     "A `PackedExperts` of the right shapes and dtypes with no data (on `meta` by default)."
     shapes = dict(gate=(I, H), up=(I, H), down=(H, I))
     return PackedExperts(**{f'{k}_{s}': torch.empty(E, o, i // (8 if s == 'packed' else GROUP), device=device,
                                                     dtype=torch.int32 if s == 'packed' else torch.bfloat16)
                             for k, (o, i) in shapes.items() for s in ('packed', 'scale')}, hidden=H, inter=I)
 
+def packed_placeholders(model: TargetModel, backend: str='torch', device='meta') -> list[str]:
+    "Swap every `MoE` layer of a not yet allocated (`meta`) `model` for a `PackedMoE` with empty packed buffers; their state-dict names, for the caller to fill."
+    c, own = model.config, []
+    for i, layer in enumerate(model.layers):
+        if not isinstance(layer.mlp, MoE): continue
+        ex = empty_packed(c.n_routed_experts, c.hidden_size, c.moe_intermediate_size, device)
+        layer.mlp = PackedMoE(layer.mlp.gate, ex, layer.mlp.shared_experts, backend)
+        own += [f'layers.{i}.mlp.{k}' for k in PackedMoE.experts_keys]
+    return own
+
 def load_target_packed(path, device='cpu', dtype=torch.float32, backend: str='torch') -> TargetModel:
     "Load an INT4 (compressed-tensors pack-quantized) checkpoint with every MoE layer's routed experts left packed (`PackedMoE`); no bf16 copy of them is ever made."
     if backend not in ('torch', 'cuda'): raise ValueError(f"backend must be 'torch' or 'cuda', got {backend!r}")
     if backend == 'cuda' and dtype != torch.bfloat16: raise ValueError(f"backend='cuda' needs dtype=torch.bfloat16 (the kernel's activations), got {dtype}")
-    path = Path(path)
     def swap(model, c):
         _int4_args(c.quantization_config)                 # a clear error for a checkpoint that is not INT4
-        own = []
-        for i, layer in enumerate(model.layers):
-            if not isinstance(layer.mlp, MoE): continue
-            ex = _empty_packed(c.n_routed_experts, c.hidden_size, c.moe_intermediate_size)
-            layer.mlp = PackedMoE(layer.mlp.gate, ex, layer.mlp.shared_experts, backend)
-            own += [f'layers.{i}.mlp.{k}' for k in PackedMoE.experts_keys]
-        return own
+        return packed_placeholders(model, backend)
+    path = Path(path)
     model = load_target(path, device, dtype, prepare=swap)
     with torch.no_grad():
         for i, layer in enumerate(model.layers):
