@@ -116,12 +116,16 @@ class DFlashAttention(nn.Module):
         k = apply_rope(self.k_norm(self.k_proj(x).view(T, self.nkv, self.hd)), cos, sin)
         return k, self.v_proj(x).view(T, self.nkv, self.hd)
 
-    def forward(self, x, k_ctx, v_ctx, cos, sin, mask=None):
-        "Block rows `x [T, hidden]` (already input-normed) attend to context `k_ctx, v_ctx [C, nkv, hd]` and the block (where `mask [T, C+T]` allows, if given)."
+    def forward(self, x, k_ctx, v_ctx, cos, sin, mask=None,
+                block_slots=None):   # [T] rows of k_ctx/v_ctx to write the block's K/V into (scratch rows) instead of concatenating
+        "Block rows `x [T, hidden]` (already input-normed) attend to context `k_ctx, v_ctx [C, nkv, hd]` and the block (where `mask [T, C+T]`, or `[T, C]` with `block_slots`, allows)."
         T = x.shape[0]
         q = apply_rope(self.q_norm(self.q_proj(x).view(T, self.nh, self.hd)), cos, sin)
         kb, vb = self.kv(x, cos, sin)
-        k, v = torch.cat([k_ctx, kb]), torch.cat([v_ctx, vb])
+        if block_slots is None: k, v = torch.cat([k_ctx, kb]), torch.cat([v_ctx, vb])
+        else:                   # the block lands in the cache's scratch rows: no copy of the whole context per layer
+            k_ctx.index_copy_(0, block_slots, kb); v_ctx.index_copy_(0, block_slots, vb)
+            k, v = k_ctx, v_ctx
         # GQA without copying K/V per query head: the g query heads of a KV head are stacked as g*T rows of one batch
         g = self.nh // self.nkv
         qg = q.view(T, self.nkv, g, self.hd).permute(1, 2, 0, 3).reshape(self.nkv, g * T, self.hd)
@@ -136,8 +140,8 @@ class DFlashLayer(nn.Module):
         self.self_attn, self.mlp = DFlashAttention(c), SwiGLU(c.hidden_size, c.intermediate_size)
         self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
-    def forward(self, h, k_ctx, v_ctx, cos, sin, mask=None):
-        h = h + self.self_attn(self.input_layernorm(h), k_ctx, v_ctx, cos, sin, mask)
+    def forward(self, h, k_ctx, v_ctx, cos, sin, mask=None, block_slots=None):
+        h = h + self.self_attn(self.input_layernorm(h), k_ctx, v_ctx, cos, sin, mask, block_slots)
         return h + self.mlp(self.post_attention_layernorm(h))
 
 # %% ../nbs/05a_drafter.ipynb #dca4b56e
@@ -251,7 +255,7 @@ class Drafter(nn.Module):
                      n_new: torch.Tensor,       # int [1] on the device: how many feature rows are real (<= R)
                      root_token: torch.Tensor,  # int [1] on the device: the bonus token
                     ) -> torch.Tensor:          # draft_logits [block_size-1, vocab] fp32
-        "`draft` with the context length on the device (`cache.dlength`): static shapes, no host read. The caller keeps `dlength + R <= max_tokens`."
+        "`draft` with the context length on the device (`cache.dlength`): static shapes, no host read. The caller keeps `dlength + max(R, n_new + block_size) <= max_tokens`."
         c, dev, dt = self.config, self.fc.weight.device, self.fc.weight.dtype
         R, B, S = features.shape[0], self.block_size, cache.max_tokens
         start = cache.dlength.long()
@@ -267,8 +271,9 @@ class Drafter(nn.Module):
         ids = torch.cat([root_token.reshape(1).long(), torch.full((B - 1,), self.mask_token_id, dtype=torch.long, device=dev)])
         h = self._lent[0](ids).to(dt)
         cos, sin = rope_cos_sin(n + torch.arange(B, device=dev), c.head_dim, c.rope_theta, dt)
-        mask = torch.cat([(torch.arange(S, device=dev) < n).expand(B, S), torch.ones(B, B, dtype=torch.bool, device=dev)], 1)
-        for l, layer in enumerate(self.layers): h = layer(h, cache.k[l], cache.v[l], cos, sin, mask)
+        bslots = n + torch.arange(B, device=dev)            # the block's K/V go to scratch rows [n, n + B), dropped by the next draft
+        mask = (torch.arange(S, device=dev) < n + B).expand(B, S)
+        for l, layer in enumerate(self.layers): h = layer(h, cache.k[l], cache.v[l], cos, sin, mask, bslots)
         return self._lent[1](self.norm(h)[1:]).float()
 
 # %% ../nbs/05a_drafter.ipynb #2fdc5a40
