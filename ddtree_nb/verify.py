@@ -119,7 +119,9 @@ def check_verify_inputs(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out=Non
 def _verify_torch(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse):
     "Torch face: the masked-softmax attention on `kv`'s two column blocks (edge cases as above), written into `out`/`lse`."
     T = q_latent.shape[0]
+    S = kv.shape[0]
     P = int(prefix_len.item()) if isinstance(prefix_len, torch.Tensor) else int(prefix_len)
+    P = max(0, min(P, S - T))    # a device-held P is clamped exactly as the kernel clamps it (a host int was checked above)
     n, dt = P + T, torch.promote_types(q_latent.dtype, torch.float32)
     c, kp = kv[:n, :DC].to(dt), kv[:n, DC:].to(dt)
     seen = torch.ones(T, n, dtype=torch.bool, device=kv.device)

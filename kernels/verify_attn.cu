@@ -63,7 +63,8 @@ verify_attn_v1(const bf16 *__restrict__ q_lat, const bf16 *__restrict__ q_pe, co
 #pragma unroll
         for (int o = 16; o; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
         d *= sl2;
-        const float mn = fmaxf(m, d), a = exp2f(m - mn), p = exp2f(d - mn);
+        const float mn = fmaxf(m, d), mu = mn == -INFINITY ? 0.f : mn;  // a key scoring -inf (k_pe = inf) adds nothing, not NaN
+        const float a = exp2f(m - mu), p = exp2f(d - mu);
         l = l * a + p;
 #pragma unroll
         for (int i = 0; i < 16; ++i) acc[i] = acc[i] * a + p * v[i];
