@@ -197,7 +197,7 @@ def compact_ref(kv: torch.Tensor, prefix_len: torch.Tensor, accepted: Accepted, 
 # %% ../nbs/04_accept.ipynb #40a5afa9
 _CHAIN = 16
 _SIG = 'PiiqPPPidiPPPPPPPPiqiPPiP'
-_ws = {}
+_ws, _kernels = {}, {}
 
 def _workspace(device: torch.device):
     "Per-device kernel workspace: grid size (one block per SM), pass partials, and the self-resetting grid barrier."
@@ -221,7 +221,9 @@ def _launch(bufs, logits, temperature, keys, out: Accepted, kv=None, prefix_len=
     dev = logits.device
     with torch.cuda.device(dev):   # PyCUDA loads modules and launches in the current context: make it the tensors' GPU
         G, pv, pi, bar = _workspace(dev)
-        k = load_kernel('tree_accept.cu', 'tree_accept', _SIG, device=dev.index)
+        key = dev.index if dev.index is not None else torch.cuda.current_device()
+        if key not in _kernels: _kernels[key] = load_kernel('tree_accept.cu', 'tree_accept', _SIG, device=key)
+        k = _kernels[key]   # loaded once per GPU (load_kernel's per-thread context lookup stays out of a captured round)
         R, V = logits.shape
         sample = temperature > 0
         if kv is not None: nl, slots, rv = kv.shape[0], kv.shape[1], _row_vec(kv, 'kv')

@@ -148,7 +148,8 @@ def cuda_context(device: int|None=None):
     ctxs = getattr(_tls, 'ctxs', None)
     if ctxs is None: ctxs = _tls.ctxs = {}
     if idx not in ctxs:
-        torch.cuda.init(); torch.cuda.synchronize(idx)  # torch creates the primary context first
+        torch.cuda.init()                               # torch creates the primary context first; during a capture it exists
+        if not torch.cuda.is_current_stream_capturing(): torch.cuda.synchronize(idx)   # and a sync would break the capture
         drv.init()
         ctx = drv.Device(idx).retain_primary_context()
         ctx.push()
@@ -244,5 +245,6 @@ def load_kernel(source: str|Path, name: str, signature: str, options: tuple=(), 
     key = (str(source) if isinstance(source, Path) else hashlib.sha256(source.encode()).hexdigest(), arch, tuple(options), idx)
     if key not in _modules:
         nm = source.stem if isinstance(source, Path) else name
-        _modules[key] = drv.module_from_buffer(nvcc_compile(source, arch, options, name=nm))
+        with torch.cuda.device(idx):   # a module belongs to the context current when it is loaded: make it device idx's
+            _modules[key] = drv.module_from_buffer(nvcc_compile(source, arch, options, name=nm))
     return Kernel(_modules[key].get_function(name), name, signature, idx)
