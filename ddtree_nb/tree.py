@@ -58,9 +58,13 @@ def check_draft_inputs(draft_logits: torch.Tensor, budget: int, check_values: bo
 def _ranked(draft_logits: torch.Tensor, k: int):
     "Per depth: the top-k (log q, token) by descending log-prob, ties by ascending token id; prob-0 tokens dropped."
     logq = torch.log_softmax(draft_logits.detach().to('cpu', torch.float64), -1)
-    vals, idx = torch.sort(logq, dim=-1, descending=True, stable=True)
-    vals, idx = vals[:, :k], idx[:, :k]
-    return [(v[torch.isfinite(v)].tolist(), i[torch.isfinite(v)].tolist()) for v, i in zip(vals, idx)]
+    kth = logq.topk(k, dim=-1).values[:, -1:]                  # the k-th best value of each depth
+    out = []
+    for row, t in zip(logq, kth):
+        idx = torch.nonzero((row >= t) & (row > float('-inf'))).flatten()  # every tie of the k-th, in token order
+        v, o = torch.sort(row[idx], descending=True, stable=True)          # a few k entries, not the vocabulary
+        out.append((v[:k].tolist(), idx[o[:k]].tolist()))
+    return out
 
 def _heap_tree(ranked, L: int, budget: int) -> DraftTree:
     "The best-first heap over per-depth ranked lists `[(logq list, token list)] * L` (descending)."
