@@ -349,12 +349,13 @@ __device__ __forceinline__ bool v2_reduce(float (&acc)[NT][4], float *red) {
     return true;
 }
 
-template <int NW, bool PF>
-__device__ __forceinline__ void gate_up_v2(const bf16 *__restrict__ x, int H, int I, int k, const int *__restrict__ sorted_pair,
+// The gate/up projection's loop over 8-token tiles of one expert's pairs, shared by v2 and v5 like `down_tiles`:
+// `gemv` fills acc[0] (gate) and acc[1] (up), and warp 0 writes silu(gate) * up into act.
+template <int NW, class Gemv>
+__device__ __forceinline__ void gate_up_tiles(const bf16 *__restrict__ x, int H, int I, int k, const int *__restrict__ sorted_pair,
         const int *__restrict__ offsets, const int *__restrict__ hit, const int *__restrict__ n_hit,
         const uint4 *__restrict__ gate_packed, const bf16 *__restrict__ gate_scale,
-        const uint4 *__restrict__ up_packed, const bf16 *__restrict__ up_scale, bf16 *__restrict__ act) {
-    __shared__ float red[(NW - 1) * 2 * 4 * 32 + 1];
+        const uint4 *__restrict__ up_packed, const bf16 *__restrict__ up_scale, bf16 *__restrict__ act, float *red, Gemv gemv) {
     if ((int)blockIdx.y >= n_hit[0]) return;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, n0 = blockIdx.x * 16;
     const int e = hit[blockIdx.y], start = offsets[e], m = offsets[e + 1] - start, G = H / 32;
@@ -370,7 +371,7 @@ __device__ __forceinline__ void gate_up_v2(const bf16 *__restrict__ x, int H, in
         const int mt = min(8, m - t0);
         const uint4 *xrow = g < mt ? reinterpret_cast<const uint4 *>(x + (size_t)(sorted_pair[start + t0 + g] / k) * H) : nullptr;
         float acc[2][4];
-        v2_gemv<2, NW, PF>(p, xrow, G, acc);
+        gemv(p, xrow, G, acc);
         if (v2_reduce<2, NW>(acc, red)) {
 #pragma unroll
             for (int r = 0; r < 4; ++r) {   // c0,c1: row g, tokens 2t, 2t+1; c2,c3: row g+8
@@ -386,10 +387,22 @@ __device__ __forceinline__ void gate_up_v2(const bf16 *__restrict__ x, int H, in
 }
 
 template <int NW, bool PF>
-__device__ __forceinline__ void down_v2(const bf16 *__restrict__ act, int I, int H, const int *__restrict__ sorted_pair,
-        const float *__restrict__ topk_w, const int *__restrict__ offsets, const int *__restrict__ hit, const int *__restrict__ n_hit,
-        const uint4 *__restrict__ down_packed, const bf16 *__restrict__ down_scale, float *__restrict__ ybuf) {
+__device__ __forceinline__ void gate_up_v2(const bf16 *__restrict__ x, int H, int I, int k, const int *__restrict__ sorted_pair,
+        const int *__restrict__ offsets, const int *__restrict__ hit, const int *__restrict__ n_hit,
+        const uint4 *__restrict__ gate_packed, const bf16 *__restrict__ gate_scale,
+        const uint4 *__restrict__ up_packed, const bf16 *__restrict__ up_scale, bf16 *__restrict__ act) {
     __shared__ float red[(NW - 1) * 2 * 4 * 32 + 1];
+    gate_up_tiles<NW>(x, H, I, k, sorted_pair, offsets, hit, n_hit, gate_packed, gate_scale, up_packed, up_scale, act, red,
+                      [](const PtrsV2<2> &p, const uint4 *xrow, int G, float (&acc)[2][4]) { v2_gemv<2, NW, PF>(p, xrow, G, acc); });
+}
+
+// The down projection's loop over 8-token tiles of one expert's pairs, shared by v2 and v5 (they differ only in how a
+// tile's GEMV streams the weights): `gemv(p, xrow, G, acc)` fills acc, the warps reduce through `red`, and warp 0
+// writes the routing-weighted rows into ybuf.
+template <int NW, class Gemv>
+__device__ __forceinline__ void down_tiles(const bf16 *__restrict__ act, int I, int H, const int *__restrict__ sorted_pair,
+        const float *__restrict__ topk_w, const int *__restrict__ offsets, const int *__restrict__ hit, const int *__restrict__ n_hit,
+        const uint4 *__restrict__ down_packed, const bf16 *__restrict__ down_scale, float *__restrict__ ybuf, float *red, Gemv gemv) {
     if ((int)blockIdx.y >= n_hit[0]) return;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, n0 = blockIdx.x * 32;
     const int e = hit[blockIdx.y], start = offsets[e], m = offsets[e + 1] - start, G = I / 32;
@@ -406,7 +419,7 @@ __device__ __forceinline__ void down_v2(const bf16 *__restrict__ act, int I, int
         const int mt = min(8, m - t0);
         const uint4 *xrow = g < mt ? reinterpret_cast<const uint4 *>(act + (size_t)(start + t0 + g) * I) : nullptr;
         float acc[2][4];
-        v2_gemv<2, NW, PF>(p, xrow, G, acc);
+        gemv(p, xrow, G, acc);
         if (v2_reduce<2, NW>(acc, red)) {
 #pragma unroll
             for (int i = 0; i < 2; ++i)
@@ -421,6 +434,15 @@ __device__ __forceinline__ void down_v2(const bf16 *__restrict__ act, int I, int
         }
         __syncthreads();
     }
+}
+
+template <int NW, bool PF>
+__device__ __forceinline__ void down_v2(const bf16 *__restrict__ act, int I, int H, const int *__restrict__ sorted_pair,
+        const float *__restrict__ topk_w, const int *__restrict__ offsets, const int *__restrict__ hit, const int *__restrict__ n_hit,
+        const uint4 *__restrict__ down_packed, const bf16 *__restrict__ down_scale, float *__restrict__ ybuf) {
+    __shared__ float red[(NW - 1) * 2 * 4 * 32 + 1];
+    down_tiles<NW>(act, I, H, sorted_pair, topk_w, offsets, hit, n_hit, down_packed, down_scale, ybuf, red,
+                   [](const PtrsV2<2> &p, const uint4 *xrow, int G, float (&acc)[2][4]) { v2_gemv<2, NW, PF>(p, xrow, G, acc); });
 }
 
 #define GU_ARGS const bf16 *__restrict__ x, int H, int I, int k, const int *__restrict__ sorted_pair, \
@@ -521,34 +543,9 @@ __device__ __forceinline__ void gate_up_v5(const bf16 *__restrict__ x, int H, in
         const uint4 *__restrict__ up_packed, const bf16 *__restrict__ up_scale, bf16 *__restrict__ act) {
     __shared__ RingV5<2, S> rings[NW];
     __shared__ float red[(NW - 1) * 2 * 4 * 32 + 1];
-    if ((int)blockIdx.y >= n_hit[0]) return;
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, n0 = blockIdx.x * 16;
-    const int e = hit[blockIdx.y], start = offsets[e], m = offsets[e + 1] - start, G = H / 32;
-    const size_t ra = (size_t)e * I + min(n0 + g, I - 1), rb = (size_t)e * I + min(n0 + g + 8, I - 1);
-    PtrsV2<2> p;
-    p.w[0][0] = gate_packed + ra * G; p.w[0][1] = gate_packed + rb * G;
-    p.w[1][0] = up_packed + ra * G;   p.w[1][1] = up_packed + rb * G;
-    p.s[0][0] = reinterpret_cast<const unsigned short *>(gate_scale) + ra * G;
-    p.s[0][1] = reinterpret_cast<const unsigned short *>(gate_scale) + rb * G;
-    p.s[1][0] = reinterpret_cast<const unsigned short *>(up_scale) + ra * G;
-    p.s[1][1] = reinterpret_cast<const unsigned short *>(up_scale) + rb * G;
-    for (int t0 = 0; t0 < m; t0 += 8) {
-        const int mt = min(8, m - t0);
-        const uint4 *xrow = g < mt ? reinterpret_cast<const uint4 *>(x + (size_t)(sorted_pair[start + t0 + g] / k) * H) : nullptr;
-        float acc[2][4];
+    gate_up_tiles<NW>(x, H, I, k, sorted_pair, offsets, hit, n_hit, gate_packed, gate_scale, up_packed, up_scale, act, red, [](const PtrsV2<2> &p, const uint4 *xrow, int G, float (&acc)[2][4]) {
         v5_gemv<2, NW, S, PF>(rings[threadIdx.x >> 5], p, xrow, G, acc);
-        if (v2_reduce<2, NW>(acc, red)) {
-#pragma unroll
-            for (int r = 0; r < 4; ++r) {
-                const int n = n0 + g + (r >= 2 ? 8 : 0), tok = 2 * t + (r & 1);
-                if (n < I && tok < mt) {
-                    const float gv = acc[0][r], uv = acc[1][r];
-                    act[(size_t)(start + t0 + tok) * I + n] = __float2bfloat16(gv / (1.f + __expf(-gv)) * uv);
-                }
-            }
-        }
-        __syncthreads();
-    }
+    });
 }
 
 template <int NW, int S, bool PF>
@@ -557,37 +554,9 @@ __device__ __forceinline__ void down_v5(const bf16 *__restrict__ act, int I, int
         const uint4 *__restrict__ down_packed, const bf16 *__restrict__ down_scale, float *__restrict__ ybuf) {
     __shared__ RingV5<2, S> rings[NW];
     __shared__ float red[(NW - 1) * 2 * 4 * 32 + 1];
-    if ((int)blockIdx.y >= n_hit[0]) return;
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, n0 = blockIdx.x * 32;
-    const int e = hit[blockIdx.y], start = offsets[e], m = offsets[e + 1] - start, G = I / 32;
-    PtrsV2<2> p;
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            const size_t row = (size_t)e * H + min(n0 + 16 * i + 8 * r + g, H - 1);
-            p.w[i][r] = down_packed + row * G;
-            p.s[i][r] = reinterpret_cast<const unsigned short *>(down_scale) + row * G;
-        }
-    for (int t0 = 0; t0 < m; t0 += 8) {
-        const int mt = min(8, m - t0);
-        const uint4 *xrow = g < mt ? reinterpret_cast<const uint4 *>(act + (size_t)(start + t0 + g) * I) : nullptr;
-        float acc[2][4];
+    down_tiles<NW>(act, I, H, sorted_pair, topk_w, offsets, hit, n_hit, down_packed, down_scale, ybuf, red, [](const PtrsV2<2> &p, const uint4 *xrow, int G, float (&acc)[2][4]) {
         v5_gemv<2, NW, S, PF>(rings[threadIdx.x >> 5], p, xrow, G, acc);
-        if (v2_reduce<2, NW>(acc, red)) {
-#pragma unroll
-            for (int i = 0; i < 2; ++i)
-#pragma unroll
-                for (int r = 0; r < 4; ++r) {
-                    const int n = n0 + 16 * i + g + (r >= 2 ? 8 : 0), tok = 2 * t + (r & 1);
-                    if (n < H && tok < mt) {
-                        const int slot = start + t0 + tok;
-                        ybuf[(size_t)slot * H + n] = topk_w[sorted_pair[slot]] * acc[i][r];
-                    }
-                }
-        }
-        __syncthreads();
-    }
+    });
 }
 
 extern "C" __global__ void __launch_bounds__(128) moe_gate_up_v5(GU_ARGS) { gate_up_v5<4, 4, false>(GU_PASS); }
