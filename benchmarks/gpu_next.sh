@@ -6,10 +6,10 @@
 #   bash benchmarks/gpu_next.sh long      "$OUT"   # 08: kernel fuzzers + the 20,000-token long run           (<= 9 min)
 #   bash benchmarks/gpu_next.sh bench     "$OUT"   # decode round + ddtree bench --demo + Kimi slice         (<= 9 min)
 #   bash benchmarks/gpu_next.sh sanitize  "$OUT"   # compute-sanitizer, all four tools, kernel notebooks     (<= 9 min)
-#   bash benchmarks/gpu_next.sh tree21    "$OUT"   # branch tree21's builder (checkout first), tests + bench (~2 min)
+#   bash benchmarks/gpu_next.sh tree      "$OUT"   # the tree builder alone: its GPU tests + bench_tree        (~2 min)
 # Each step has its own timeout, so a slow one leaves the others' logs in $OUT; the summary is $OUT/gpu_next.log.
 set -uo pipefail
-part=${1:?part: validate, long, bench, sanitize or tree21}
+part=${1:?part: validate, long, bench, sanitize or tree}
 out=${2:-${OUT:-/tmp}}
 mkdir -p "$out" && out=$(cd "$out" && pwd)
 cd "$(dirname "$0")/.."
@@ -38,7 +38,7 @@ case $part in
   sanitize)
     NOTEBOOKS="nbs/00a_runtime.ipynb nbs/02_tree_builder.ipynb nbs/03_verify.ipynb nbs/04_accept.ipynb" SANITIZE_TIMEOUT=120 \
       step sanitize 560 bash benchmarks/sanitize.sh "$out" ;;
-  tree21)
+  tree)
     step tree_tests 120 nbdev_test --flags cuda --do_print --path nbs/02_tree_builder.ipynb
     step bench_tree 90 python benchmarks/bench_tree.py --iters 100 --commit "$commit" --out "$out/bench_tree.md" ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
