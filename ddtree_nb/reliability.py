@@ -6,6 +6,7 @@
 from __future__ import annotations
 import io, os, sys, math, json, time, subprocess, contextlib
 from pathlib import Path
+from types import SimpleNamespace
 import torch
 from .tree import DraftTree, MAX_DEPTH, MAX_BUDGET, build_tree_ref, threshold_tree_sim, check_same_tree
 from .reference import ancestor_mask
@@ -14,7 +15,7 @@ from .reference import ancestor_mask
 __all__ = ['LOGIT_KINDS', 'TREE_KINDS', 'char_tokenizer', 'save_tiny_pair', 'variant', 'edit_json', 'run_cli',
            'run_cli_subprocess', 'assert_one_line_error', 'report', 'random_logits', 'random_parents', 'random_tree',
            'brute_force_tree', 'fuzz_tree', 'brute_accept', 'fuzz_accept', 'brute_verify', 'compare_verify',
-           'fuzz_verify', 'replay', 'long_run']
+           'fuzz_verify', 'NoisyOracleDrafter', 'fuzz_generate', 'replay', 'long_run']
 
 # %% ../nbs/08_reliability.ipynb #b1bb0795
 def char_tokenizer(path, vocab_size: int):
@@ -347,10 +348,73 @@ def fuzz_verify(seconds: float=5.0, seed: int=0, backend: str='ref', out_dir=Non
     if backend not in ('ref', 'cuda'): raise ValueError(f"backend must be 'ref' or 'cuda', got {backend!r}")
     return _fuzz(f'verify_{backend}', lambda g: _verify_case(g, backend == 'ref'), lambda c: _check_verify(c, backend), seconds, seed, out_dir, max_cases)
 
+# %% ../nbs/08_reliability.ipynb #a9b8c7d2
+class NoisyOracleDrafter:
+    "A stand-in drafter that proposes the target's greedy continuation of `prompt`, corrupted at random (seeded by `seed`)."
+    def __init__(self, target, prompt, n: int, block_size: int, target_layer_ids, seed: int, p_bad: float):
+        self.block_size, self.target_layer_ids, self.p_bad = block_size, list(target_layer_ids), p_bad
+        self.seq = list(prompt) + _greedy(target, prompt, n)
+        self.V, self.g = target.config.vocab_size, torch.Generator().manual_seed(seed)
+    def new_cache(self, n: int): return SimpleNamespace(length=0)
+    def draft_static(self, cache, features, n_new, root):   # the device-resident round's call (host reads are fine here)
+        return self.draft(cache, features[:int(n_new[0])], int(root[0]))
+    def draft(self, cache, features, root) -> torch.Tensor:
+        "Logits `[block_size - 1, V]` for the depths after `root`; the context grows by the committed tokens' features."
+        cache.length = n = cache.length + len(features)
+        g, u = self.g, lambda: float(torch.rand(1, generator=self.g))
+        lg = torch.randn(self.block_size - 1, self.V, generator=g)
+        for d in range(1, self.block_size):
+            if n + d >= len(self.seq): break
+            t = self.seq[n + d] if u() >= self.p_bad else _int(g, 0, self.V - 1)
+            lg[d - 1, t] += _pick(g, [0.5, 3.0, 8.0])                                # weak to strong
+            if u() < 0.3: lg[d - 1, (t + 1) % self.V] += 9.0                        # the right token is second
+        if u() < 0.1: lg[:, _int(g, 0, self.V - 1)] = lg.max()                       # a tie at the top
+        return lg
+
+def _greedy(target, prompt, n: int) -> list:
+    "The target's greedy continuation: `n` tokens, one forward each (the oracle the drafter corrupts)."
+    cache, seq = target.new_cache(len(prompt) + n), list(prompt)
+    lg = target(torch.tensor(seq), torch.arange(len(seq)), cache, 0).logits[-1]
+    for _ in range(n):
+        seq.append(int(lg.argmax()))
+        lg = target(torch.tensor(seq[-1:]), torch.tensor([len(seq) - 1]), cache, len(seq) - 1).logits[-1]
+    return seq[len(prompt):]
+
+def _generate_case(g) -> dict:
+    V, L = _pick(g, [16, 40, 97]), _pick(g, [2, 3])
+    P, N = _int(g, 1, 30), _int(g, 1, 40)
+    return dict(V=V, layers=L, experts=_pick(g, [4, 8]), model_seed=_int(g, 0, 2**30), prompt=[_int(g, 0, V - 1) for _ in range(P)],
+                max_new_tokens=N, stop=_int(g, 0, 2), block_size=_pick(g, [2, 4, 8, 16]), method=_pick(g, ['ddtree', 'dflash']),
+                budget=_pick(g, [0, 1, 2, 7, 31, 64, 200]), feat_layers=sorted(set([0, _int(g, 0, L - 1)])),
+                drafter_seed=_int(g, 0, 2**30), p_bad=_pick(g, [0.0, 0.1, 0.3, 0.7]))
+
+def _check_generate(c) -> str|None:
+    from ddtree_nb.model import build_target, tiny_config
+    from ddtree_nb.decode import generate, CudaStages
+    cfg = tiny_config(vocab_size=c['V'], num_hidden_layers=c['layers'], n_routed_experts=c['experts'], num_experts_per_tok=2,
+                      n_group=1, topk_group=1, max_position_embeddings=256)
+    tgt = build_target(cfg, dtype=torch.float64, seed=c['model_seed'])
+    N = c['max_new_tokens']
+    ar = generate(tgt, None, c['prompt'], method='ar', max_new_tokens=N).tokens
+    stop = (ar[c['stop'] * (len(ar) - 1) // 2],) if c['stop'] else ()          # none, the middle token or the last one
+    if stop: ar = ar[:ar.index(stop[0]) + 1]
+    for path, stages in (('torch', None), ('cuda faces', CudaStages(faces='torch'))):
+        d = NoisyOracleDrafter(tgt, c['prompt'], N + c['block_size'], c['block_size'], c['feat_layers'], c['drafter_seed'], c['p_bad'])
+        got = generate(tgt, d, c['prompt'], method=c['method'], budget=c['budget'], max_new_tokens=N, stop_ids=stop, stages=stages)
+        if got.tokens != ar: return f"{path}: {c['method']} B={c['budget']} gave {got.tokens}, AR {ar}"
+        A = got.acceptance_lengths                                                   # a round emits A tokens; the last may be cut
+        if A and not 1 + sum(A[:-1]) < len(got.tokens) <= 1 + sum(A): return f"{path}: acceptance lengths {A} don't add up to {len(got.tokens)} tokens"
+    return None
+
+def fuzz_generate(seconds: float=10.0, seed: int=0, out_dir=None, max_cases: int|None=None) -> dict:
+    "Fuzz the whole decode loop on the CPU: greedy DDTree/DFlash == AR for random tiny targets and noisy-oracle drafters, torch and cuda-faces rounds."
+    return _fuzz('generate', _generate_case, _check_generate, seconds, seed, out_dir, max_cases)
+
 # %% ../nbs/08_reliability.ipynb #0207441a
 _CHECKS = {'tree_ref': _check_tree_ref, 'tree_cuda': _check_tree_cuda,
            'accept_ref': lambda c: _check_accept(c, 'ref'), 'accept_cuda': lambda c: _check_accept(c, 'cuda'),
-           'verify_ref': lambda c: _check_verify(c, 'ref'), 'verify_cuda': lambda c: _check_verify(c, 'cuda')}
+           'verify_ref': lambda c: _check_verify(c, 'ref'), 'verify_cuda': lambda c: _check_verify(c, 'cuda'),
+           'generate': _check_generate}
 
 def replay(path) -> str|None:
     "Re-run the check of the reproducer saved at `path`: None if it passes now, else the error."
