@@ -191,6 +191,7 @@ class Decoder:
         self.device = target.embed_tokens.weight.device
         self.backend = resolve_backend(backend, self.device)
         self.stages = stages or STAGES[self.backend]()
+        if hasattr(self.stages, 'check'): self.stages.check(self)   # before any work, not after the prefill
         self.use_drafter = method != 'ar'
         self.layers = tuple(drafter.target_layer_ids) if self.use_drafter else ()
         self.timed, self.keep_rng_state = timed or _untimed, keep_rng_state
@@ -388,15 +389,22 @@ class CudaStages(TorchStages):
         "Extra drafter-cache rows: every draft writes a whole block of feature rows past the context."
         return drafter.block_size
 
+    def check(self, dec):
+        "Refuse before the prefill what `setup` could only refuse after it: the cuda faces or a graph off a CUDA device, a graph the target can't give."
+        if self.faces == 'cuda':
+            from ddtree_nb.runtime import require_cuda
+            require_cuda()
+            if dec.device.type != 'cuda': raise ValueError(f"faces='cuda' needs the models on a CUDA device, got {dec.device}")
+        if self.graph:
+            capturable = moe_plan(dec.target, self.faces)[1]
+            if not capturable: raise ValueError(f"graph=True: {capturable.why}")
+
     def setup(self, dec):
         "Allocate the round's buffers after the prefill (`dec`: the `Decoder`)."
         from ddtree_nb.tree import TreeBuffers
         from ddtree_nb.accept import MAX_PATH
         from ddtree_nb.verify import DC, DR
-        if self.faces == 'cuda':
-            from ddtree_nb.runtime import require_cuda
-            require_cuda()
-            if dec.device.type != 'cuda': raise ValueError(f"faces='cuda' needs the models on a CUDA device, got {dec.device}")
+        self.check(dec)
         t, dev, i32 = dec.target, dec.device, torch.int32
         self.dec, self.L = dec, (dec.drafter.block_size - 1 if dec.use_drafter else 0)
         self.nmax = _max_nodes(dec.method, dec.budget, dec.drafter)
@@ -414,7 +422,6 @@ class CudaStages(TorchStages):
         dispatch, capturable = moe_plan(t, self.faces)
         self.mode = _ModelMode(t, 'cuda' if kernel_attn else 'torch', dispatch)
         self.chain_n, self.cuda_graph, self.rounds = None, None, 0
-        if self.graph and not capturable: raise ValueError(f"graph=True: {capturable.why}")
         self.use_graph = (self.graph if self.graph is not None else self.faces == 'cuda') and dec.temperature == 0 and bool(capturable)
         if self.use_graph and dev.type != 'cuda': raise ValueError("graph=True needs the models on a CUDA device")
 
