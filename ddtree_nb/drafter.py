@@ -37,12 +37,12 @@ class DrafterConfig:
     num_key_value_heads: int
     head_dim: int
     vocab_size: int
-    num_target_layers: int
+    num_target_layers: int|None   # the target's layer count the drafter was trained for (needed only for default layer ids)
     mask_token_id: int
     target_layer_ids: list
     block_size: int = 16
     rms_norm_eps: float = 1e-6
-    rope_theta: float = 1e6
+    rope_theta: float = 10000.0   # transformers' Qwen3Config default
     attention_bias: bool = False
 
     @classmethod
@@ -51,30 +51,44 @@ class DrafterConfig:
         if d.get('model_type') != 'qwen3': raise ValueError(f"drafter config: model_type must be 'qwen3', got {d.get('model_type')!r}")
         if 'architectures' in d and 'DFlashDraftModel' not in (d['architectures'] or []):
             raise ValueError(f"drafter config: architectures {d['architectures']} does not name DFlashDraftModel")
-        for k in ('hidden_size', 'intermediate_size', 'num_hidden_layers', 'num_attention_heads', 'vocab_size', 'num_target_layers', 'block_size'):
+        for k in ('hidden_size', 'intermediate_size', 'num_hidden_layers', 'num_attention_heads', 'vocab_size'):
             if not isinstance(d.get(k), int) or d[k] < 1: raise ValueError(f"drafter config: {k} must be a positive int, got {d.get(k)!r}")
-        dc = d.get('dflash_config')
-        if not isinstance(dc, dict) or 'mask_token_id' not in dc: raise ValueError("drafter config: dflash_config with mask_token_id is required")
+        dc = d.get('dflash_config') or {}
+        if not isinstance(dc, dict): raise ValueError(f"drafter config: dflash_config must be an object, got {type(dc).__name__}")
+        get = lambda k, default=None: dc.get(k, d.get(k, default))      # dflash_config first, then the top level (newer z-lab configs)
+        if get('mask_token_id') is None: raise ValueError("drafter config: mask_token_id (in dflash_config) is required")
+        block = get('block_size')
+        if not isinstance(block, int) or block < 2: raise ValueError(f"drafter config: block_size must be an int >= 2, got {block!r}")
+        for k, neutral in (('input_embedding_scale', 1.0), ('output_multiplier', 1.0), ('final_logit_softcapping', None)):
+            if get(k, neutral) not in (neutral, None): raise ValueError(f"drafter config: {k}={get(k)!r} is not supported (only {neutral})")
         rs = d.get('rope_scaling') or (d.get('rope_parameters') or {})
         if rs and rs.get('rope_type', rs.get('type', 'default')) != 'default':
             raise ValueError(f"drafter config: only default RoPE is supported, got rope scaling {rs}")
-        if d.get('use_sliding_window'): raise ValueError("drafter config: sliding-window attention is not supported")
+        n = d['num_hidden_layers']
+        types = d.get('layer_types') or ['sliding_attention' if d.get('use_sliding_window') and i >= d.get('max_window_layers', 28)
+                                         else 'full_attention' for i in range(n)]   # transformers' Qwen3 rule
+        sliding = [i for i, t in enumerate(types) if t != 'full_attention']
+        if sliding: raise ValueError(f"drafter config: layers {sliding} use sliding-window attention, which is not supported")
+        if d.get('is_causal') or dc.get('is_causal'): raise ValueError("drafter config: is_causal=true is not supported (DFlash attends over the block non-causally)")
         H, nh = d['hidden_size'], d['num_attention_heads']
         nkv = d.get('num_key_value_heads') or nh
         if nh % nkv: raise ValueError(f"drafter config: num_attention_heads {nh} is not a multiple of num_key_value_heads {nkv}")
-        ids = dc.get('target_layer_ids')
-        if ids is None: ids = default_target_layer_ids(d['num_target_layers'], d['num_hidden_layers'])
-        theta = d.get('rope_theta', (d.get('rope_parameters') or {}).get('rope_theta', 1e6))
+        ntl, ids = d.get('num_target_layers'), dc.get('target_layer_ids')
+        if ntl is not None and (not isinstance(ntl, int) or ntl < 1): raise ValueError(f"drafter config: num_target_layers must be a positive int, got {ntl!r}")
+        if ids is None:
+            if ntl is None: raise ValueError("drafter config: without dflash_config.target_layer_ids, num_target_layers is required (for the default ids)")
+            ids = default_target_layer_ids(ntl, n)
+        theta = d.get('rope_theta', (d.get('rope_parameters') or {}).get('rope_theta', 10000.0))
         return cls(hidden_size=H, intermediate_size=d['intermediate_size'], num_hidden_layers=d['num_hidden_layers'],
                    num_attention_heads=nh, num_key_value_heads=nkv, head_dim=d.get('head_dim') or H // nh,
-                   vocab_size=d['vocab_size'], num_target_layers=d['num_target_layers'],
-                   mask_token_id=int(dc['mask_token_id']), target_layer_ids=[int(i) for i in ids],
-                   block_size=d['block_size'], rms_norm_eps=d.get('rms_norm_eps', 1e-6), rope_theta=float(theta),
+                   vocab_size=d['vocab_size'], num_target_layers=ntl,
+                   mask_token_id=int(get('mask_token_id')), target_layer_ids=[int(i) for i in ids],
+                   block_size=block, rms_norm_eps=d.get('rms_norm_eps', 1e-6), rope_theta=float(theta),
                    attention_bias=bool(d.get('attention_bias', False)))
 
     def to_dict(self) -> dict:
         "The config as z-lab writes it (`config.json` of a DFlash checkpoint)."
-        d = {k: v for k, v in asdict(self).items() if k not in ('mask_token_id', 'target_layer_ids')}
+        d = {k: v for k, v in asdict(self).items() if k not in ('mask_token_id', 'target_layer_ids') and v is not None}
         return dict(model_type='qwen3', architectures=['DFlashDraftModel'], hidden_act='silu', rope_scaling=None,
                     dflash_config=dict(mask_token_id=self.mask_token_id, target_layer_ids=list(self.target_layer_ids)), **d)
 
@@ -190,10 +204,15 @@ class Drafter(nn.Module):
         L = tc.num_hidden_layers
         bad = [i for i in c.target_layer_ids if not 0 <= i < L]
         if bad: raise ValueError(f"drafter target_layer_ids {c.target_layer_ids}: {bad} out of range for a target of {L} layers")
-        if c.num_target_layers != L:
+        if c.num_target_layers is not None and c.num_target_layers != L:
             raise ValueError(f"drafter was built for num_target_layers={c.num_target_layers}, the target has {L} layers")
         self._lent = (target.embed_tokens, target.lm_head)
         return self
+
+    def _head(self, h: torch.Tensor) -> torch.Tensor:
+        "fp32 draft logits of hidden rows `h` through the target's lm_head, in the head's dtype (a drafter loaded with another dtype differs)."
+        head = self._lent[1]
+        return head(h.to(head.weight.dtype)).float()
 
     def new_cache(self, max_tokens: int) -> DrafterCache:
         "An empty context cache for up to `max_tokens` committed tokens."
@@ -247,7 +266,7 @@ class Drafter(nn.Module):
         ids = torch.full((self.block_size,), self.mask_token_id, dtype=torch.long, device=dev)
         ids[0] = torch.as_tensor(root_token, device=dev).reshape(())
         h = self.forward_block(cache, ids)
-        return self._lent[1](h[1:]).float()
+        return self._head(h[1:])
 
     @torch.no_grad()
     def draft_static(self, cache: DrafterCache,
@@ -274,7 +293,7 @@ class Drafter(nn.Module):
         bslots = n + torch.arange(B, device=dev)            # the block's K/V go to scratch rows [n, n + B), dropped by the next draft
         mask = (torch.arange(S, device=dev) < n + B).expand(B, S)
         for l, layer in enumerate(self.layers): h = layer(h, cache.k[l], cache.v[l], cos, sin, mask, bslots)
-        return self._lent[1](self.norm(h)[1:]).float()
+        return self._head(self.norm(h)[1:])
 
 # %% ../nbs/05a_drafter.ipynb #2fdc5a40
 _BORROWED = ('embed_tokens.weight', 'lm_head.weight')
