@@ -12,9 +12,9 @@ from .accept import Accepted, MAX_PATH, gumbel_keys, target_choice, _pack
 
 # %% auto #0
 __all__ = ['STAGES', 'METHODS', 'DENSE_MAX_EXPERTS', 'chain_tree', 'root_tree', 'sample_token', 'TorchStages',
-           'check_generate_args', 'resolve_backend', 'Generation', 'Round', 'Decoder', 'generate', 'moe_plan',
-           'CudaStages', 'TextStreamer', 'format_summary', 'keeps_experts_packed', 'load_target_for', 'run_generate',
-           'generate_main']
+           'check_decode_params', 'check_generate_args', 'resolve_backend', 'Generation', 'Round', 'Decoder',
+           'generate', 'moe_plan', 'CudaStages', 'TextStreamer', 'format_summary', 'keeps_experts_packed',
+           'load_target_for', 'run_generate', 'generate_main']
 
 # %% ../nbs/05_decode.ipynb #3886d218
 def chain_tree(draft_logits: torch.Tensor, # [L, V] per-depth draft logits
@@ -86,21 +86,26 @@ def _max_nodes(method, budget, drafter):
     L = drafter.block_size - 1
     return budget if method == 'ddtree' else min(budget, L)
 
-def check_generate_args(target, drafter, prompt_ids, method, budget, temperature, max_new_tokens, stop_ids,
-                        max_cache_tokens=None, generator=None) -> tuple[torch.Tensor, int]:
-    "Validate `generate`'s inputs; return the prompt as an int64 tensor and the cache rows needed."
+def check_decode_params(method, budget, temperature, max_new_tokens):
+    "The checks of `generate`'s arguments that need no model (the command runs them before loading one)."
     if method not in METHODS: raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if method != 'ar' and drafter is None: raise ValueError(f"method {method!r} needs a drafter")
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0: raise ValueError(f"budget must be an int >= 0, got {budget!r}")
     if budget > MAX_BUDGET: raise ValueError(f"budget {budget} exceeds the tree builder's limit {MAX_BUDGET}")
     if not isinstance(temperature, (int, float)) or not 0 <= temperature < float('inf'): raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
+
+def check_generate_args(target, drafter, prompt_ids, method, budget, temperature, max_new_tokens, stop_ids,
+                        max_cache_tokens=None, generator=None) -> tuple[torch.Tensor, int]:
+    "Validate `generate`'s inputs; return the prompt as an int64 tensor and the cache rows needed."
+    check_decode_params(method, budget, temperature, max_new_tokens)
+    if method != 'ar' and drafter is None: raise ValueError(f"method {method!r} needs a drafter")
     dev = torch.device(target.embed_tokens.weight.device)
     if generator is not None and (not isinstance(generator, torch.Generator) or generator.device.type != dev.type):
         raise ValueError(f"generator must be a torch.Generator on the target's device ({dev.type}), got {generator!r}")
     p = torch.as_tensor(prompt_ids)
-    if p.ndim != 1 or p.numel() == 0: raise ValueError(f"prompt_ids must be a non-empty 1-D sequence of token ids, got shape {tuple(p.shape)}")
+    if p.ndim != 1: raise ValueError(f"prompt_ids must be a 1-D sequence of token ids, got shape {tuple(p.shape)}")
+    if p.numel() == 0: raise ValueError("the prompt is empty: generation needs at least one prompt token (prompt_ids must be non-empty)")
     if p.dtype.is_floating_point or p.dtype == torch.bool: raise ValueError(f"prompt_ids must be integer token ids, got {p.dtype}")
     V = target.config.vocab_size
     if p.min() < 0 or p.max() >= V: raise ValueError(f"prompt_ids must lie in [0, {V}), got min {int(p.min())} max {int(p.max())}")
@@ -555,14 +560,15 @@ def _generate_parser():
     src.add_argument('--prompt', help='prompt text')
     src.add_argument('--prompt-file', help='file holding the prompt text')
     ap.add_argument('--method', default='ddtree', choices=METHODS)
-    ap.add_argument('--budget', type=int, default=64, help='draft tree nodes per round')
+    ap.add_argument('--budget', type=int, default=64, help='draft tree nodes per round (default 64)')
     ap.add_argument('--temperature', type=float, default=0.0)
-    ap.add_argument('--max-new-tokens', type=int, default=256)
+    ap.add_argument('--max-new-tokens', type=int, default=256, help='default 256')
     ap.add_argument('--backend', default='auto', choices=('auto', 'torch', 'cuda'))
     ap.add_argument('--device', default=None, help="default: cuda if available, else cpu")
     ap.add_argument('--dtype', default=None, choices=('bfloat16', 'float16', 'float32', 'float64'), help="default: bfloat16 on cuda, float32 on cpu")
     ap.add_argument('--trust-remote-code', action='store_true', help="let AutoTokenizer run the target directory's tokenizer code (Kimi's tiktoken tokenizer needs it)")
     ap.add_argument('--seed', type=int, default=0, help='sampling seed (temperature > 0)')
+    ap.add_argument('--threads', type=int, default=None, help="torch CPU threads (default: 1 when the models are on the CPU, where more threads often slow the small demo pair down; torch's default otherwise)")
     ap.add_argument('--ignore-eos', action='store_true', help="don't stop at the tokenizer's EOS token")
     ap.add_argument('--json', action='store_true', help='print one JSON object instead of streaming text')
     return ap
@@ -585,7 +591,7 @@ def load_target_for(path, device, dtype):
     return load_target(path, device=device, dtype=dtype)
 
 def run_generate(args, target, drafter, tokenizer, out=None, stages=None) -> Generation:
-    "The body of `ddtree generate` once the models are loaded: stream or collect, then report."
+    "The body of `ddtree generate` once the models are loaded: stream the text to `out` (or one JSON object), the summary to stderr."
     out = out or sys.stdout
     prompt = args.prompt if args.prompt is not None else open(args.prompt_file).read()
     ids = tokenizer.encode(prompt, add_special_tokens=True) if prompt else []
@@ -597,29 +603,51 @@ def run_generate(args, target, drafter, tokenizer, out=None, stages=None) -> Gen
     g = generate(target, drafter, ids, method=args.method, budget=args.budget, temperature=args.temperature,
                  max_new_tokens=args.max_new_tokens, stop_ids=stop, backend=args.backend, generator=gen, on_tokens=streamer,
                  stages=stages)
-    if args.json: out.write(json.dumps(dict(text=tokenizer.decode(g.tokens, skip_special_tokens=True), **g.to_dict())) + '\n')
-    else: out.write('\n\n' + format_summary(g) + '\n')
+    settings = dict(budget=args.budget, temperature=args.temperature, seed=args.seed, device=str(dev),
+                    dtype=str(target.embed_tokens.weight.dtype).removeprefix('torch.'), threads=torch.get_num_threads())
+    if args.json: out.write(json.dumps(dict(text=tokenizer.decode(g.tokens, skip_special_tokens=True), settings=settings, **g.to_dict())) + '\n')
+    else:
+        out.write('\n'); out.flush()
+        print('\n' + format_summary(g), file=sys.stderr)   # the text alone on stdout (`> out.txt` keeps just the text)
     return g
 
 def _error(msg) -> int:
     print(f"ddtree generate: error: {' '.join(str(msg).split())}", file=sys.stderr)
-    return 1
+    return 2                                     # a user error, as `ddtree` reports them
+
+def _torch_device(s: str) -> torch.device:
+    "`--device` as a torch device, or a one-line error naming it."
+    try: return torch.device(s)
+    except RuntimeError: raise ValueError(f"--device {s!r} is not a device torch knows (e.g. cpu, cuda, cuda:1)") from None
+
+def _read_prompt(args) -> str:
+    "The prompt text of `--prompt` or `--prompt-file`, refused here if empty (before any model loads)."
+    if args.prompt is not None: text = args.prompt
+    else:
+        try: text = open(args.prompt_file).read()
+        except OSError as e: raise ValueError(f"--prompt-file {args.prompt_file}: {e.strerror or e}") from None
+    if not text: raise ValueError("the prompt is empty" + (f" (--prompt-file {args.prompt_file})" if args.prompt is None else ''))
+    return text
 
 def generate_main(argv=None) -> int:
-    "Entry point of `ddtree generate`."
+    "Entry point of `ddtree generate`: arguments are checked before any model loads."
     args = _generate_parser().parse_args(argv)
     if args.target is None:                      # the demo pair shipped in the package (nbs/06_demo_models)
         from ddtree_nb.demo import demo_pair_dir
         args.target, args.drafter = str(demo_pair_dir() / 'target'), args.drafter or str(demo_pair_dir() / 'drafter')
-    if args.method != 'ar' and not args.drafter:
-        print(f"ddtree generate: error: --method {args.method} needs --drafter", file=sys.stderr); return 2
+    if args.method != 'ar' and not args.drafter: return _error(f"--method {args.method} needs --drafter")
     from pathlib import Path
-    for flag, path in (('--target', args.target), ('--drafter', args.drafter if args.method != 'ar' else None)):
-        if path is not None and not Path(path).is_dir(): return _error(f"{flag} {path}: no such directory")
     try:
+        check_decode_params(args.method, args.budget, args.temperature, args.max_new_tokens)
+        args.prompt, args.prompt_file = _read_prompt(args), None
+        device = str(_torch_device(args.device)) if args.device else ('cuda' if torch.cuda.is_available() else 'cpu')
+        if args.backend == 'cuda' and not torch.cuda.is_available(): raise ValueError("--backend cuda needs a CUDA GPU, and torch sees none here")
+        if args.threads is not None and args.threads < 1: raise ValueError(f"--threads must be >= 1, got {args.threads}")
+        for flag, path in (('--target', args.target), ('--drafter', args.drafter if args.method != 'ar' else None)):
+            if path is not None and not Path(path).is_dir(): raise ValueError(f"{flag} {path}: no such directory")
+        if args.threads or torch.device(device).type == 'cpu': torch.set_num_threads(args.threads or 1)
         from ddtree_nb.model import load_tokenizer
         from ddtree_nb.drafter import load_drafter
-        device = args.device or ('cuda' if torch.cuda.is_available() else 'cpu')
         dtype = getattr(torch, args.dtype) if args.dtype else (torch.bfloat16 if torch.device(device).type == 'cuda' else torch.float32)
         target = load_target_for(args.target, device, dtype)
         tokenizer = load_tokenizer(args.target, trust_remote_code=args.trust_remote_code)
