@@ -161,7 +161,7 @@ def run_meta(target, command: str|None=None, **extra) -> dict:
     dev = target.embed_tokens.weight.device
     c = target.config
     return dict(date=datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC'), device=device_name(dev),
-                device_type=torch.device(dev).type, commit=git_commit(), torch=torch.__version__,
+                device_type=torch.device(dev).type, commit=git_commit(), torch=torch.__version__, threads=torch.get_num_threads(),
                 command=command if command is not None else ' '.join(shlex.quote(a) for a in sys.argv),
                 target=dict(layers=c.num_hidden_layers, hidden=c.hidden_size, vocab=c.vocab_size, dtype=str(target.embed_tokens.weight.dtype)),
                 **extra)
@@ -202,7 +202,7 @@ def results_markdown(res: dict, title: str='ddtree bench') -> str:
     t = m.get('target', {})
     lines = [f"## {title}", '',
              f"- date: {m['date']}", f"- device: {m['device']} ({m['device_type']})", f"- commit: {m['commit'] or 'n/a (not a git checkout)'}",
-             f"- torch: {m['torch']}", f"- command: `{m['command']}`",
+             f"- torch: {m['torch']}, {m.get('threads', '?')} CPU threads", f"- command: `{m['command']}`",
              f"- target: {t.get('layers')} layers, hidden {t.get('hidden')}, vocab {t.get('vocab')}, {t.get('dtype')}",
              f"- prompts: {c['prompts']}, max_new_tokens {c['max_new_tokens']}, seed {c['seed']}; DFlash chain = block_size − 1 = {c['block_size'] - 1}",
              '', '| method | budget | T | backend | tokens | ms/token | tokens/s | speedup | accept len | '
@@ -250,12 +250,13 @@ def _bench_parser():
     ap.add_argument('--temperatures', type=_csv(float), default=(0.0, 1.0), help='comma-separated (default 0,1)')
     ap.add_argument('--methods', type=_csv(str), default=METHODS, help='comma-separated subset of ddtree,dflash,ar')
     ap.add_argument('--backends', type=_csv(str), default=None, help="comma-separated torch,cuda (default: torch, plus cuda on a GPU)")
-    ap.add_argument('--max-new-tokens', type=int, default=128)
+    ap.add_argument('--max-new-tokens', type=int, default=128, help='default 128')
     ap.add_argument('--seed', type=int, default=0)
+    ap.add_argument('--threads', type=int, default=None, help="torch CPU threads (default: 1 when the models are on the CPU, torch's default otherwise); recorded in the results")
     ap.add_argument('--device', default=None, help='default: cuda if available, else cpu')
     ap.add_argument('--dtype', default=None, choices=('bfloat16', 'float16', 'float32'), help='default: bfloat16 on cuda, float32 on cpu')
     ap.add_argument('--trust-remote-code', action='store_true')
-    ap.add_argument('--out', default='bench_results', help='output prefix: writes OUT.json and OUT.md')
+    ap.add_argument('--out', default='bench_results', help='output prefix: writes OUT.json and OUT.md (default: bench_results in the current directory)')
     ap.add_argument('--plots', action='store_true', help='also write OUT_speedup.png, OUT_accept_hist.png, OUT_stages.png')
     ap.add_argument('--no-progress', action='store_true')
     return ap
@@ -285,13 +286,16 @@ def bench_main(argv=None, pair=None) -> int:
     "Entry point of `ddtree bench`; `pair=(target, drafter, tokenizer)` skips loading (notebooks, tests)."
     ap = _bench_parser()
     args = ap.parse_args(argv)
-    err = lambda msg: (print(f"ddtree bench: error: {msg}", file=sys.stderr), 1)[1]
+    err = lambda msg: (print(f"ddtree bench: error: {msg}", file=sys.stderr), 2)[1]      # a user error, as `ddtree` reports them
     if pair is None and not (args.demo or args.target): return err("give --demo or --target (and --drafter)")
     if args.target and not args.drafter and set(args.methods) != {'ar'}: return err("--target needs --drafter (or --methods ar)")
+    if args.n_prompts is not None and args.n_prompts < 1: return err(f"--n-prompts must be >= 1, got {args.n_prompts}")
+    if args.threads is not None and args.threads < 1: return err(f"--threads must be >= 1, got {args.threads}")
     try:
         prompts_text = _read_prompts(args.prompts) if args.prompts else list(DEFAULT_PROMPTS)
         target, drafter, tokenizer = pair if pair is not None else _load_pair(args)
         dev = target.embed_tokens.weight.device
+        if args.threads or torch.device(dev).type == 'cpu': torch.set_num_threads(args.threads or 1)
         backends = args.backends or (('torch', 'cuda') if torch.device(dev).type == 'cuda' else ('torch',))
         if args.demo and not args.prompts:     # the demo pair knows Python source: its held-out files, not English prompts
             from ddtree_nb.demo import held_out_prompts
@@ -301,6 +305,8 @@ def bench_main(argv=None, pair=None) -> int:
         res = run_bench(target, drafter, ids, methods=args.methods, budgets=args.budgets, temperatures=args.temperatures,
                         backends=backends, max_new_tokens=args.max_new_tokens, seed=args.seed, progress=not args.no_progress, command=cmd.strip())
     except (ValueError, OSError, NotImplementedError) as e: return err(' '.join(str(e).split()))
+    if not any('skipped' not in r for r in res['runs']):
+        return err("nothing ran: " + '; '.join(sorted({r['skipped'] for r in res['runs']})))
     pj, pm = write_results(res, args.out)
     if args.plots: save_plots(res, args.out)
     print(pm.read_text()); print(f"wrote {pj} and {pm}")
