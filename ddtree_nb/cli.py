@@ -55,6 +55,9 @@ def main(argv=None):
         return 2
     mod, fn = SUBCOMMANDS[argv[0]][0].split(':')
     try: return getattr(importlib.import_module(mod), fn)(argv[1:]) or 0
+    except BrokenPipeError:                  # `ddtree env --json | head`: the reader left; nothing to report
+        sys.stdout = open(os.devnull, 'w')    # so the interpreter's final flush can't raise again
+        return 0
     except Exception as e:
         if os.environ.get('DDTREE_TRACEBACK') or not is_user_error(e): raise
         print(error_line(e), file=sys.stderr)

@@ -132,7 +132,8 @@ def resolve_backend(backend: str, device) -> str:
     if backend not in ('torch', 'cuda'): raise ValueError(f"backend must be 'auto', 'torch' or 'cuda', got {backend!r}")
     if backend not in STAGES: raise NotImplementedError(f"backend {backend!r} has no decode round yet; use backend='torch'")
     if backend == 'cuda':
-        if dev.type != 'cuda': raise ValueError(f"backend 'cuda' needs the models on a CUDA device, they are on {dev}")
+        if dev.type != 'cuda': raise ValueError(f"backend 'cuda' needs the models on a CUDA device, they are on {dev}"
+                                        + ('' if torch.cuda.is_available() else ' (and torch sees no CUDA GPU here)'))
         from ddtree_nb.runtime import require_cuda
         require_cuda()
     return backend
