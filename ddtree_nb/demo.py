@@ -599,10 +599,11 @@ def held_out_prompts(tokenizer, n: int=4, prompt_tokens: int=48, root=None) -> l
     "Token ids of `n` prompts: each starts at a `def` line of a held-out file (recorded in the pair's `corpus.json`)."
     corpus = json.loads((demo_pair_dir() / 'target' / 'corpus.json').read_text())
     root = Path(root or sysconfig.get_paths()['stdlib'])
-    out = []
+    out, found = [], 0
     for rel in corpus['held_out']:
         p = root / rel
         if not p.is_file(): continue
+        found += 1
         text = p.read_text(encoding='utf-8', errors='replace')
         i = text.find('\ndef ')
         if i < 0: i = text.find('\n    def ')
@@ -610,7 +611,8 @@ def held_out_prompts(tokenizer, n: int=4, prompt_tokens: int=48, root=None) -> l
         ids = tokenizer.encode(text[i + 1:])[:prompt_tokens]
         if len(ids) == prompt_tokens: out.append(ids)
         if len(out) == n: break
-    if not out: raise FileNotFoundError(f"none of the pair's held-out files were found under {root}")
+    if not found: raise FileNotFoundError(f"none of the pair's held-out files were found under {root}")
+    if not out: raise ValueError(f"none of the {found} held-out files under {root} has {prompt_tokens} tokens after its first def: ask for fewer prompt tokens")
     return out
 
 def acceptance_table(target, drafter, prompts, budgets=(16, 64, 256), max_new_tokens: int=96, backend='auto', progress=None) -> dict:
@@ -634,10 +636,10 @@ def acceptance_table(target, drafter, prompts, budgets=(16, 64, 256), max_new_to
 # %% ../nbs/06_demo_models.ipynb #8c414d7c
 def _demo_parser():
     ap = argparse.ArgumentParser(prog='ddtree demo', description='AR vs DFlash vs DDTree on the embedded demo pair (held-out stdlib prompts).')
-    ap.add_argument('--prompts', type=int, default=3, help='number of held-out prompts')
-    ap.add_argument('--prompt-tokens', type=int, default=48)
-    ap.add_argument('--max-new-tokens', type=int, default=64)
-    ap.add_argument('--budget', type=int, default=64, help='DDTree node budget')
+    ap.add_argument('--prompts', type=int, default=3, help='number of held-out prompts (default 3)')
+    ap.add_argument('--prompt-tokens', type=int, default=48, help='tokens of each prompt, from a def line of a held-out file (default 48)')
+    ap.add_argument('--max-new-tokens', type=int, default=64, help='default 64')
+    ap.add_argument('--budget', type=int, default=64, help='DDTree node budget (default 64)')
     ap.add_argument('--device', default=None, help='default: cuda when a GPU and pycuda are present, else cpu')
     ap.add_argument('--threads', type=int, default=1, help='torch CPU threads (the model is tiny: more threads stall when the cores are shared)')
     return ap
@@ -657,7 +659,8 @@ def demo_main(argv=None, out=None) -> int:
     "Entry point of `ddtree demo`."
     a, out = _demo_parser().parse_args(argv), out or sys.stdout
     device, threads = _pick_device(a.device), torch.get_num_threads()
-    if a.threads < 1: print(f"ddtree demo: error: --threads must be >= 1, got {a.threads}", file=sys.stderr); return 2
+    for flag, v in (('--threads', a.threads), ('--prompts', a.prompts), ('--prompt-tokens', a.prompt_tokens), ('--max-new-tokens', a.max_new_tokens)):
+        if v < 1: print(f"ddtree demo: error: {flag} must be >= 1, got {v}", file=sys.stderr); return 2
     torch.set_num_threads(a.threads)
     try: return _demo(a, device, out)
     finally: torch.set_num_threads(threads)
@@ -668,8 +671,13 @@ def _demo(a, device, out) -> int:
     from ddtree_nb.decode import generate
     dtype = torch.bfloat16 if torch.device(device).type == 'cuda' else torch.float32
     target, drafter, tok = load_demo_pair(device, dtype)
+    ctx = target.config.max_position_embeddings
+    if a.prompt_tokens + a.max_new_tokens > ctx:
+        print(f"ddtree demo: error: --prompt-tokens {a.prompt_tokens} + --max-new-tokens {a.max_new_tokens} exceeds the demo target's "
+              f"context of {ctx} positions", file=sys.stderr); return 2
     try: prompts = held_out_prompts(tok, a.prompts, a.prompt_tokens)
-    except FileNotFoundError as e: print(f"ddtree demo: error: {e}", file=sys.stderr); return 1
+    except (FileNotFoundError, ValueError) as e: print(f"ddtree demo: error: {e}", file=sys.stderr); return 2
+    if len(prompts) < a.prompts: print(f"ddtree demo: {len(prompts)} held-out prompts of {a.prompt_tokens} tokens exist; using those", file=sys.stderr)
     generate(target, drafter, prompts[0], method='ddtree', budget=a.budget, max_new_tokens=4)   # warm-up, so AR's time isn't first-call overhead
     with tqdm(total=3 * len(prompts), desc=f'AR, DFlash, DDTree(B={a.budget}) on {device}', file=sys.stderr) as bar:
         try: rows = acceptance_table(target, drafter, prompts, budgets=(a.budget,), max_new_tokens=a.max_new_tokens, progress=bar.update)
