@@ -205,6 +205,8 @@ def results_markdown(res: dict, title: str='ddtree bench') -> str:
              f"- torch: {m['torch']}, {m.get('threads', '?')} CPU threads", f"- command: `{m['command']}`",
              f"- target: {t.get('layers')} layers, hidden {t.get('hidden')}, vocab {t.get('vocab')}, {t.get('dtype')}",
              f"- prompts: {c['prompts']}, max_new_tokens {c['max_new_tokens']}, seed {c['seed']}; DFlash chain = block_size − 1 = {c['block_size'] - 1}",
+             "- tokens, ms/token, tokens/s: the decode rounds only (the prefill and the token it gives are left out, as they cost the same "
+             "for every method); the stage columns split ms/token; `round` is a CUDA-graph replay's whole round (cuda backend only)",
              '', '| method | budget | T | backend | tokens | ms/token | tokens/s | speedup | accept len | '
              + ' | '.join(f"{k} ms/tok" for k in STAGE_KEYS) + ' |',
              '|' + '---|' * (9 + len(STAGE_KEYS))]
