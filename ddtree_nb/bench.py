@@ -293,6 +293,7 @@ def bench_main(argv=None, pair=None) -> int:
     if args.target and not args.drafter and set(args.methods) != {'ar'}: return err("--target needs --drafter (or --methods ar)")
     if args.n_prompts is not None and args.n_prompts < 1: return err(f"--n-prompts must be >= 1, got {args.n_prompts}")
     if args.threads is not None and args.threads < 1: return err(f"--threads must be >= 1, got {args.threads}")
+    threads = torch.get_num_threads()
     try:
         prompts_text = _read_prompts(args.prompts) if args.prompts else list(DEFAULT_PROMPTS)
         target, drafter, tokenizer = pair if pair is not None else _load_pair(args)
@@ -307,6 +308,7 @@ def bench_main(argv=None, pair=None) -> int:
         res = run_bench(target, drafter, ids, methods=args.methods, budgets=args.budgets, temperatures=args.temperatures,
                         backends=backends, max_new_tokens=args.max_new_tokens, seed=args.seed, progress=not args.no_progress, command=cmd.strip())
     except (ValueError, OSError, NotImplementedError) as e: return err(' '.join(str(e).split()))
+    finally: torch.set_num_threads(threads)      # a caller in the same process keeps its own setting
     if not any('skipped' not in r for r in res['runs']):
         return err("nothing ran: " + '; '.join(sorted({r['skipped'] for r in res['runs']})))
     pj, pm = write_results(res, args.out)

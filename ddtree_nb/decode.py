@@ -638,6 +638,7 @@ def generate_main(argv=None) -> int:
         args.target, args.drafter = str(demo_pair_dir() / 'target'), args.drafter or str(demo_pair_dir() / 'drafter')
     if args.method != 'ar' and not args.drafter: return _error(f"--method {args.method} needs --drafter")
     from pathlib import Path
+    threads = torch.get_num_threads()
     try:
         check_decode_params(args.method, args.budget, args.temperature, args.max_new_tokens)
         args.prompt, args.prompt_file = _read_prompt(args), None
@@ -646,7 +647,7 @@ def generate_main(argv=None) -> int:
         if args.threads is not None and args.threads < 1: raise ValueError(f"--threads must be >= 1, got {args.threads}")
         for flag, path in (('--target', args.target), ('--drafter', args.drafter if args.method != 'ar' else None)):
             if path is not None and not Path(path).is_dir(): raise ValueError(f"{flag} {path}: no such directory")
-        if args.threads or torch.device(device).type == 'cpu': torch.set_num_threads(args.threads or 1)
+        if args.threads or torch.device(device).type == 'cpu': torch.set_num_threads(args.threads or 1)   # restored below
         from ddtree_nb.model import load_tokenizer
         from ddtree_nb.drafter import load_drafter
         dtype = getattr(torch, args.dtype) if args.dtype else (torch.bfloat16 if torch.device(device).type == 'cuda' else torch.float32)
@@ -655,4 +656,5 @@ def generate_main(argv=None) -> int:
         drafter = load_drafter(args.drafter, target) if args.method != 'ar' else None
         run_generate(args, target, drafter, tokenizer)
     except (ValueError, OSError, NotImplementedError) as e: return _error(e)
+    finally: torch.set_num_threads(threads)      # a caller in the same process keeps its own setting
     return 0
