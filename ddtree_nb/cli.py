@@ -56,7 +56,7 @@ def main(argv=None):
     mod, fn = SUBCOMMANDS[argv[0]][0].split(':')
     try: return getattr(importlib.import_module(mod), fn)(argv[1:]) or 0
     except BrokenPipeError:                  # `ddtree env --json | head`: the reader left; nothing to report
-        sys.stdout = open(os.devnull, 'w')    # so the interpreter's final flush can't raise again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # so the interpreter's final flush can't raise again
         return 0
     except Exception as e:
         if os.environ.get('DDTREE_TRACEBACK') or not is_user_error(e): raise

@@ -5,6 +5,7 @@
 # %% ../nbs/05_decode.ipynb #07433f9d
 from __future__ import annotations
 import sys, time, json, argparse
+from pathlib import Path
 from dataclasses import dataclass, field
 import torch
 from .tree import DraftTree, build_tree_ref, MAX_BUDGET
@@ -410,7 +411,6 @@ class CudaStages(TorchStages):
         from ddtree_nb.tree import TreeBuffers
         from ddtree_nb.accept import MAX_PATH
         from ddtree_nb.verify import DC, DR
-        self.check(dec)
         t, dev, i32 = dec.target, dec.device, torch.int32
         self.dec, self.L = dec, (dec.drafter.block_size - 1 if dec.use_drafter else 0)
         self.nmax = _max_nodes(dec.method, dec.budget, dec.drafter)
@@ -429,7 +429,6 @@ class CudaStages(TorchStages):
         self.mode = _ModelMode(t, 'cuda' if kernel_attn else 'torch', dispatch)
         self.chain_n, self.cuda_graph, self.rounds = None, None, 0
         self.use_graph = (self.graph if self.graph is not None else self.faces == 'cuda') and dec.temperature == 0 and bool(capturable)
-        if self.use_graph and dev.type != 'cuda': raise ValueError("graph=True needs the models on a CUDA device")
 
     def _chain(self, n: int):
         "Make `buf` a chain of `n` nodes (structure only; tokens are written per round), when `n` changed."
@@ -591,10 +590,10 @@ def load_target_for(path, device, dtype):
     from ddtree_nb.model import load_target
     return load_target(path, device=device, dtype=dtype)
 
-def run_generate(args, target, drafter, tokenizer, out=None, stages=None) -> Generation:
+def run_generate(args, target, drafter, tokenizer, out=None, stages=None, err=None) -> Generation:
     "The body of `ddtree generate` once the models are loaded: stream the text to `out` (or one JSON object), the summary to stderr."
     out = out or sys.stdout
-    prompt = args.prompt if args.prompt is not None else open(args.prompt_file).read()
+    prompt = args.prompt if args.prompt is not None else Path(args.prompt_file).read_text(encoding='utf-8')
     ids = tokenizer.encode(prompt, add_special_tokens=True) if prompt else []
     eos = getattr(tokenizer, 'eos_token_id', None)
     stop = () if args.ignore_eos or eos is None else (eos,)
@@ -609,7 +608,7 @@ def run_generate(args, target, drafter, tokenizer, out=None, stages=None) -> Gen
     if args.json: out.write(json.dumps(dict(text=tokenizer.decode(g.tokens, skip_special_tokens=True), settings=settings, **g.to_dict())) + '\n')
     else:
         out.write('\n'); out.flush()
-        print('\n' + format_summary(g), file=sys.stderr)   # the text alone on stdout (`> out.txt` keeps just the text)
+        print('\n' + format_summary(g), file=err or sys.stderr)   # the text alone on stdout (`> out.txt` keeps just the text)
     return g
 
 def _error(msg) -> int:
@@ -618,14 +617,17 @@ def _error(msg) -> int:
 
 def _torch_device(s: str) -> torch.device:
     "`--device` as a torch device, or a one-line error naming it."
-    try: return torch.device(s)
+    try: d = torch.device(s)
     except RuntimeError: raise ValueError(f"--device {s!r} is not a device torch knows (e.g. cpu, cuda, cuda:1)") from None
+    if d.type not in ('cpu', 'cuda'): raise ValueError(f"--device {s!r}: the models run on cpu or cuda, not {d.type}")
+    from ddtree_nb.model import check_device
+    return check_device(d)                      # a CUDA device torch can't use here: said now
 
 def _read_prompt(args) -> str:
     "The prompt text of `--prompt` or `--prompt-file`, refused here if empty (before any model loads)."
     if args.prompt is not None: text = args.prompt
     else:
-        try: text = open(args.prompt_file).read()
+        try: text = Path(args.prompt_file).read_text(encoding='utf-8')
         except OSError as e: raise ValueError(f"--prompt-file {args.prompt_file}: {e.strerror or e}") from None
     if not text: raise ValueError("the prompt is empty" + (f" (--prompt-file {args.prompt_file})" if args.prompt is None else ''))
     return text
@@ -643,7 +645,9 @@ def generate_main(argv=None) -> int:
         check_decode_params(args.method, args.budget, args.temperature, args.max_new_tokens)
         args.prompt, args.prompt_file = _read_prompt(args), None
         device = str(_torch_device(args.device)) if args.device else ('cuda' if torch.cuda.is_available() else 'cpu')
-        if args.backend == 'cuda' and not torch.cuda.is_available(): raise ValueError("--backend cuda needs a CUDA GPU, and torch sees none here")
+        if args.backend == 'cuda':
+            from ddtree_nb.runtime import require_cuda
+            require_cuda()                           # no GPU, pycuda or nvcc: said now, not after the target loads
         if args.threads is not None and args.threads < 1: raise ValueError(f"--threads must be >= 1, got {args.threads}")
         for flag, path in (('--target', args.target), ('--drafter', args.drafter if args.method != 'ar' else None)):
             if path is not None and not Path(path).is_dir(): raise ValueError(f"{flag} {path}: no such directory")
@@ -655,6 +659,7 @@ def generate_main(argv=None) -> int:
         tokenizer = load_tokenizer(args.target, trust_remote_code=args.trust_remote_code)
         drafter = load_drafter(args.drafter, target) if args.method != 'ar' else None
         run_generate(args, target, drafter, tokenizer)
+    except BrokenPipeError: raise                # `| head`: the CLI ends quietly (99_cli)
     except (ValueError, OSError, NotImplementedError) as e: return _error(e)
     finally: torch.set_num_threads(threads)      # a caller in the same process keeps its own setting
     return 0

@@ -661,6 +661,7 @@ def demo_main(argv=None, out=None) -> int:
     device, threads = _pick_device(a.device), torch.get_num_threads()
     for flag, v in (('--threads', a.threads), ('--prompts', a.prompts), ('--prompt-tokens', a.prompt_tokens), ('--max-new-tokens', a.max_new_tokens)):
         if v < 1: print(f"ddtree demo: error: {flag} must be >= 1, got {v}", file=sys.stderr); return 2
+    if a.budget < 0: print(f"ddtree demo: error: --budget must be >= 0, got {a.budget}", file=sys.stderr); return 2
     torch.set_num_threads(a.threads)
     try: return _demo(a, device, out)
     finally: torch.set_num_threads(threads)

@@ -65,7 +65,8 @@ class DrafterConfig:
         if rs and rs.get('rope_type', rs.get('type', 'default')) != 'default':
             raise ValueError(f"drafter config: only default RoPE is supported, got rope scaling {rs}")
         n = d['num_hidden_layers']
-        types = d.get('layer_types') or ['sliding_attention' if d.get('use_sliding_window') and i >= d.get('max_window_layers', 28)
+        slides = d.get('use_sliding_window') and d.get('sliding_window') is not None
+        types = d.get('layer_types') or ['sliding_attention' if slides and i >= d.get('max_window_layers', 28)
                                          else 'full_attention' for i in range(n)]   # transformers' Qwen3 rule
         sliding = [i for i, t in enumerate(types) if t != 'full_attention']
         if sliding: raise ValueError(f"drafter config: layers {sliding} use sliding-window attention, which is not supported")
@@ -73,12 +74,12 @@ class DrafterConfig:
         H, nh = d['hidden_size'], d['num_attention_heads']
         nkv = d.get('num_key_value_heads') or nh
         if nh % nkv: raise ValueError(f"drafter config: num_attention_heads {nh} is not a multiple of num_key_value_heads {nkv}")
-        ntl, ids = d.get('num_target_layers'), dc.get('target_layer_ids')
+        ntl, ids = d.get('num_target_layers'), get('target_layer_ids')
         if ntl is not None and (not isinstance(ntl, int) or ntl < 1): raise ValueError(f"drafter config: num_target_layers must be a positive int, got {ntl!r}")
         if ids is None:
             if ntl is None: raise ValueError("drafter config: without dflash_config.target_layer_ids, num_target_layers is required (for the default ids)")
             ids = default_target_layer_ids(ntl, n)
-        theta = d.get('rope_theta', (d.get('rope_parameters') or {}).get('rope_theta', 10000.0))
+        theta = d.get('rope_theta') or (d.get('rope_parameters') or {}).get('rope_theta') or 10000.0
         return cls(hidden_size=H, intermediate_size=d['intermediate_size'], num_hidden_layers=d['num_hidden_layers'],
                    num_attention_heads=nh, num_key_value_heads=nkv, head_dim=d.get('head_dim') or H // nh,
                    vocab_size=d['vocab_size'], num_target_layers=ntl,

@@ -282,7 +282,9 @@ def generate_main(argv=None) -> int:
     tokenizer = AutoTokenizer.from_pretrained(args.target, trust_remote_code=args.trust_remote_code)
     target = load_sharded_target(args.target, device=device, dtype=dtype)
     drafter = load_drafter(args.drafter, target) if args.method != 'ar' else None
-    g = run_generate(args, target, drafter, tokenizer, out=sys.stdout if rank == 0 else io.StringIO())
+    if args.threads: torch.set_num_threads(args.threads)
+    quiet = rank != 0                                  # rank 0 writes the text and the summary
+    g = run_generate(args, target, drafter, tokenizer, out=io.StringIO() if quiet else sys.stdout, err=io.StringIO() if quiet else None)
     agree = ranks_agree(list(g.tokens))
     dist.destroy_process_group()
     if not agree:
