@@ -8,7 +8,7 @@ import sys, os, json, time, argparse, platform, shlex, subprocess, datetime, mat
 from pathlib import Path
 import torch
 from types import SimpleNamespace
-from .decode import generate, METHODS, STAGES
+from .decode import generate, METHODS, STAGES, cpu_threads
 
 # %% auto #0
 __all__ = ['DEFAULT_BUDGETS', 'STAGE_KEYS', 'DEFAULT_PROMPTS', 'OracleDrafter', 'CharTokenizer', 'tiny_pair', 'bench_configs',
@@ -293,22 +293,20 @@ def bench_main(argv=None, pair=None) -> int:
     if args.target and not args.drafter and set(args.methods) != {'ar'}: return err("--target needs --drafter (or --methods ar)")
     if args.n_prompts is not None and args.n_prompts < 1: return err(f"--n-prompts must be >= 1, got {args.n_prompts}")
     if args.threads is not None and args.threads < 1: return err(f"--threads must be >= 1, got {args.threads}")
-    threads = torch.get_num_threads()
     try:
         prompts_text = _read_prompts(args.prompts) if args.prompts else list(DEFAULT_PROMPTS)
         target, drafter, tokenizer = pair if pair is not None else _load_pair(args)
         dev = target.embed_tokens.weight.device
-        if args.threads or torch.device(dev).type == 'cpu': torch.set_num_threads(args.threads or 1)
         backends = args.backends or (('torch', 'cuda') if torch.device(dev).type == 'cuda' else ('torch',))
         if args.demo and not args.prompts:     # the demo pair knows Python source: its held-out files, not English prompts
             from ddtree_nb.demo import held_out_prompts
             ids = held_out_prompts(tokenizer, n=args.n_prompts or 4)
         else: ids = [tokenizer.encode(p, add_special_tokens=True) for p in prompts_text[:args.n_prompts]]
         cmd = 'ddtree bench ' + ' '.join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
-        res = run_bench(target, drafter, ids, methods=args.methods, budgets=args.budgets, temperatures=args.temperatures,
-                        backends=backends, max_new_tokens=args.max_new_tokens, seed=args.seed, progress=not args.no_progress, command=cmd.strip())
+        with cpu_threads(args.threads, dev):
+            res = run_bench(target, drafter, ids, methods=args.methods, budgets=args.budgets, temperatures=args.temperatures,
+                            backends=backends, max_new_tokens=args.max_new_tokens, seed=args.seed, progress=not args.no_progress, command=cmd.strip())
     except (ValueError, OSError, NotImplementedError) as e: return err(' '.join(str(e).split()))
-    finally: torch.set_num_threads(threads)      # a caller in the same process keeps its own setting
     if not any('skipped' not in r for r in res['runs']):
         return err("nothing ran: " + '; '.join(sorted({r['skipped'] for r in res['runs']})))
     pj, pm = write_results(res, args.out)

@@ -4,7 +4,7 @@
 
 # %% ../nbs/05_decode.ipynb #07433f9d
 from __future__ import annotations
-import sys, time, json, argparse
+import sys, time, json, argparse, contextlib
 from pathlib import Path
 from dataclasses import dataclass, field
 import torch
@@ -15,7 +15,7 @@ from .accept import Accepted, MAX_PATH, gumbel_keys, target_choice, _pack
 __all__ = ['STAGES', 'METHODS', 'DENSE_MAX_EXPERTS', 'chain_tree', 'root_tree', 'sample_token', 'TorchStages',
            'check_decode_params', 'check_generate_args', 'resolve_backend', 'Generation', 'Round', 'Decoder',
            'generate', 'moe_plan', 'CudaStages', 'TextStreamer', 'format_summary', 'keeps_experts_packed',
-           'load_target_for', 'run_generate', 'generate_main']
+           'load_target_for', 'run_generate', 'cpu_threads', 'generate_main']
 
 # %% ../nbs/05_decode.ipynb #3886d218
 def chain_tree(draft_logits: torch.Tensor, # [L, V] per-depth draft logits
@@ -409,7 +409,6 @@ class CudaStages(TorchStages):
     def setup(self, dec):
         "Allocate the round's buffers after the prefill (`dec`: the `Decoder`)."
         from ddtree_nb.tree import TreeBuffers
-        from ddtree_nb.accept import MAX_PATH
         from ddtree_nb.verify import DC, DR
         t, dev, i32 = dec.target, dec.device, torch.int32
         self.dec, self.L = dec, (dec.drafter.block_size - 1 if dec.use_drafter else 0)
@@ -575,7 +574,6 @@ def _generate_parser():
 
 def keeps_experts_packed(path, device, dtype) -> bool:
     "Whether `load_target_for` keeps `path`'s routed experts INT4-packed: an INT4 (pack-quantized) checkpoint, loaded in bf16 on a GPU."
-    from pathlib import Path
     from ddtree_nb.model import read_json
     cfg = Path(path) / 'config.json'
     if not cfg.is_file(): return False                  # load_target names what is missing
@@ -593,8 +591,7 @@ def load_target_for(path, device, dtype):
 def run_generate(args, target, drafter, tokenizer, out=None, stages=None, err=None) -> Generation:
     "The body of `ddtree generate` once the models are loaded: stream the text to `out` (or one JSON object), the summary to stderr."
     out = out or sys.stdout
-    prompt = args.prompt if args.prompt is not None else Path(args.prompt_file).read_text(encoding='utf-8')
-    ids = tokenizer.encode(prompt, add_special_tokens=True) if prompt else []
+    ids = tokenizer.encode(_read_prompt(args), add_special_tokens=True)
     eos = getattr(tokenizer, 'eos_token_id', None)
     stop = () if args.ignore_eos or eos is None else (eos,)
     dev = target.embed_tokens.weight.device
@@ -623,6 +620,14 @@ def _torch_device(s: str) -> torch.device:
     from ddtree_nb.model import check_device
     return check_device(d)                      # a CUDA device torch can't use here: said now
 
+@contextlib.contextmanager
+def cpu_threads(n: int|None, device):
+    "torch's CPU threads inside the block: `n`, or 1 when the models are on the CPU and `n` is None (the small demo models stall on shared cores); restored on exit."
+    old = torch.get_num_threads()
+    if n or torch.device(device).type == 'cpu': torch.set_num_threads(n or 1)
+    try: yield
+    finally: torch.set_num_threads(old)
+
 def _read_prompt(args) -> str:
     "The prompt text of `--prompt` or `--prompt-file`, refused here if empty (before any model loads)."
     if args.prompt is not None: text = args.prompt
@@ -639,8 +644,6 @@ def generate_main(argv=None) -> int:
         from ddtree_nb.demo import demo_pair_dir
         args.target, args.drafter = str(demo_pair_dir() / 'target'), args.drafter or str(demo_pair_dir() / 'drafter')
     if args.method != 'ar' and not args.drafter: return _error(f"--method {args.method} needs --drafter")
-    from pathlib import Path
-    threads = torch.get_num_threads()
     try:
         check_decode_params(args.method, args.budget, args.temperature, args.max_new_tokens)
         args.prompt, args.prompt_file = _read_prompt(args), None
@@ -651,15 +654,14 @@ def generate_main(argv=None) -> int:
         if args.threads is not None and args.threads < 1: raise ValueError(f"--threads must be >= 1, got {args.threads}")
         for flag, path in (('--target', args.target), ('--drafter', args.drafter if args.method != 'ar' else None)):
             if path is not None and not Path(path).is_dir(): raise ValueError(f"{flag} {path}: no such directory")
-        if args.threads or torch.device(device).type == 'cpu': torch.set_num_threads(args.threads or 1)   # restored below
         from ddtree_nb.model import load_tokenizer
         from ddtree_nb.drafter import load_drafter
         dtype = getattr(torch, args.dtype) if args.dtype else (torch.bfloat16 if torch.device(device).type == 'cuda' else torch.float32)
-        target = load_target_for(args.target, device, dtype)
-        tokenizer = load_tokenizer(args.target, trust_remote_code=args.trust_remote_code)
-        drafter = load_drafter(args.drafter, target) if args.method != 'ar' else None
-        run_generate(args, target, drafter, tokenizer)
+        with cpu_threads(args.threads, device):
+            target = load_target_for(args.target, device, dtype)
+            tokenizer = load_tokenizer(args.target, trust_remote_code=args.trust_remote_code)
+            drafter = load_drafter(args.drafter, target) if args.method != 'ar' else None
+            run_generate(args, target, drafter, tokenizer)
     except BrokenPipeError: raise                # `| head`: the CLI ends quietly (99_cli)
     except (ValueError, OSError, NotImplementedError) as e: return _error(e)
-    finally: torch.set_num_threads(threads)      # a caller in the same process keeps its own setting
     return 0

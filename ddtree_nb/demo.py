@@ -658,13 +658,12 @@ def format_table(rows: dict) -> str:
 def demo_main(argv=None, out=None) -> int:
     "Entry point of `ddtree demo`."
     a, out = _demo_parser().parse_args(argv), out or sys.stdout
-    device, threads = _pick_device(a.device), torch.get_num_threads()
+    device = _pick_device(a.device)
     for flag, v in (('--threads', a.threads), ('--prompts', a.prompts), ('--prompt-tokens', a.prompt_tokens), ('--max-new-tokens', a.max_new_tokens)):
         if v < 1: print(f"ddtree demo: error: {flag} must be >= 1, got {v}", file=sys.stderr); return 2
     if a.budget < 0: print(f"ddtree demo: error: --budget must be >= 0, got {a.budget}", file=sys.stderr); return 2
-    torch.set_num_threads(a.threads)
-    try: return _demo(a, device, out)
-    finally: torch.set_num_threads(threads)
+    from ddtree_nb.decode import cpu_threads
+    with cpu_threads(a.threads, device): return _demo(a, device, out)
 
 def _demo(a, device, out) -> int:
     "The demo proper, on `device`, with the parsed arguments `a`."
