@@ -197,15 +197,17 @@ def compact_ref(kv: torch.Tensor, prefix_len: torch.Tensor, accepted: Accepted, 
 # %% ../nbs/04_accept.ipynb #40a5afa9
 _CHAIN = 16
 _SIG = 'PiiqPPPidiPPPPPPPPiqiPPiP'
-_ws, _kernels = {}, {}
+_ws = {}
 
 def _workspace(device: torch.device):
-    "Per-device kernel workspace: grid size (one block per SM), pass partials, and the self-resetting grid barrier."
+    "Per-device kernel and workspace, made once: grid size (one block per SM), pass partials, the self-resetting grid barrier, the kernel."
+    from ddtree_nb.runtime import load_kernel
     key = device.index if device.index is not None else torch.cuda.current_device()
-    if key not in _ws:
+    if key not in _ws:      # loaded once per GPU: load_kernel's per-thread context lookup stays out of a captured round
         G = torch.cuda.get_device_properties(key).multi_processor_count
         _ws[key] = (G, torch.empty(2 * _CHAIN * G, dtype=torch.float64, device=device),
-                    torch.empty(2 * _CHAIN * G, dtype=torch.int32, device=device), torch.zeros(2, dtype=torch.int32, device=device))
+                    torch.empty(2 * _CHAIN * G, dtype=torch.int32, device=device), torch.zeros(2, dtype=torch.int32, device=device),
+                    load_kernel('tree_accept.cu', 'tree_accept', _SIG, device=key))
     return _ws[key]
 
 def _row_vec(t: torch.Tensor, name: str) -> int:
@@ -217,13 +219,9 @@ def _row_vec(t: torch.Tensor, name: str) -> int:
 
 def _launch(bufs, logits, temperature, keys, out: Accepted, kv=None, prefix_len=None, hidden=None, feats_out=None):
     "One `tree_accept` launch (no checks of values, no host sync); logits rows may be strided (`ld = logits.stride(0)`)."
-    from ddtree_nb.runtime import load_kernel
     dev = logits.device
     with torch.cuda.device(dev):   # PyCUDA loads modules and launches in the current context: make it the tensors' GPU
-        G, pv, pi, bar = _workspace(dev)
-        key = dev.index if dev.index is not None else torch.cuda.current_device()
-        if key not in _kernels: _kernels[key] = load_kernel('tree_accept.cu', 'tree_accept', _SIG, device=key)
-        k = _kernels[key]   # loaded once per GPU (load_kernel's per-thread context lookup stays out of a captured round)
+        G, pv, pi, bar, k = _workspace(dev)
         R, V = logits.shape
         sample = temperature > 0
         if kv is not None: nl, slots, rv = kv.shape[0], kv.shape[1], _row_vec(kv, 'kv')

@@ -258,9 +258,7 @@ def moe_w4a16(x: torch.Tensor, topk_idx: torch.Tensor, topk_w: torch.Tensor, exp
     out = torch.empty_like(x) if out is None else out
     ws = workspace_for(x.shape[0], topk_idx.shape[1], experts) if ws is None else ws
     _cuda_checks(x, topk_idx, topk_w, experts, out, ws)
-    if x.shape[0]:
-        with torch.cuda.device(x.device):   # PyCUDA loads and launches in the current context: make it the tensors' GPU
-            _moe_cuda(x, topk_idx, topk_w, experts, routed_scaling_factor, out, ws, version)
+    if x.shape[0]: _moe_cuda(x, topk_idx, topk_w, experts, routed_scaling_factor, out, ws, version)   # each launch runs on its kernel's GPU (Kernel.__call__)
     return out
 
 # %% ../nbs/03a_moe_w4a16.ipynb #f4561e5b

@@ -227,7 +227,8 @@ class Kernel:
         cur = torch.cuda.current_stream(self.device)
         same = cur.cuda_stream == es.torch.cuda_stream
         if not same: es.torch.wait_stream(cur)
-        self.fn.prepared_async_call(grid, block, es.pycuda, *vals, shared_size=int(shared))
+        with torch.cuda.device(self.device):   # PyCUDA launches in the current context: make it this kernel's GPU's
+            self.fn.prepared_async_call(grid, block, es.pycuda, *vals, shared_size=int(shared))
         if not same: cur.wait_stream(es.torch)
 
 # %% ../nbs/00a_runtime.ipynb #61049fb3
