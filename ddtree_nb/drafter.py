@@ -145,7 +145,7 @@ class DFlashAttention(nn.Module):
         g = self.nh // self.nkv
         qg = q.view(T, self.nkv, g, self.hd).permute(1, 2, 0, 3).reshape(self.nkv, g * T, self.hd)
         o = F.scaled_dot_product_attention(qg, k.transpose(0, 1), v.transpose(0, 1), scale=self.hd ** -0.5,
-                                           attn_mask=mask.repeat(g, 1) if mask is not None else None)
+                                           attn_mask=mask.expand(g, *mask.shape).reshape(g * T, -1) if mask is not None else None)   # a view for draft_static's row mask
         return self.o_proj(o.view(self.nkv, g, T, self.hd).permute(2, 0, 1, 3).reshape(T, self.nh * self.hd))
 
 class DFlashLayer(nn.Module):
@@ -171,7 +171,6 @@ class DrafterCache:
     @property
     def max_tokens(self) -> int: return self.k.shape[1]
     def reset(self): self.length = 0; self.dlength.zero_(); self.static = False
-    def sync_device_length(self): self.dlength.fill_(self.length)
 
 # %% ../nbs/05a_drafter.ipynb #40974906
 class Drafter(nn.Module):
@@ -290,8 +289,8 @@ class Drafter(nn.Module):
         n = cache.dlength.long()
         ids = torch.cat([root_token.reshape(1).long(), torch.full((B - 1,), self.mask_token_id, dtype=torch.long, device=dev)])
         h = self._lent[0](ids).to(dt)
-        cos, sin = rope_cos_sin(n + torch.arange(B, device=dev), c.head_dim, c.rope_theta, dt)
-        bslots = n + torch.arange(B, device=dev)            # the block's K/V go to scratch rows [n, n + B), dropped by the next draft
+        bslots = n + torch.arange(B, device=dev)            # the block's positions, and the scratch rows its K/V go to (dropped by the next draft)
+        cos, sin = rope_cos_sin(bslots, c.head_dim, c.rope_theta, dt)
         mask = (torch.arange(S, device=dev) < n + B).expand(B, S)
         for l, layer in enumerate(self.layers): h = layer(h, cache.k[l], cache.v[l], cos, sin, mask, bslots)
         return self._head(self.norm(h)[1:])

@@ -350,10 +350,10 @@ def fuzz_verify(seconds: float=5.0, seed: int=0, backend: str='ref', out_dir=Non
 
 # %% ../nbs/08_reliability.ipynb #a9b8c7d2
 class NoisyOracleDrafter:
-    "A stand-in drafter that proposes the target's greedy continuation of `prompt`, corrupted at random (seeded by `seed`)."
-    def __init__(self, target, prompt, n: int, block_size: int, target_layer_ids, seed: int, p_bad: float):
+    "A stand-in drafter that proposes `continuation` (the target's greedy one) after `prompt`, corrupted at random (seeded by `seed`)."
+    def __init__(self, target, prompt, continuation: list, block_size: int, target_layer_ids, seed: int, p_bad: float):
         self.block_size, self.target_layer_ids, self.p_bad = block_size, list(target_layer_ids), p_bad
-        self.seq = list(prompt) + _greedy(target, prompt, n)
+        self.seq = list(prompt) + list(continuation)
         self.V, self.g = target.config.vocab_size, torch.Generator().manual_seed(seed)
     def new_cache(self, n: int): return SimpleNamespace(length=0)
     def draft_static(self, cache, features, n_new, root):   # the device-resident round's call (host reads are fine here)
@@ -372,13 +372,9 @@ class NoisyOracleDrafter:
         return lg
 
 def _greedy(target, prompt, n: int) -> list:
-    "The target's greedy continuation: `n` tokens, one forward each (the oracle the drafter corrupts)."
-    cache, seq = target.new_cache(len(prompt) + n), list(prompt)
-    lg = target(torch.tensor(seq), torch.arange(len(seq)), cache, 0).logits[-1]
-    for _ in range(n):
-        seq.append(int(lg.argmax()))
-        lg = target(torch.tensor(seq[-1:]), torch.tensor([len(seq) - 1]), cache, len(seq) - 1).logits[-1]
-    return seq[len(prompt):]
+    "The target's greedy continuation of `n` tokens (plain AR: the reference the fuzz compares against, and the oracle the drafter corrupts)."
+    from ddtree_nb.decode import generate
+    return generate(target, None, prompt, method='ar', max_new_tokens=n).tokens
 
 def _generate_case(g) -> dict:
     V, L = _pick(g, [16, 40, 97]), _pick(g, [2, 3])
@@ -395,11 +391,12 @@ def _check_generate(c) -> str|None:
                       n_group=1, topk_group=1, max_position_embeddings=256)
     tgt = build_target(cfg, dtype=torch.float64, seed=c['model_seed'])
     N = c['max_new_tokens']
-    ar = generate(tgt, None, c['prompt'], method='ar', max_new_tokens=N).tokens
+    oracle = _greedy(tgt, c['prompt'], N + c['block_size'])   # one AR run: the first N are the reference, all of it the drafter's oracle
+    ar = oracle[:N]
     stop = (ar[c['stop'] * (len(ar) - 1) // 2],) if c['stop'] else ()          # none, the middle token or the last one
     if stop: ar = ar[:ar.index(stop[0]) + 1]
     for path, stages in (('torch', None), ('cuda faces', CudaStages(faces='torch'))):
-        d = NoisyOracleDrafter(tgt, c['prompt'], N + c['block_size'], c['block_size'], c['feat_layers'], c['drafter_seed'], c['p_bad'])
+        d = NoisyOracleDrafter(tgt, c['prompt'], oracle, c['block_size'], c['feat_layers'], c['drafter_seed'], c['p_bad'])
         got = generate(tgt, d, c['prompt'], method=c['method'], budget=c['budget'], max_new_tokens=N, stop_ids=stop, stages=stages)
         if got.tokens != ar: return f"{path}: {c['method']} B={c['budget']} gave {got.tokens}, AR {ar}"
         A = got.acceptance_lengths                                                   # a round emits A tokens; the last may be cut
