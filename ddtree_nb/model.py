@@ -14,10 +14,10 @@ from .reference import mla_tree_attention_ref, mla_softmax_scale, split_kv_b
 
 # %% auto #0
 __all__ = ['MODEL_TYPES', 'ATTN_BACKENDS', 'TargetConfig', 'config_from_dict', 'LatentCache', 'rope_inv_freq', 'apply_rope',
-           'RMSNorm', 'MLP', 'Router', 'MoE', 'static_tree_attention', 'attention_fn', 'MLAttention', 'DecoderLayer',
-           'TargetOutput', 'TargetModel', 'tiny_config', 'kimi_config', 'build_target', 'pack_int4', 'unpack_int4',
-           'dequant_int4', 'quantize_int4', 'dequant_fp8_block', 'quantize_fp8_block', 'save_target', 'read_json',
-           'check_device', 'load_target', 'load_tokenizer']
+           'RMSNorm', 'MLP', 'Router', 'MoE', 'static_tree_visible', 'static_tree_attention', 'attention_fn',
+           'MLAttention', 'DecoderLayer', 'TargetOutput', 'TargetModel', 'tiny_config', 'kimi_config', 'build_target',
+           'pack_int4', 'unpack_int4', 'dequant_int4', 'quantize_int4', 'dequant_fp8_block', 'quantize_fp8_block',
+           'save_target', 'read_json', 'check_device', 'load_target', 'load_tokenizer']
 
 # %% ../nbs/01a_target_model.ipynb #5866f664
 MODEL_TYPES = ('deepseek_v3', 'kimi_k2', 'kimi_k25')
@@ -212,16 +212,24 @@ class MoE(nn.Module):
 # %% ../nbs/01a_target_model.ipynb #2614c3c4
 ATTN_BACKENDS = ('torch', 'cuda')
 
+def static_tree_visible(prefix_len: torch.Tensor, # int [1] on the cache's device: P
+                        visibility: torch.Tensor, # [T, T] bool
+                        S: int) -> torch.Tensor:  # cache slots
+    "`[T, S]` bool: query i sees slot s iff s < P or s = P + j with j visible from i (device ops only: no host read)."
+    T = visibility.shape[0]
+    rel = torch.arange(S, device=visibility.device) - prefix_len.long()           # slot - P
+    return (visibility[:, rel.clamp(0, T - 1)] & ((rel >= 0) & (rel < T))) | (rel < 0)
+
 def static_tree_attention(q_latent: torch.Tensor, # [T, H, Dc]
                           q_pe: torch.Tensor,     # [T, H, Dr]
                           kv: torch.Tensor,       # [S, Dc+Dr] one cache layer
                           prefix_len: torch.Tensor, # int [1] on kv's device: P
                           visibility: torch.Tensor, # [T, T] bool
-                          scale: float) -> torch.Tensor:
+                          scale: float,
+                          see: torch.Tensor|None=None) -> torch.Tensor:  # `static_tree_visible(prefix_len, visibility, S)`, when the caller has it
     "Tree attention over all `S` cache slots, masked to `[0, P)` and the visible tree slots: `P` stays on the device (no host read, static shapes)."
-    T, Dc = q_latent.shape[0], q_latent.shape[-1]
-    rel = torch.arange(kv.shape[0], device=kv.device) - prefix_len.long()          # slot - P
-    see = (visibility[:, rel.clamp(0, T - 1)] & ((rel >= 0) & (rel < T))) | (rel < 0)  # [T, S]
+    Dc = q_latent.shape[-1]
+    if see is None: see = static_tree_visible(prefix_len, visibility, kv.shape[0])
     f = torch.promote_types(q_latent.dtype, torch.float32)
     c = kv[:, :Dc].to(f)
     s = (torch.einsum('thc,sc->ths', q_latent.to(f), c) + torch.einsum('thr,sr->ths', q_pe.to(f), kv[:, Dc:].to(f))) * scale
@@ -236,8 +244,12 @@ def attention_fn(backend: str,
         if packed:
             from ddtree_nb.verify import bits_to_vis
             visibility = bits_to_vis(visibility, visibility.shape[0])
+        see = {}            # one forward's mask, built by its first layer and shared by the rest (same P, visibility and S)
         def _torch(q_latent, q_pe, kv, prefix_len, scale):
-            if isinstance(prefix_len, torch.Tensor): return static_tree_attention(q_latent, q_pe, kv, prefix_len, visibility, scale)
+            if isinstance(prefix_len, torch.Tensor):
+                S = kv.shape[0]
+                if S not in see: see[S] = static_tree_visible(prefix_len, visibility, S)
+                return static_tree_attention(q_latent, q_pe, kv, prefix_len, visibility, scale, see[S])
             Dc = q_latent.shape[-1]
             return mla_tree_attention_ref(q_latent, q_pe, kv[:, :Dc], kv[:, Dc:], prefix_len, visibility, scale)[0]
         return _torch
