@@ -103,7 +103,7 @@ def bench_run(target, drafter, prompt_ids, method: str, budget: int, temperature
                  max_new_tokens=max_new_tokens, stop_ids=stop_ids, backend=backend, generator=gen)
     st = {k: 0.0 for k in STAGE_KEYS} | dict(g.stage_times)
     decode = max(g.wall_s - st.get('prefill', 0.0), 0.0)
-    st['other'] = max(decode - sum(st.get(k, 0.0) for k in STAGE_KEYS[:-1]), 0.0)
+    st['other'] = max(decode - sum(st[k] for k in STAGE_KEYS[:-1]), 0.0)
     return dict(rec, tokens=list(g.tokens), n_tokens=len(g.tokens), rounds=len(g.acceptance_lengths),
                 acceptance_lengths=list(g.acceptance_lengths), stage_times=st, wall_s=g.wall_s, decode_s=decode)
 

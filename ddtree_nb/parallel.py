@@ -271,20 +271,21 @@ def check_main(argv=None) -> int:
 
 def generate_main(argv=None) -> int:
     "`generate`: `ddtree generate` with the target sharded over the torchrun ranks; rank 0 writes the output."
-    from ddtree_nb.decode import _generate_parser, run_generate
+    from ddtree_nb.decode import _generate_parser, run_generate, cpu_threads
     from ddtree_nb.drafter import load_drafter
     args = _generate_parser().parse_args(argv)
     if args.method != 'ar' and not args.drafter:
         print(f"generate: error: --method {args.method} needs --drafter", file=sys.stderr); return 2
+    if args.threads is not None and args.threads < 1: print(f"generate: error: --threads must be >= 1, got {args.threads}", file=sys.stderr); return 2
     rank, world, device = init_distributed()
     from transformers import AutoTokenizer
     dtype = getattr(torch, args.dtype) if args.dtype else (torch.bfloat16 if device.type == 'cuda' else torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(args.target, trust_remote_code=args.trust_remote_code)
     target = load_sharded_target(args.target, device=device, dtype=dtype)
     drafter = load_drafter(args.drafter, target) if args.method != 'ar' else None
-    if args.threads: torch.set_num_threads(args.threads)
     quiet = rank != 0                                  # rank 0 writes the text and the summary
-    g = run_generate(args, target, drafter, tokenizer, out=io.StringIO() if quiet else sys.stdout, err=io.StringIO() if quiet else None)
+    with cpu_threads(args.threads, device):
+        g = run_generate(args, target, drafter, tokenizer, out=io.StringIO() if quiet else sys.stdout, err=io.StringIO() if quiet else None)
     agree = ranks_agree(list(g.tokens))
     dist.destroy_process_group()
     if not agree:
