@@ -405,31 +405,32 @@ class TargetModel(nn.Module):
         return TargetOutput(self.lm_head(x).float(), hidden)
 
 # %% ../nbs/01a_target_model.ipynb #02f05b7e
+# what every DeepSeek-V3-architecture config here shares: sigmoid top-k routing with a correction bias, one shared expert,
+# a dense first layer, interleaved RoPE, SiLU, separate lm_head (YaRN parameters differ: `_yarn`)
+def _dsv3() -> dict:    # a fresh dict (and list) per config
+    return dict(architectures=['DeepseekV3ForCausalLM'], n_shared_experts=1, first_k_dense_replace=1, norm_topk_prob=True,
+                scoring_func='sigmoid', topk_method='noaux_tc', hidden_act='silu', rms_norm_eps=1e-6, rope_interleave=True,
+                tie_word_embeddings=False)
+
+def _yarn(factor: float, original: int, beta_fast: float, beta_slow: float) -> dict:
+    return dict(type='yarn', factor=factor, original_max_position_embeddings=original, beta_fast=beta_fast, beta_slow=beta_slow,
+                mscale=1.0, mscale_all_dim=1.0)
+
 def tiny_config(**kw) -> dict:
     "A tiny DeepSeek-V3 config dict (hub style, YaRN on) for tests; override any field."
-    d = dict(model_type='deepseek_v3', architectures=['DeepseekV3ForCausalLM'], vocab_size=96, hidden_size=64,
-             intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=4,
-             q_lora_rank=24, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
-             n_routed_experts=8, n_shared_experts=1, num_experts_per_tok=2, n_group=4, topk_group=2, first_k_dense_replace=1,
-             norm_topk_prob=True, routed_scaling_factor=2.5, scoring_func='sigmoid', topk_method='noaux_tc', hidden_act='silu',
-             rms_norm_eps=1e-6, max_position_embeddings=512, rope_theta=10000.0, rope_interleave=True, tie_word_embeddings=False,
-             rope_scaling=dict(type='yarn', factor=4.0, original_max_position_embeddings=128, beta_fast=32, beta_slow=1,
-                               mscale=1.0, mscale_all_dim=1.0))
-    d.update(kw)
-    return d
+    return {**_dsv3(), **dict(model_type='deepseek_v3', vocab_size=96, hidden_size=64, intermediate_size=96, moe_intermediate_size=32,
+                            num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=4, q_lora_rank=24, kv_lora_rank=32,
+                            qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, n_routed_experts=8, num_experts_per_tok=2,
+                            n_group=4, topk_group=2, routed_scaling_factor=2.5, max_position_embeddings=512, rope_theta=10000.0,
+                            rope_scaling=_yarn(4.0, 128, 32, 1)), **kw}
 
 def kimi_config(**kw) -> dict:
     "The Kimi K2 text model's config dict (K2-Instruct-0905 / K2.6 widths, 61 layers, 256k YaRN context); override any field (e.g. `num_hidden_layers` for a slice)."
-    d = dict(model_type='kimi_k2', architectures=['DeepseekV3ForCausalLM'], vocab_size=163840, hidden_size=7168,
-             intermediate_size=18432, moe_intermediate_size=2048, num_hidden_layers=61, num_attention_heads=64, num_key_value_heads=64,
-             q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
-             n_routed_experts=384, n_shared_experts=1, num_experts_per_tok=8, n_group=1, topk_group=1, first_k_dense_replace=1,
-             norm_topk_prob=True, routed_scaling_factor=2.827, scoring_func='sigmoid', topk_method='noaux_tc', hidden_act='silu',
-             rms_norm_eps=1e-6, max_position_embeddings=262144, rope_theta=50000.0, rope_interleave=True, tie_word_embeddings=False,
-             rope_scaling=dict(type='yarn', factor=64.0, original_max_position_embeddings=4096, beta_fast=1.0, beta_slow=1.0,
-                               mscale=1.0, mscale_all_dim=1.0))
-    d.update(kw)
-    return d
+    return {**_dsv3(), **dict(model_type='kimi_k2', vocab_size=163840, hidden_size=7168, intermediate_size=18432, moe_intermediate_size=2048,
+                            num_hidden_layers=61, num_attention_heads=64, num_key_value_heads=64, q_lora_rank=1536, kv_lora_rank=512,
+                            qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128, n_routed_experts=384, num_experts_per_tok=8,
+                            n_group=1, topk_group=1, routed_scaling_factor=2.827, max_position_embeddings=262144, rope_theta=50000.0,
+                            rope_scaling=_yarn(64.0, 4096, 1.0, 1.0)), **kw}
 
 def build_target(config: TargetConfig|dict, dtype=torch.float32, device='cpu', seed: int=0, std: float=0.05) -> TargetModel:
     "A randomly initialised `TargetModel` (weights ~ N(0, std), norms ~ 1 + N(0, 0.1), non-zero routing bias)."
