@@ -1,16 +1,20 @@
-"""Benchmark the GPU draft-tree builder against the reference path (nbs/02_tree_builder.ipynb, issue 4).
+"""Benchmark the GPU draft-tree builder: the shipped version beside the previous one (v2, kernels/dev/tree_build_v2.cu)
+and the reference path, in one run (nbs/02_tree_builder.ipynb, issue 18).
 
-    python benchmarks/bench_tree.py [--iters 300] [--out results.md]
+    python benchmarks/bench_tree.py [--iters 300] [--out results.md] [--commit abc1234]
 
-L=15, V=163840, bf16 logits, B in {16, 64, 256, 1024}, two logit scales (randn*1: flat, randn*4: peaked).
-Kernel times: CUDA events around each call, median; eager (4 launches from Python), one CUDA-graph replay, phase 1
-(3 kernels) and phase 2 (1 kernel) alone as graphs, and phase 2 v1 (single-thread heap) as a graph.
-Reference path (same run): torch.topk + logsumexp on the GPU, copy to host, heapq, visibility on the host.
+L=15, V=163840, bf16 logits randn*scale, B in {16, 64, 256, 1024}. Every tree is checked against `build_tree_ref` first.
+Times are CUDA-event medians of CUDA-graph replays: the whole builder, phase 1 (per-depth top-k + log-sum-exp) alone
+and phase 2 (`tb_tree`) alone. The stage columns split the shipped `tb_tree` by its own clock64 stamps (stats[4..11]).
+Reference path: torch.topk + logsumexp on the GPU, copy to host, heapq and ancestor mask on the host (wall clock).
 """
 import argparse, datetime, statistics, subprocess, time
 import torch
-from ddtree_nb.tree import TreeBuffers, fill_tree, _launch_rows, _launch_tree, _heap_tree, build_tree_ref, check_same_tree
-from ddtree_nb.runtime import engine_stream
+from ddtree_nb.tree import (TreeBuffers, fill_tree, launch_rows, launch_tree, build_tree_ref, check_same_tree,
+                            tree_from_ranked, CHUNK, KMAX, UCAP)
+from ddtree_nb.runtime import engine_stream, load_kernel
+
+STAGES = ['lists', 'tau', 'bfs', 'select', 'rank', 'index', 'emit', 'links']
 
 def ref_path(x, B):
     "torch.topk + logsumexp on the GPU, copy to host, heapq and ancestor mask on the host."
@@ -18,7 +22,36 @@ def ref_path(x, B):
     lse = torch.logsumexp(xf, -1, keepdim=True)
     v, i = torch.topk(xf, min(B, x.shape[1]), -1)
     lq, ii = (v - lse).double().cpu(), i.cpu()
-    return _heap_tree([(a.tolist(), b.tolist()) for a, b in zip(lq, ii)], x.shape[0], B)
+    return tree_from_ranked([(a.tolist(), b.tolist()) for a, b in zip(lq, ii)], x.shape[0], B)
+
+class OldBuilder:
+    "v2 (kernels/dev/tree_build_v2.cu): three phase-1 launches and the bitonic-sorting tb_tree, on the same buffers."
+    def __init__(self, dtype):
+        import pycuda.driver as drv
+        src, sfx = 'dev/tree_build_v2.cu', {torch.bfloat16: 'bf16', torch.float32: 'f32'}[dtype]
+        self.hist = load_kernel(src, f'tb_hist_{sfx}', 'PiiPPPPP')
+        self.collect = load_kernel(src, f'tb_collect_{sfx}', 'PiPP')
+        self.rowsort = load_kernel(src, f'tb_rowsort_{sfx}', 'PiPPPPPP')
+        self.tree = load_kernel(src, 'tb_tree', 'PPPiiiiiii' + 'P' * 20)
+        optin = drv.Context.get_device().get_attribute(drv.device_attribute.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+        self.limit = optin - self.tree.fn.get_attribute(drv.function_attribute.SHARED_SIZE_BYTES)
+        self.tree.set_max_dynamic_shared(self.limit)
+    def rows(self, buf, x, B):
+        (L, V), w, C = x.shape, buf.ws, (x.shape[1] + CHUNK - 1) // CHUNK
+        self.hist(x, V, min(B, V), w['hist'], w['stat'], w['row_done'], w['rowinfo'], w['rowlse'], grid=(C, L), block=256)
+        self.collect(x, V, w['rowinfo'], w['cand'], grid=(C, L), block=256)
+        self.rowsort(x, V, w['rowinfo'], w['rowlse'], w['cand'], w['lq'], w['ltok'], w['kd'], grid=L, block=1024)
+    def tb_tree(self, buf, x, B):
+        (L, V), w, k = x.shape, buf.ws, min(B, x.shape[1])
+        nb, flags = 4 * (KMAX + 1) * 4 + UCAP * 4, 0
+        if nb + L * k * 8 <= self.limit: nb, flags = nb + L * k * 8, 1
+        if nb + UCAP * 8 <= self.limit: nb, flags = nb + UCAP * 8, flags | 2
+        self.tree(w['lq'], w['ltok'], w['kd'], L, B, buf.max_budget, buf.W, 0, k, flags, buf.root_token,
+                  w['u_score'], w['u_par'], w['u_rank'], w['u_depth'], w['slot_idx'],
+                  w['h_score'], w['h_par'], w['h_rank'], w['h_depth'], w['h_prev'], w['stats'],
+                  buf.n_nodes, buf.tokens, buf.depths, buf.parents, buf.first_child, buf.next_sibling, buf.vis_bits, buf.scores,
+                  grid=1, block=1024, shared=nb)
+    def __call__(self, buf, x, B): self.rows(buf, x, B); self.tb_tree(buf, x, B)
 
 def events_median(fn, iters, stream):
     ts = []
@@ -28,11 +61,19 @@ def events_median(fn, iters, stream):
         b.synchronize(); ts.append(a.elapsed_time(b) * 1e3)
     return statistics.median(ts)
 
-def graph_of(fn, stream):
+def graph_time(fn, stream, iters):
     fn(); stream.synchronize()
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g, stream=stream): fn()
-    return g
+    return events_median(g.replay, iters, stream)
+
+def stages(buf, clock_mhz):
+    "tb_tree's stage times (µs) from its clock64 stamps; '-' for a stage the run skipped."
+    cyc, prev, out = buf.ws['stats'][4:12].tolist(), 0, []
+    for v in cyc:
+        if v < 0: out.append('-'); continue
+        out.append(f"{(v - prev) / clock_mhz:.1f}"); prev = v
+    return out
 
 def main():
     ap = argparse.ArgumentParser()
@@ -40,42 +81,41 @@ def main():
     ap.add_argument('--out', default=None)
     ap.add_argument('--commit', default=None, help='commit to record (default: git rev-parse HEAD)')
     a = ap.parse_args()
+    import pycuda.driver as drv
     es = engine_stream(); s = es.torch
+    clock = drv.Context.get_device().get_attribute(drv.device_attribute.CLOCK_RATE) / 1e3
     L, V = 15, 163840
     rows = []
     with es:
+        old = OldBuilder(torch.bfloat16)
         for scale in (1.0, 4.0):
             x = (torch.randn(L, V, device='cuda', generator=torch.Generator('cuda').manual_seed(0)) * scale).bfloat16()
             for B in (16, 64, 256, 1024):
-                buf = TreeBuffers(B)
+                buf, want = TreeBuffers(B), build_tree_ref(x, B)
+                old(buf, x, B); s.synchronize()
+                check_same_tree(buf.to_draft_tree(), want, x.float())
+                t_old = graph_time(lambda: old(buf, x, B), s, a.iters)
+                p1_old = graph_time(lambda: old.rows(buf, x, B), s, a.iters)
+                p2_old = graph_time(lambda: old.tb_tree(buf, x, B), s, a.iters)
                 fill_tree(buf, x, B); s.synchronize()
-                check_same_tree(buf.to_draft_tree(), build_tree_ref(x, B), x.float())
-                path = buf.ws['stats'][:3].tolist()
-                eager = events_median(lambda: fill_tree(buf, x, B), a.iters, s)
-                g_all = graph_of(lambda: fill_tree(buf, x, B), s)
-                graph = events_median(g_all.replay, a.iters, s)
-                g1 = graph_of(lambda: _launch_rows(buf, x, B), s)
-                p1 = events_median(g1.replay, a.iters, s)
-                g2 = graph_of(lambda: _launch_tree(buf, x.dtype, L, V, B), s)
-                p2 = events_median(g2.replay, a.iters, s)
-                g3 = graph_of(lambda: _launch_tree(buf, x.dtype, L, V, B, force_heap=True), s)
-                heap = events_median(g3.replay, max(20, a.iters // 10), s)
+                check_same_tree(buf.to_draft_tree(), want, x.float())
+                path, st = buf.ws['stats'][:3].tolist(), stages(buf, clock)
+                t_new = graph_time(lambda: fill_tree(buf, x, B), s, a.iters)
+                p1 = graph_time(lambda: launch_rows(buf, x, B), s, a.iters)
+                p2 = graph_time(lambda: launch_tree(buf, x.dtype, L, V, B), s, a.iters)
                 ts = []
                 for _ in range(15):
                     s.synchronize(); t0 = time.perf_counter(); ref_path(x, B); ts.append((time.perf_counter() - t0) * 1e6)
                 ref = statistics.median(ts)
-                def tk():
-                    xf = x.float(); torch.logsumexp(xf, -1); torch.topk(xf, B, -1)
-                topk = events_median(tk, 50, s)
-                rows.append((scale, B, graph, eager, p1, p2, heap, topk, ref, path))
+                rows.append((scale, B, t_old, t_new, p1_old, p1, p2_old, p2, st, ref, path))
                 print(rows[-1], flush=True)
     commit = a.commit or subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()
-    out = [f"date {datetime.date.today()}, GPU {torch.cuda.get_device_name()}, commit {commit}, torch {torch.__version__}",
+    out = [f"date {datetime.date.today()}, GPU {torch.cuda.get_device_name()}, commit {commit}, torch {torch.__version__}, SM clock attribute {clock:.0f} MHz",
            f"command: python benchmarks/bench_tree.py --iters {a.iters}", "",
-           "| logits | B | graph replay µs | eager µs | phase 1 µs | phase 2 v2 µs | phase 2 v1 heap µs | topk+lse µs | reference path µs | speed-up (ref/graph) | phase-2 path |",
+           "| logits | B | v2 graph µs | **v3 graph µs** | v2/v3 | phase 1 v2 → v3 µs | phase 2 v2 → v3 µs | v3 tb_tree stages µs (" + ' / '.join(STAGES) + ") | reference path µs | ref/v3 | phase-2 path |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for sc, B, g, e, p1, p2, h, tk, r, path in rows:
-        out.append(f"| randn*{sc:g} | {B} | {g:.1f} | {e:.1f} | {p1:.1f} | {p2:.1f} | {h:.1f} | {tk:.1f} | {r:.0f} | {r / g:.0f}x | {path} |")
+    for sc, B, to, tn, p1o, p1, p2o, p2, st, r, path in rows:
+        out.append(f"| randn*{sc:g} | {B} | {to:.1f} | **{tn:.1f}** | {to / tn:.1f}x | {p1o:.1f} → {p1:.1f} | {p2o:.1f} → {p2:.1f} | {' / '.join(st)} | {r:.0f} | {r / tn:.0f}x | {path} |")
     text = '\n'.join(out)
     print(text)
     if a.out: open(a.out, 'w').write(text + '\n')

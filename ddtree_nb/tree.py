@@ -10,9 +10,10 @@ import torch
 from .reference import ancestor_mask
 
 # %% auto #0
-__all__ = ['MAX_DEPTH', 'MAX_VOCAB', 'MAX_BUDGET', 'UCAP', 'SORTCAP', 'KMAX', 'NBINS', 'CAND', 'CHUNK', 'DraftTree',
-           'check_draft_inputs', 'build_tree_ref', 'tree_paths', 'path_scores', 'check_same_tree', 'threshold_tree_sim',
-           'TreeBuffers', 'check_tree_buffers', 'fill_tree', 'build_tree']
+__all__ = ['MAX_DEPTH', 'MAX_VOCAB', 'MAX_BUDGET', 'UCAP', 'SORTCAP', 'KMAX', 'NBINS', 'CAND', 'CHUNK', 'ROW_E', 'CLUSTER',
+           'ROW_THREADS', 'DraftTree', 'check_draft_inputs', 'tree_from_ranked', 'build_tree_ref', 'tree_paths',
+           'path_scores', 'check_same_tree', 'threshold_tree_sim', 'TreeBuffers', 'check_tree_buffers', 'launch_rows',
+           'launch_tree', 'fill_tree', 'build_tree']
 
 # %% ../nbs/02_tree_builder.ipynb #7db52c54
 @dataclass
@@ -66,7 +67,7 @@ def _ranked(draft_logits: torch.Tensor, k: int):
         out.append((v[:k].tolist(), idx[o[:k]].tolist()))
     return out
 
-def _heap_tree(ranked, L: int, budget: int) -> DraftTree:
+def tree_from_ranked(ranked, L: int, budget: int) -> DraftTree:
     "The best-first heap over per-depth ranked lists `[(logq list, token list)] * L` (descending)."
     tokens, depths, parents, scores = [], [], [-1], []
     node_of = {(): 0}                                        # rank tuple -> node index
@@ -90,7 +91,7 @@ def build_tree_ref(draft_logits: torch.Tensor, budget: int) -> DraftTree:
     check_draft_inputs(draft_logits, budget)
     L, V = draft_logits.shape
     ranked = _ranked(draft_logits, min(budget, V)) if budget else [([], [])] * L
-    return _heap_tree(ranked, L, budget)
+    return tree_from_ranked(ranked, L, budget)
 
 # %% ../nbs/02_tree_builder.ipynb #0814161d
 def tree_paths(t: DraftTree) -> list[tuple]:
@@ -157,7 +158,7 @@ def threshold_tree_sim(draft_logits: torch.Tensor, budget: int, ucap: int=UCAP, 
     lists = [np.array(v, dtype=np.float64) for v, _ in ranked]
     kd = [len(x) for x in lists]
     Leff = next((d for d in range(L) if kd[d] == 0), L) if budget else 0
-    if Leff == 0: return _heap_tree(ranked, L, 0), 'empty'
+    if Leff == 0: return tree_from_ranked(ranked, L, 0), 'empty'
     chain = [0.0]
     for d in range(Leff): chain.append(chain[-1] + lists[d][0])
     # 1. comb lower bound
@@ -187,13 +188,17 @@ def threshold_tree_sim(draft_logits: torch.Tensor, budget: int, ucap: int=UCAP, 
         t2 = sorted(sc, reverse=True)[budget - 1]
         if not t2 > tau: break
         tau = t2
-    if over: return _heap_tree(ranked, L, budget), 'heap'
-    # 4. select + sort
+    if over: return tree_from_ranked(ranked, L, budget), 'heap'
+    # 4. the B best of U: a 2048-bin histogram of the scores over [tau, best] finds the B-th best's bin; every prefix
+    # at or above that bin is ranked by (score desc, rank tuple) -- the kernel counts the better ones, here a sort
     cand = list(range(len(sc)))
-    if len(cand) > sortcap:
-        tb = sorted(sc, reverse=True)[budget - 1]
-        cand = [j for j in cand if sc[j] >= tb]
-        if len(cand) > sortcap: return _heap_tree(ranked, L, budget), 'heap'
+    if len(cand) > budget:
+        lo = tau if tau > -np.inf else min(sc)
+        scale = 2047.0 / (chain[1] - lo) if chain[1] > lo else 0.0
+        binof = lambda s: min(2047, int((s - lo) * scale))
+        bstar = binof(sorted(sc, reverse=True)[budget - 1])
+        cand = [j for j in cand if binof(sc[j]) >= bstar]
+        if len(cand) > sortcap: return tree_from_ranked(ranked, L, budget), 'heap'
     cand.sort(key=lambda j: (-sc[j], _lex_key(j, par, rank)))
     top = cand[:budget]
     idx = {s: i + 1 for i, s in enumerate(top)}
@@ -221,12 +226,12 @@ class TreeBuffers:
         self.scores = torch.zeros(n, dtype=torch.float64, device=self.device)
         f64 = lambda *s: torch.zeros(s, dtype=torch.float64, device=self.device)
         self.ws = dict(hist=i32(MAX_DEPTH * NBINS), stat=torch.zeros(MAX_DEPTH * 64 * 2, device=self.device),
-                       row_done=i32(MAX_DEPTH), rowinfo=i32(MAX_DEPTH * 8), rowlse=f64(MAX_DEPTH),
+                       row_done=i32(MAX_DEPTH), rowinfo=i32(MAX_DEPTH * 8), rowlse=f64(MAX_DEPTH * 2),
                        cand=torch.zeros(MAX_DEPTH * CAND, dtype=torch.int64, device=self.device),
                        lq=f64(MAX_DEPTH * KMAX), ltok=i32(MAX_DEPTH * KMAX), kd=i32(MAX_DEPTH),
                        u_score=f64(UCAP), u_par=i32(UCAP), u_rank=i32(UCAP), u_depth=i32(UCAP), slot_idx=i32(UCAP),
                        h_score=f64(n + 1), h_par=i32(n + 1), h_rank=i32(n + 1), h_depth=i32(n + 1), h_prev=i32(n + 1),
-                       stats=i32(4))
+                       stats=i32(16))
 
     def to_draft_tree(self) -> DraftTree:
         "Read the tree back to the host (a sync: for tests and APIs, not the decode loop)."
@@ -275,9 +280,11 @@ def check_tree_buffers(buf: TreeBuffers):
     assert all(p == -1 for p in par[n + 1:]) and par[0] == -1
 
 # %% ../nbs/02_tree_builder.ipynb #8764f7b3
+ROW_E, CLUSTER, ROW_THREADS = (8, 16, 24, 32), 8, 1024   # phase 1 v3: logits per thread, blocks per row, threads per block
+
 _kcache = {}
 def _tree_kernels(dtype):
-    "The four kernels for logits of `dtype` on the current device (loaded once), and tb_tree's dynamic shared-memory limit."
+    "The kernels for logits of `dtype` on the current device (loaded once) and tb_tree's dynamic shared-memory limit; `rows` (v3) on sm_90+ only."
     from ddtree_nb.runtime import load_kernel
     key = (dtype, torch.cuda.current_device())
     if key not in _kcache:
@@ -287,8 +294,10 @@ def _tree_kernels(dtype):
         optin = drv.Context.get_device().get_attribute(drv.device_attribute.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
         limit = optin - tree.fn.get_attribute(drv.function_attribute.SHARED_SIZE_BYTES)
         tree.set_max_dynamic_shared(limit)
-        _kcache[key] = (load_kernel('tree_build.cu', f'tb_hist_{sfx}', 'PiiPPPPP'), load_kernel('tree_build.cu', f'tb_collect_{sfx}', 'PiPP'),
-                        load_kernel('tree_build.cu', f'tb_rowsort_{sfx}', 'PiPPPPPP'), tree, limit)
+        cluster = torch.cuda.get_device_capability() >= (9, 0)
+        _kcache[key] = dict(hist=load_kernel('tree_build.cu', f'tb_hist_{sfx}', 'PiiPPPPP'), collect=load_kernel('tree_build.cu', f'tb_collect_{sfx}', 'PiPP'),
+                            rowsort=load_kernel('tree_build.cu', f'tb_rowsort_{sfx}', 'PiPPPPPP'), tree=tree, limit=limit,
+                            rows={E: load_kernel('tree_build.cu', f'tb_rows_{sfx}_e{E}', 'PiiiPPPP') for E in ROW_E} if cluster else {})
     return _kcache[key]
 
 _TREE_SMEM = 4 * (KMAX + 1) * 4 + UCAP * 4
@@ -310,21 +319,31 @@ def _check_fill(buf, draft_logits, budget, root_token, validate):
     if root_token is not None and (root_token.dtype != torch.int32 or root_token.numel() != 1 or root_token.device != draft_logits.device):
         raise ValueError(f"root_token must be an int32 tensor of one element on {draft_logits.device}, got {root_token.dtype} {tuple(root_token.shape)} on {root_token.device}")
 
-def _launch_rows(buf, draft_logits, budget):
-    "Phase 1: per-depth sorted top-k log q and tokens into the workspace (3 launches)."
-    hist, collect, rowsort = _tree_kernels(draft_logits.dtype)[:3]
+def launch_rows(buf, draft_logits, budget, version: str|None=None):
+    "Phase 1: per-depth sorted top-k log q and tokens into the workspace: 'v3' one cluster launch (sm_90+, the default there), 'v2' three launches."
+    if version not in (None, 'v2', 'v3'): raise ValueError(f"phase1 must be None, 'v2' or 'v3', got {version!r}")
+    ks = _tree_kernels(draft_logits.dtype)
+    if version == 'v3' and not ks['rows']: raise ValueError("phase1='v3' needs thread-block clusters (sm_90 or newer)")
     L, V = draft_logits.shape
-    w, C = buf.ws, (V + CHUNK - 1) // CHUNK
-    hist(draft_logits, V, min(budget, V), w['hist'], w['stat'], w['row_done'], w['rowinfo'], w['rowlse'], grid=(C, L), block=256)
-    collect(draft_logits, V, w['rowinfo'], w['cand'], grid=(C, L), block=256)
-    rowsort(draft_logits, V, w['rowinfo'], w['rowlse'], w['cand'], w['lq'], w['ltok'], w['kd'], grid=L, block=1024)
-
-def _launch_tree(buf, dtype, L, V, budget, root_token=None, force_heap=False):
-    "Phase 2: the tree from the per-depth lists into the output buffers (1 launch)."
-    *_, tree, limit = _tree_kernels(dtype)
     w, k = buf.ws, min(budget, V)
-    nb, flags = _tree_smem(L, k, limit)
-    tree(w['lq'], w['ltok'], w['kd'], L, budget, buf.max_budget, buf.W, int(force_heap), k, flags,
+    version = version or ('v3' if ks['rows'] else 'v2')
+    if version == 'v3':
+        E = next(e for e in ROW_E if CLUSTER * ROW_THREADS * e >= V)
+        per = 16 // draft_logits.element_size()   # logits per 16-byte load
+        vec = int(draft_logits.data_ptr() % 16 == 0 and V % per == 0)
+        ks['rows'][E](draft_logits, V, k, vec, w['rowlse'], w['lq'], w['ltok'], w['kd'], grid=(CLUSTER, L), block=ROW_THREADS)
+        return
+    C = (V + CHUNK - 1) // CHUNK
+    ks['hist'](draft_logits, V, k, w['hist'], w['stat'], w['row_done'], w['rowinfo'], w['rowlse'], grid=(C, L), block=256)
+    ks['collect'](draft_logits, V, w['rowinfo'], w['cand'], grid=(C, L), block=256)
+    ks['rowsort'](draft_logits, V, w['rowinfo'], w['rowlse'], w['cand'], w['lq'], w['ltok'], w['kd'], grid=L, block=1024)
+
+def launch_tree(buf, dtype, L, V, budget, root_token=None, force_heap=False):
+    "Phase 2: the tree from the per-depth lists into the output buffers (1 launch)."
+    ks = _tree_kernels(dtype)
+    w, k = buf.ws, min(budget, V)
+    nb, flags = _tree_smem(L, k, ks['limit'])
+    ks['tree'](w['lq'], w['ltok'], w['kd'], L, budget, buf.max_budget, buf.W, int(force_heap), k, flags,
          buf.root_token if root_token is None else root_token,
          w['u_score'], w['u_par'], w['u_rank'], w['u_depth'], w['slot_idx'],
          w['h_score'], w['h_par'], w['h_rank'], w['h_depth'], w['h_prev'], w['stats'],
@@ -332,12 +351,12 @@ def _launch_tree(buf, dtype, L, V, budget, root_token=None, force_heap=False):
          grid=1, block=1024, shared=nb)
 
 def fill_tree(buf: TreeBuffers, draft_logits: torch.Tensor, budget: int, root_token: torch.Tensor|None=None,
-              validate: bool=False, force_heap: bool=False) -> TreeBuffers:
+              validate: bool=False, force_heap: bool=False, phase1: str|None=None) -> TreeBuffers:
     "Build the draft tree of `draft_logits` [L, V] (bf16/fp32, on the GPU) into `buf`: kernel launches only, no host sync (CUDA-graph capturable) unless `validate` (NaN/inf checks read the GPU)."
     _check_fill(buf, draft_logits, budget, root_token, validate)
     with torch.cuda.device(draft_logits.device):   # PyCUDA loads modules and launches in the current context: the tensors' GPU
-        if budget > 0: _launch_rows(buf, draft_logits, budget)
-        _launch_tree(buf, draft_logits.dtype, *draft_logits.shape, budget, root_token, force_heap)
+        if budget > 0: launch_rows(buf, draft_logits, budget, phase1)
+        launch_tree(buf, draft_logits.dtype, *draft_logits.shape, budget, root_token, force_heap)
     return buf
 
 # %% ../nbs/02_tree_builder.ipynb #84cab986

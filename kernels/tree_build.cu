@@ -86,7 +86,7 @@ __device__ void find_desc(const int *hist, int nbins, int need, int *ws, int *ou
 }
 
 // ---------------------------------------------------------------- phase 1a: stats + histogram
-// rowinfo[row*8 + .]: 0 b*, 1 count above b*, 2 count in b*, 3 k_d, 4 cntA, 5 cntB; rowlse[row] logsumexp.
+// rowinfo[row*8 + .]: 0 b*, 1 count above b*, 2 count in b*, 3 k_d, 4 cntA, 5 cntB; rowlse[2*row] max, [2*row+1] log sum-exp.
 template <typename T>
 __device__ void hist_body(const T *__restrict__ logits, int V, int k, int *hist, float2 *stat, int *row_done,
                           int *rowinfo, double *rowlse) {
@@ -155,7 +155,8 @@ __device__ void hist_body(const T *__restrict__ logits, int V, int k, int *hist,
             int *ri = rowinfo + row * 8;
             ri[0] = kd > 0 ? fout[0] : -1; ri[1] = kd > 0 ? fout[1] : 0; ri[2] = kd > 0 ? sh[fout[0]] : 0;
             ri[3] = kd; ri[4] = 0; ri[5] = 0;
-            rowlse[row] = (double)M + log((double)S);
+            // the max and log(sum) stay apart: M + log S rounds log S away once |M| >> 1 (logits ~1e30: log 2 lost)
+            rowlse[2 * row] = (double)M; rowlse[2 * row + 1] = log((double)S);
             row_done[row] = 0;
         }
     }
@@ -291,10 +292,10 @@ __device__ void rowsort_body(const T *__restrict__ logits, int V, const int *row
     for (int j = M + tid; j < P; j += blockDim.x) s[j] = 0ull;
     __syncthreads();
     bitonic_desc_u64(s, P);
-    double lse = rowlse[row];
+    double mx = rowlse[2 * row], lsum = rowlse[2 * row + 1];
     for (int r = tid; r < kd; r += blockDim.x) {
         unsigned long long e = s[r];
-        lq[row * KMAX + r] = (double)keyf((uint32_t)(e >> 32)) - lse;
+        lq[row * KMAX + r] = ((double)keyf((uint32_t)(e >> 32)) - mx) - lsum;   // log_softmax's order: (x - max) - log sum
         ltok[row * KMAX + r] = (int)~(uint32_t)e;
     }
 }
@@ -306,6 +307,212 @@ extern "C" __global__ void __launch_bounds__(1024) tb_rowsort_f32(const float *l
         const int *rowinfo, const double *rowlse, const unsigned long long *cand, double *lq, int *ltok, int *kd) {
     rowsort_body(logits, V, rowinfo, rowlse, cand, lq, ltok, kd);
 }
+
+// ---------------------------------------------------------------- phase 1, v3: one launch, a cluster of 8 blocks per row
+// (sm_90+). Each thread holds E contiguous logits of its row in registers: the row is read once. Three histogram levels
+// (key bits 31..20, 19..10, 9..0), each summed over the cluster through distributed shared memory, give the exact key K
+// of the k-th best and how many of its ties to take (smallest token ids first: tokens are laid out in (block, thread,
+// element) order). Every block then receives all k candidates and ranks its share of them by counting; no sort.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+#define CL 8      // blocks per row = cluster size
+#define RT 1024   // threads per block
+
+template <int E> __device__ __forceinline__ void load_run(const __nv_bfloat16 *x, int i0, int V, bool vec, float (&v)[E]) {
+    if (vec && i0 + E <= V) {
+#pragma unroll
+        for (int q = 0; q < E / 8; ++q) {
+            uint4 u = __ldg(reinterpret_cast<const uint4 *>(x + i0) + q);
+            const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&u);
+#pragma unroll
+            for (int t = 0; t < 4; ++t) { float2 f = __bfloat1622float2(h[t]); v[q * 8 + 2 * t] = f.x; v[q * 8 + 2 * t + 1] = f.y; }
+        }
+    } else {
+#pragma unroll
+        for (int e = 0; e < E; ++e) v[e] = i0 + e < V ? ld(x, i0 + e) : -INFINITY;
+    }
+}
+template <int E> __device__ __forceinline__ void load_run(const float *x, int i0, int V, bool vec, float (&v)[E]) {
+    if (vec && i0 + E <= V) {
+#pragma unroll
+        for (int q = 0; q < E / 4; ++q) {
+            float4 u = __ldg(reinterpret_cast<const float4 *>(x + i0) + q);
+            v[q * 4] = u.x; v[q * 4 + 1] = u.y; v[q * 4 + 2] = u.z; v[q * 4 + 3] = u.w;
+        }
+    } else {
+#pragma unroll
+        for (int e = 0; e < E; ++e) v[e] = i0 + e < V ? x[i0 + e] : -INFINITY;
+    }
+}
+
+// Sum bin b of a histogram over the cluster's blocks (remote shared-memory reads).
+__device__ __forceinline__ int cluster_bin(cg::cluster_group &cl, int *h, int b) {
+    int t = 0;
+#pragma unroll
+    for (int r = 0; r < CL; ++r) t += cl.map_shared_rank(h, r)[b];
+    return t;
+}
+
+// Descending search over `nb` cluster-summed bins of h, thread t owning the nb/RT bins just below nb - t*nb/RT: the
+// bin b where (count above b) < min(need, total) <= (count >= b). Returns the total of all bins; out[0] = b, out[1] = above.
+template <int PER> __device__ int cluster_find(cg::cluster_group &cl, int *h, int need, int *ws, int *out) {
+    int hi = PER * RT - threadIdx.x * PER, c[PER], s = 0;
+#pragma unroll
+    for (int q = 0; q < PER; ++q) { c[q] = cluster_bin(cl, h, hi - 1 - q); s += c[q]; }
+    int tot, incl = block_scan(s, ws, &tot);
+    int excl = incl - s;
+    need = min(need, tot);   // fewer finite logits than asked for: the last one
+    if (need >= 1 && excl < need && need <= incl) {
+        int a = excl;
+#pragma unroll
+        for (int q = 0; q < PER; ++q) {
+            if (a + c[q] >= need && a < need) { out[0] = hi - 1 - q; out[1] = a; }
+            a += c[q];
+        }
+    }
+    __syncthreads();
+    return tot;
+}
+
+template <typename T, int E>
+__device__ void rows_body(const T *__restrict__ logits, int V, int k, int vec, double *rowlse, double *lq, int *ltok, int *kdo) {
+    cg::cluster_group cl = cg::this_cluster();
+    __shared__ int h1[NBINS], h2[1024], h3[1024];
+    __shared__ unsigned long long cand[KMAX];
+    __shared__ float pm[2];
+    __shared__ int cnt[2], ws[33], fout[2];
+    __shared__ float wm[RT / 32], wsum[RT / 32];
+    const int rank = (int)cl.block_rank(), row = blockIdx.y, tid = threadIdx.x;
+    for (int b = tid; b < NBINS; b += RT) h1[b] = 0;
+    h2[tid] = 0; h3[tid] = 0;
+    float v[E];
+    const int i0 = (rank * RT + tid) * E;
+    load_run<E>(logits + (size_t)row * V, i0, V, vec, v);
+    __syncthreads();
+    // local max, sum-exp and level-1 histogram
+    float m = -INFINITY, s = 0.f;
+#pragma unroll
+    for (int e = 0; e < E; ++e) m = fmaxf(m, v[e]);
+#pragma unroll
+    for (int e = 0; e < E; ++e)
+        if (v[e] != -INFINITY) { s += __expf(v[e] - m); atomicAdd(&h1[fkey(v[e]) >> 20], 1); }
+    for (int o = 16; o; o >>= 1) {
+        float m2 = __shfl_xor_sync(FULL, m, o), s2 = __shfl_xor_sync(FULL, s, o), mm = fmaxf(m, m2);
+        s = (mm == -INFINITY) ? 0.f : s * __expf(m - mm) + s2 * __expf(m2 - mm);
+        m = mm;
+    }
+    if ((tid & 31) == 0) { wm[tid >> 5] = m; wsum[tid >> 5] = s; }
+    __syncthreads();
+    if (tid == 0) {
+        float M = wm[0], S = wsum[0];
+        for (int w = 1; w < RT / 32; ++w) {
+            float mm = fmaxf(M, wm[w]);
+            S = (mm == -INFINITY) ? 0.f : S * __expf(M - mm) + wsum[w] * __expf(wm[w] - mm);
+            M = mm;
+        }
+        pm[0] = M; pm[1] = S;
+    }
+    cl.sync();                                                   // #1: every block's h1 and (max, sum) are final
+    // the row's max and log sum-exp, combined in rank order by every block alike (same bits everywhere)
+    float M = -INFINITY, S = 0.f;
+#pragma unroll
+    for (int r = 0; r < CL; ++r) {
+        const float *p = cl.map_shared_rank(pm, r);
+        float m2 = p[0], s2 = p[1], mm = fmaxf(M, m2);
+        S = (mm == -INFINITY) ? 0.f : S * __expf(M - mm) + s2 * __expf(m2 - mm);
+        M = mm;
+    }
+    const double mx = (double)M, lsum = log((double)S);
+    int total = cluster_find<NBINS / RT>(cl, h1, k, ws, fout);    // finite logits of the row
+    const int kd = min(k, total);
+    const uint32_t b1 = kd > 0 ? (uint32_t)fout[0] : 0u;
+    int need = kd - (kd > 0 ? fout[1] : 0);
+    // level 2: bits 19..10 inside bin b1
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+        uint32_t key = fkey(v[e]);
+        if (kd > 0 && v[e] != -INFINITY && (key >> 20) == b1) atomicAdd(&h2[(key >> 10) & 1023], 1);
+    }
+    __syncthreads();
+    cl.sync();                                                   // #2
+    cluster_find<1>(cl, h2, need, ws, fout);
+    const uint32_t p2 = (b1 << 10) | (kd > 0 ? (uint32_t)fout[0] : 0u);
+    need -= kd > 0 ? fout[1] : 0;
+    // level 3: bits 9..0 inside p2
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+        uint32_t key = fkey(v[e]);
+        if (kd > 0 && v[e] != -INFINITY && (key >> 10) == p2) atomicAdd(&h3[key & 1023], 1);
+    }
+    __syncthreads();
+    cl.sync();                                                   // #3
+    cluster_find<1>(cl, h3, need, ws, fout);
+    const uint32_t K = (p2 << 10) | (kd > 0 ? (uint32_t)fout[0] : 0u);
+    need -= kd > 0 ? fout[1] : 0;                                // ties of K to take, smallest token first
+    // candidates: every logit above K, and the first `need` ties of K in token order
+    int cg_ = 0, ce = 0;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+        uint32_t key = fkey(v[e]);
+        bool fin = kd > 0 && v[e] != -INFINITY;
+        cg_ += fin && key > K; ce += fin && key == K;
+    }
+    int tg, ig = block_scan(cg_, ws, &tg) - cg_;
+    int te, ie = block_scan(ce, ws, &te) - ce;
+    if (tid == 0) { cnt[0] = tg; cnt[1] = te; }
+    h2[tid] = 0;                                                 // the ranks below reuse h2 (no block reads it after #3)
+    cl.sync();                                                   // #4
+    int bg = 0, be = 0, G = 0;
+#pragma unroll
+    for (int r = 0; r < CL; ++r) {
+        const int *c = cl.map_shared_rank(cnt, r);
+        int g = c[0], q = c[1];
+        if (r < rank) { bg += g; be += q; }
+        G += g;
+    }
+    ig += bg; ie += be;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+        uint32_t key = fkey(v[e]);
+        bool fin = kd > 0 && v[e] != -INFINITY;
+        int slot = -1;
+        if (fin && key > K) slot = ig++;
+        else if (fin && key == K) { if (ie < need) slot = G + ie; ++ie; }
+        if (slot >= 0) {
+            unsigned long long c = ((unsigned long long)key << 32) | (uint32_t)~(uint32_t)(i0 + e);
+#pragma unroll
+            for (int r = 0; r < CL; ++r) cl.map_shared_rank(cand, r)[slot] = c;
+        }
+    }
+    cl.sync();                                                   // #5: every block holds all kd candidates
+    // rank this block's share (candidates rank, rank + CL, ...) by counting the larger ones
+    const int nloc = kd > rank ? (kd - rank + CL - 1) / CL : 0;
+    if (nloc > 0) {
+        const int g = max(1, RT / nloc);
+        for (int e = tid; e < nloc * g; e += RT) {
+            int il = e % nloc, part = e / nloc, c = 0;
+            unsigned long long x = cand[rank + il * CL];
+            for (int j = part; j < kd; j += g) c += cand[j] > x;
+            if (c) atomicAdd(&h2[il], c);
+        }
+    }
+    __syncthreads();
+    for (int il = tid; il < nloc; il += RT) {
+        unsigned long long x = cand[rank + il * CL];
+        int r = h2[il];
+        lq[row * KMAX + r] = ((double)keyf((uint32_t)(x >> 32)) - mx) - lsum;   // log_softmax's order: (x - max) - log sum
+        ltok[row * KMAX + r] = (int)~(uint32_t)x;
+    }
+    if (rank == 0 && tid == 0) { kdo[row] = kd; rowlse[2 * row] = mx; rowlse[2 * row + 1] = lsum; }
+}
+
+#define ROWS(sfx, T, E) extern "C" __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(RT, 1) \
+    tb_rows_##sfx##_e##E(const T *logits, int V, int k, int vec, double *rowlse, double *lq, int *ltok, int *kd) { \
+        rows_body<T, E>(logits, V, k, vec, rowlse, lq, ltok, kd); }
+ROWS(bf16, __nv_bfloat16, 8) ROWS(bf16, __nv_bfloat16, 16) ROWS(bf16, __nv_bfloat16, 24) ROWS(bf16, __nv_bfloat16, 32)
+ROWS(f32, float, 8) ROWS(f32, float, 16) ROWS(f32, float, 24) ROWS(f32, float, 32)
+#endif
 
 // ---------------------------------------------------------------- phase 2: the tree (one block of 1024)
 // Is the rank tuple of (parent pa, rank ra, depth da) lexicographically smaller than (pb, rb, db)? par/rank index
@@ -413,9 +620,13 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
     double *s_sc = (double *)off;                        // SORTCAP doubles
     int *s_slot = (int *)(s_sc + SORTCAP);               // SORTCAP ints
     __shared__ int ws[33], fout[2], hsel[256], sh_i[8];
-    __shared__ double chain[33], sh_d[4];
+    __shared__ double chain[33], sh_d[4], wmin[32];
     __shared__ int kd[32];
+    __shared__ long long tst[13];  // clock64 at stage ends (thread 0): stats[4..15], cycles since start, -1 if skipped
     int tid = threadIdx.x, nt = blockDim.x;
+#define STAMP(i) do { if (tid == 0) tst[i] = clock64(); } while (0)
+    if (tid < 13) tst[tid] = 0;
+    STAMP(0);
     // shared-memory copies when they fit (smem_flags bit 0: the lists, bit 1: the BFS scores); the binary searches
     // and the BFS are chains of dependent loads, shared memory makes each step ~10x cheaper than L2
     unsigned char *extra = (unsigned char *)(off + UCAP);
@@ -444,6 +655,7 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
         for (int d = 0; d < sh_i[0]; ++d) chain[d + 1] = chain[d] + LQ(d)[0];
     }
     __syncthreads();
+    STAMP(1);
     int Leff = sh_i[0];
     int path = 0;   // stats[0]: 0 heap forced/none, 1 = sort of all, 2 = select + sort; stats[1] BFS tries
     int tries = 0;
@@ -460,6 +672,7 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
                 for (int d = 0; d < Leff; ++d) lo = fmin(lo, chain[d] + LQ(d)[kd[d] - 1]);
                 sh_d[0] = lo; sh_d[1] = chain[1];
             }
+            STAMP(9);
             int j = tid >> 5, d = tid & 31;
             for (int round = 0; round < 3; ++round) {
                 if (tid == 0) sh_i[3] = 0;
@@ -474,9 +687,11 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
                 if (d == 0 && j == best) sh_d[0] = t;
                 if (d == 0 && (j == best + 1 || (best == 31 && j == 31))) sh_d[1] = t;
                 __syncthreads();
+                STAMP(10 + round);
             }
             tau = sh_d[0];
         }
+        STAMP(2);
         // ---- BFS at tau, retried with a higher tau while it overflows
         int N = 0;
         bool over = true;
@@ -511,6 +726,7 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
             }
             __syncthreads();
             N = e0;
+            STAMP(3);
             if (over) {
                 double t2 = select_kth(u_score, N, B, hsel, ws, fout);
                 if (!(t2 > tau)) break;    // no progress (ties): heap
@@ -519,56 +735,78 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
         }
         if (over) sh_i[1] = 1;
         else {
-            // ---- the candidates to sort: all of them, or those >= the B-th best
+            // ---- the B best of the N materialised prefixes. Every one scores in [tau, chain[1]]: a 2048-bin histogram over
+            // that range finds the bin holding the B-th best; the prefixes at or above that bin are ranked by counting
+            // (score desc, then rank tuple lexicographic: a strict total order, so the ranks are 0..M-1, no sort).
+            int *hb = s_slot + SORTCAP, *s_rank = hb;   // 2048 ints after the sort buffers; the ranks reuse them
             int M;
-            if (N <= SORTCAP) {
+            if (N <= B) {
                 M = N; path = 1;
                 for (int j = tid; j < N; j += nt) { s_sc[j] = u_score[j]; s_slot[j] = j; }
             } else {
                 path = 2;
-                double tb = select_kth(u_score, N, B, hsel, ws, fout);
+                double lo = tau;   // every materialised score is >= tau; with tau = -inf take the true minimum
+                if (!(tau > -INFINITY)) {
+                    lo = INFINITY;
+                    for (int j = tid; j < N; j += nt) lo = fmin(lo, u_score[j]);
+                    for (int o = 16; o; o >>= 1) lo = fmin(lo, __shfl_xor_sync(FULL, lo, o));
+                    if ((tid & 31) == 0) wmin[tid >> 5] = lo;
+                    __syncthreads();
+                    lo = wmin[0];
+                    for (int q = 1; q < (nt >> 5); ++q) lo = fmin(lo, wmin[q]);
+                }
+                double span = chain[1] - lo;
+                double scale = span > 0 ? 2047.0 / span : 0.0;
+                for (int b = tid; b < 2048; b += nt) hb[b] = 0;
+                __syncthreads();
+                for (int j = tid; j < N; j += nt) atomicAdd(&hb[min(2047, (int)((u_score[j] - lo) * scale))], 1);
+                __syncthreads();
+                find_desc(hb, 2048, B, ws, fout);
+                int bstar = fout[0];
                 if (tid == 0) sh_i[4] = 0;
                 __syncthreads();
                 for (int j = tid; j < N; j += nt)
-                    if (u_score[j] >= tb) { int q = atomicAdd(&sh_i[4], 1); if (q < SORTCAP) { s_sc[q] = u_score[j]; s_slot[q] = j; } }
+                    if (min(2047, (int)((u_score[j] - lo) * scale)) >= bstar) {
+                        int q = atomicAdd(&sh_i[4], 1);
+                        if (q < SORTCAP) { s_sc[q] = u_score[j]; s_slot[q] = j; }
+                    }
                 __syncthreads();
                 M = sh_i[4];
                 if (M > SORTCAP) { sh_i[1] = 1; M = 0; }
             }
             __syncthreads();
+            STAMP(4);
             if (!sh_i[1]) {
-                int P = 1;
-                while (P < M) P <<= 1;
-                for (int j = M + tid; j < P; j += nt) { s_sc[j] = -INFINITY; s_slot[j] = -1; }
+                for (int i = tid; i < M; i += nt) s_rank[i] = 0;
                 __syncthreads();
-                // bitonic sort, best first: score desc, then rank tuple lexicographic
-                for (int k = 2; k <= P; k <<= 1)
-                    for (int j = k >> 1; j > 0; j >>= 1) {
-                        for (int i = tid; i < P; i += nt) {
-                            int l = i ^ j;
-                            if (l > i) {
-                                int a = s_slot[i], b = s_slot[l];
-                                double x = s_sc[i], y = s_sc[l];
-                                bool lb;   // is l better than i?
-                                if (b < 0) lb = false;
-                                else if (a < 0) lb = true;
-                                else if (x != y) lb = y > x;
-                                else lb = lex_less(u_par[b], u_rank[b], u_depth[b], u_par[a], u_rank[a], u_depth[a], u_par, u_rank);
-                                bool sw = ((i & k) == 0) ? lb : (!lb && a != b);
-                                if (sw) { s_sc[i] = y; s_sc[l] = x; s_slot[i] = b; s_slot[l] = a; }
-                            }
+                int G = max(1, nt / max(M, 1));   // threads per candidate: each counts the better ones among every G-th
+                for (int e = tid; e < M * G; e += nt) {
+                    int i = e % M, g = e / M, a = s_slot[i], c = 0;
+                    double x = s_sc[i];
+                    for (int j = g; j < M; j += G) {
+                        double y = s_sc[j];
+                        if (y > x) ++c;
+                        else if (y == x && j != i) {
+                            int b = s_slot[j];
+                            c += lex_less(u_par[b], u_rank[b], u_depth[b], u_par[a], u_rank[a], u_depth[a], u_par, u_rank);
                         }
-                        __syncthreads();
                     }
-                int n = min(B, M);
-                for (int i = tid; i < n; i += nt) {
-                    int sl = s_slot[i];
-                    slot_idx[sl] = i + 1;
-                    nrank[i + 1] = u_rank[sl]; ndepth[i + 1] = u_depth[sl]; nscore[i + 1] = s_sc[i];
+                    if (c) atomicAdd(&s_rank[i], c);
                 }
                 __syncthreads();
+                STAMP(5);
+                int n = min(B, M);
+                for (int i = tid; i < M; i += nt) {
+                    int r = s_rank[i], sl = s_slot[i];
+                    if (r < n) {
+                        slot_idx[sl] = r + 1;
+                        nrank[r + 1] = u_rank[sl]; ndepth[r + 1] = u_depth[sl]; nscore[r + 1] = s_sc[i]; nprev[r + 1] = sl;
+                    }
+                }
+                __syncthreads();
+                STAMP(6);
                 for (int i = tid; i < n; i += nt) {
-                    int sl = s_slot[i], p = u_par[sl];
+                    int sl = nprev[i + 1], p = u_par[sl];
                     npar[i + 1] = p < 0 ? 0 : slot_idx[p];
                     nprev[i + 1] = nrank[i + 1] > 0 ? slot_idx[sl - 1] : 0;
                 }
@@ -580,8 +818,9 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
     if (Leff > 0 && sh_i[1] && tid == 0) sh_i[2] = heap_tree(lq, LS, kd, Leff, B, w, npar, nrank, ndepth, nprev, nscore);
     if (tid == 0 && Leff == 0) { sh_i[2] = 0; npar[0] = -1; nscore[0] = 0.0; }
     __syncthreads();
-    // ---- emit
+    // ---- emit: the node arrays, then the visibility rows (zeroed coalesced first, then each row's ancestor bits)
     int n = sh_i[2];
+    for (int q = tid; q < (Bmax + 1) * W; q += nt) vis[q] = 0u;
     for (int i = tid; i <= Bmax; i += nt) {
         bool in = i >= 1 && i <= n;
         tokens[i] = i == 0 ? root_token[0] : in ? ltok[(ndepth[i] - 1) * KMAX + nrank[i]] : 0;
@@ -589,26 +828,32 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
         parents[i] = in ? npar[i] : -1;
         first_child[i] = -1; next_sibling[i] = -1;
         if (!in && i) nscore[i] = 0.0;
-        // visibility row: self + ancestors. Ancestors come in decreasing index order, so their words too:
-        // accumulate one word in a register and store it when the walk moves to a lower word.
-        unsigned *row = vis + (size_t)i * W;
-        for (int q = 0; q < W; ++q) row[q] = 0u;
-        if (i <= n) {
-            int a = i, q = i >> 5;
-            unsigned word = 0;
-            for (;;) {
-                if ((a >> 5) != q) { row[q] = word; word = 0; q = a >> 5; }
-                word |= 1u << (a & 31);
-                if (a == 0) break;
-                a = npar[a];
-            }
-            row[q] = word;
-        }
     }
     __syncthreads();
+    // self + ancestors. Ancestors come in decreasing index order, so their words too: accumulate one word in a
+    // register and store it when the walk moves to a lower word.
+    for (int i = tid; i <= n; i += nt) {
+        unsigned *row = vis + (size_t)i * W;
+        int a = i, q = i >> 5;
+        unsigned word = 0;
+        for (;;) {
+            if ((a >> 5) != q) { row[q] = word; word = 0; q = a >> 5; }
+            word |= 1u << (a & 31);
+            if (a == 0) break;
+            a = npar[a];
+        }
+        row[q] = word;
+    }
+    __syncthreads();
+    STAMP(7);
     for (int i = tid + 1; i <= n; i += nt) {
         if (nrank[i] == 0) first_child[npar[i]] = i;
         else next_sibling[nprev[i]] = i;
     }
-    if (tid == 0) { n_nodes[0] = n; stats[0] = sh_i[1] ? 0 : path; stats[1] = tries; stats[2] = sh_i[1]; }
+    if (tid == 0) {
+        n_nodes[0] = n; stats[0] = sh_i[1] ? 0 : path; stats[1] = tries; stats[2] = sh_i[1];
+        tst[8] = clock64();
+        for (int i = 1; i < 13; ++i) stats[3 + i] = tst[i] ? (int)(tst[i] - tst[0]) : -1;
+    }
+#undef STAMP
 }
