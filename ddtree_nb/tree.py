@@ -225,7 +225,7 @@ class TreeBuffers:
         self.vis_bits = i32(n, self.W)
         self.scores = torch.zeros(n, dtype=torch.float64, device=self.device)
         f64 = lambda *s: torch.zeros(s, dtype=torch.float64, device=self.device)
-        self.ws = dict(hist=i32(MAX_DEPTH * NBINS), stat=torch.zeros(MAX_DEPTH * 64 * 2, device=self.device),
+        self.ws = dict(hist=i32(MAX_DEPTH * NBINS), stat=f64(MAX_DEPTH * 64 * 2),
                        row_done=i32(MAX_DEPTH), rowinfo=i32(MAX_DEPTH * 8), rowlse=f64(MAX_DEPTH * 2),
                        cand=torch.zeros(MAX_DEPTH * CAND, dtype=torch.int64, device=self.device),
                        lq=f64(MAX_DEPTH * KMAX), ltok=i32(MAX_DEPTH * KMAX), kd=i32(MAX_DEPTH),

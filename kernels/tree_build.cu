@@ -47,6 +47,21 @@ __device__ __forceinline__ double keyd(unsigned long long k) {
     return __longlong_as_double((long long)((k >> 63) ? (k & 0x7fffffffffffffffull) : ~k));
 }
 
+// Add 1 to hist[bin] for every lane whose bin >= 0, one atomic per distinct bin of the warp: the logits of a row crowd
+// into a few dozen of the 4096 top-12-bit bins, and plain shared atomics on one address serialise. All lanes call it.
+__device__ __forceinline__ void warp_hist_add(int *hist, int bin) {
+    unsigned same = __match_any_sync(FULL, bin);
+    if (bin >= 0 && (threadIdx.x & 31) == __ffs(same) - 1) atomicAdd(&hist[bin], __popc(same));
+}
+
+// Merge a (max, sum of exp(x - max)) partial into (M, S). S in float64: with one dominant logit the others' exp terms
+// (~1e-11 each) vanish when added one by one to a float 1.0, yet they add up to ~4e-6 of log S over 262144 logits.
+__device__ __forceinline__ void lse_merge(float &M, double &S, float m2, double s2) {
+    float mm = fmaxf(M, m2);
+    S = (mm == -INFINITY) ? 0.0 : S * (double)__expf(M - mm) + s2 * (double)__expf(m2 - mm);
+    M = mm;
+}
+
 // inclusive block scan (blockDim.x a multiple of 32); ws: >= 33 ints of shared memory. Returns the inclusive
 // prefix, *total the block sum. Contains __syncthreads: call from all threads.
 __device__ int block_scan(int v, int *ws, int *total) {
@@ -88,10 +103,11 @@ __device__ void find_desc(const int *hist, int nbins, int need, int *ws, int *ou
 // ---------------------------------------------------------------- phase 1a: stats + histogram
 // rowinfo[row*8 + .]: 0 b*, 1 count above b*, 2 count in b*, 3 k_d, 4 cntA, 5 cntB; rowlse[2*row] max, [2*row+1] log sum-exp.
 template <typename T>
-__device__ void hist_body(const T *__restrict__ logits, int V, int k, int *hist, float2 *stat, int *row_done,
+__device__ void hist_body(const T *__restrict__ logits, int V, int k, int *hist, double2 *stat, int *row_done,
                           int *rowinfo, double *rowlse) {
     __shared__ int sh[NBINS];
-    __shared__ float sm[8], ss[8];
+    __shared__ float sm[8];
+    __shared__ double ss[8];
     __shared__ int ws[33], last, fout[2], stot;
     int row = blockIdx.y, c = blockIdx.x, C = gridDim.x, tid = threadIdx.x;
     const T *x = logits + (size_t)row * V;
@@ -104,27 +120,21 @@ __device__ void hist_body(const T *__restrict__ logits, int V, int k, int *hist,
     float m = -INFINITY;
 #pragma unroll
     for (int it = 0; it < 16; ++it) m = fmaxf(m, v[it]);
-    float s = 0.f;
+    float sf = 0.f;
 #pragma unroll
-    for (int it = 0; it < 16; ++it)
-        if (v[it] != -INFINITY) { s += __expf(v[it] - m); atomicAdd(&sh[fkey(v[it]) >> 20], 1); }
-    // block reduce (m, s)
-    for (int o = 16; o; o >>= 1) {
-        float m2 = __shfl_xor_sync(FULL, m, o), s2 = __shfl_xor_sync(FULL, s, o);
-        float mm = fmaxf(m, m2);
-        s = (mm == -INFINITY) ? 0.f : s * __expf(m - mm) + s2 * __expf(m2 - mm);
-        m = mm;
+    for (int it = 0; it < 16; ++it) {
+        if (v[it] != -INFINITY) sf += __expf(v[it] - m);
+        warp_hist_add(sh, v[it] != -INFINITY ? (int)(fkey(v[it]) >> 20) : -1);
     }
+    double s = sf;
+    // block reduce (m, s)
+    for (int o = 16; o; o >>= 1) lse_merge(m, s, __shfl_xor_sync(FULL, m, o), __shfl_xor_sync(FULL, s, o));
     if ((tid & 31) == 0) { sm[tid >> 5] = m; ss[tid >> 5] = s; }
     __syncthreads();
     if (tid == 0) {
-        float M = sm[0], S = ss[0];
-        for (int w = 1; w < 8; ++w) {
-            float mm = fmaxf(M, sm[w]);
-            S = (mm == -INFINITY) ? 0.f : S * __expf(M - mm) + ss[w] * __expf(sm[w] - mm);
-            M = mm;
-        }
-        stat[row * 64 + c] = make_float2(M, S);
+        float M = sm[0]; double S = ss[0];
+        for (int w = 1; w < 8; ++w) lse_merge(M, S, sm[w], ss[w]);
+        stat[row * 64 + c] = make_double2((double)M, S);
     }
     for (int b = tid; b < NBINS; b += blockDim.x)
         if (sh[b]) atomicAdd(&hist[row * NBINS + b], sh[b]);
@@ -146,10 +156,10 @@ __device__ void hist_body(const T *__restrict__ logits, int V, int k, int *hist,
     int kd = min(k, stot);
     if (kd > 0) find_desc(sh, NBINS, kd, ws, fout);
     if (tid < 32) {   // logsumexp from the C partials, one warp
-        float M = -INFINITY, S = 0.f;
-        for (int j = tid; j < C; j += 32) M = fmaxf(M, __ldcg(&stat[row * 64 + j]).x);
+        float M = -INFINITY; double S = 0.0;
+        for (int j = tid; j < C; j += 32) M = fmaxf(M, (float)__ldcg(&stat[row * 64 + j]).x);
         for (int o = 16; o; o >>= 1) M = fmaxf(M, __shfl_xor_sync(FULL, M, o));
-        for (int j = tid; j < C; j += 32) { float2 p = __ldcg(&stat[row * 64 + j]); if (p.x != -INFINITY) S += p.y * __expf(p.x - M); }
+        for (int j = tid; j < C; j += 32) { double2 p = __ldcg(&stat[row * 64 + j]); if (p.x != -INFINITY) S += p.y * (double)__expf((float)p.x - M); }
         for (int o = 16; o; o >>= 1) S += __shfl_xor_sync(FULL, S, o);
         if (tid == 0) {
             int *ri = rowinfo + row * 8;
@@ -163,11 +173,11 @@ __device__ void hist_body(const T *__restrict__ logits, int V, int k, int *hist,
 }
 
 extern "C" __global__ void __launch_bounds__(256) tb_hist_bf16(const __nv_bfloat16 *logits, int V, int k, int *hist,
-        float2 *stat, int *row_done, int *rowinfo, double *rowlse) {
+        double2 *stat, int *row_done, int *rowinfo, double *rowlse) {
     hist_body(logits, V, k, hist, stat, row_done, rowinfo, rowlse);
 }
 extern "C" __global__ void __launch_bounds__(256) tb_hist_f32(const float *logits, int V, int k, int *hist,
-        float2 *stat, int *row_done, int *rowinfo, double *rowlse) {
+        double2 *stat, int *row_done, int *rowinfo, double *rowlse) {
     hist_body(logits, V, k, hist, stat, row_done, rowinfo, rowlse);
 }
 
@@ -380,9 +390,11 @@ __device__ void rows_body(const T *__restrict__ logits, int V, int k, int vec, d
     cg::cluster_group cl = cg::this_cluster();
     __shared__ int h1[NBINS], h2[1024], h3[1024];
     __shared__ unsigned long long cand[KMAX];
-    __shared__ float pm[2];
+    __shared__ float pm;
+    __shared__ double ps;
     __shared__ int cnt[2], ws[33], fout[2];
-    __shared__ float wm[RT / 32], wsum[RT / 32];
+    __shared__ float wm[RT / 32];
+    __shared__ double wsum[RT / 32];
     const int rank = (int)cl.block_rank(), row = blockIdx.y, tid = threadIdx.x;
     for (int b = tid; b < NBINS; b += RT) h1[b] = 0;
     h2[tid] = 0; h3[tid] = 0;
@@ -391,39 +403,29 @@ __device__ void rows_body(const T *__restrict__ logits, int V, int k, int vec, d
     load_run<E>(logits + (size_t)row * V, i0, V, vec, v);
     __syncthreads();
     // local max, sum-exp and level-1 histogram
-    float m = -INFINITY, s = 0.f;
+    float m = -INFINITY, sf = 0.f;
 #pragma unroll
     for (int e = 0; e < E; ++e) m = fmaxf(m, v[e]);
 #pragma unroll
-    for (int e = 0; e < E; ++e)
-        if (v[e] != -INFINITY) { s += __expf(v[e] - m); atomicAdd(&h1[fkey(v[e]) >> 20], 1); }
-    for (int o = 16; o; o >>= 1) {
-        float m2 = __shfl_xor_sync(FULL, m, o), s2 = __shfl_xor_sync(FULL, s, o), mm = fmaxf(m, m2);
-        s = (mm == -INFINITY) ? 0.f : s * __expf(m - mm) + s2 * __expf(m2 - mm);
-        m = mm;
+    for (int e = 0; e < E; ++e) {
+        if (v[e] != -INFINITY) sf += __expf(v[e] - m);
+        warp_hist_add(h1, v[e] != -INFINITY ? (int)(fkey(v[e]) >> 20) : -1);
     }
+    double s = sf;
+    for (int o = 16; o; o >>= 1) lse_merge(m, s, __shfl_xor_sync(FULL, m, o), __shfl_xor_sync(FULL, s, o));
     if ((tid & 31) == 0) { wm[tid >> 5] = m; wsum[tid >> 5] = s; }
     __syncthreads();
     if (tid == 0) {
-        float M = wm[0], S = wsum[0];
-        for (int w = 1; w < RT / 32; ++w) {
-            float mm = fmaxf(M, wm[w]);
-            S = (mm == -INFINITY) ? 0.f : S * __expf(M - mm) + wsum[w] * __expf(wm[w] - mm);
-            M = mm;
-        }
-        pm[0] = M; pm[1] = S;
+        float M = wm[0]; double S = wsum[0];
+        for (int w = 1; w < RT / 32; ++w) lse_merge(M, S, wm[w], wsum[w]);
+        pm = M; ps = S;
     }
     cl.sync();                                                   // #1: every block's h1 and (max, sum) are final
     // the row's max and log sum-exp, combined in rank order by every block alike (same bits everywhere)
-    float M = -INFINITY, S = 0.f;
+    float M = -INFINITY; double S = 0.0;
 #pragma unroll
-    for (int r = 0; r < CL; ++r) {
-        const float *p = cl.map_shared_rank(pm, r);
-        float m2 = p[0], s2 = p[1], mm = fmaxf(M, m2);
-        S = (mm == -INFINITY) ? 0.f : S * __expf(M - mm) + s2 * __expf(m2 - mm);
-        M = mm;
-    }
-    const double mx = (double)M, lsum = log((double)S);
+    for (int r = 0; r < CL; ++r) lse_merge(M, S, *cl.map_shared_rank(&pm, r), *cl.map_shared_rank(&ps, r));
+    const double mx = (double)M, lsum = log(S);
     int total = cluster_find<NBINS / RT>(cl, h1, k, ws, fout);    // finite logits of the row
     const int kd = min(k, total);
     const uint32_t b1 = kd > 0 ? (uint32_t)fout[0] : 0u;
@@ -777,22 +779,46 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
             __syncthreads();
             STAMP(4);
             if (!sh_i[1]) {
-                for (int i = tid; i < M; i += nt) s_rank[i] = 0;
+                // rank = (candidates in higher buckets) + (better ones in the same bucket): a counting sort into 2048
+                // buckets over [worst candidate, best] leaves a few members per bucket, so the pairwise part is short.
+                int *base = npar, *ord = ndepth;   // 2 x (KMAX+1) ints each, free until the node arrays are written
+                double lo2 = INFINITY;
+                for (int i = tid; i < M; i += nt) lo2 = fmin(lo2, s_sc[i]);
+                for (int o = 16; o; o >>= 1) lo2 = fmin(lo2, __shfl_xor_sync(FULL, lo2, o));
+                if ((tid & 31) == 0) wmin[tid >> 5] = lo2;
+                for (int q = tid; q < 2048; q += nt) s_rank[q] = 0;   // bucket counts, then cursors, then the ranks
                 __syncthreads();
-                int G = max(1, nt / max(M, 1));   // threads per candidate: each counts the better ones among every G-th
-                for (int e = tid; e < M * G; e += nt) {
-                    int i = e % M, g = e / M, a = s_slot[i], c = 0;
+                lo2 = wmin[0];
+                for (int q = 1; q < (nt >> 5); ++q) lo2 = fmin(lo2, wmin[q]);
+                const double sc2 = chain[1] > lo2 ? 2047.0 / (chain[1] - lo2) : 0.0;
+#define BUCKET(x) min(2047, max(0, (int)(((x) - lo2) * sc2)))
+                for (int i = tid; i < M; i += nt) atomicAdd(&s_rank[BUCKET(s_sc[i])], 1);
+                __syncthreads();
+                {   // descending exclusive scan: thread t owns buckets 2047-2t and 2046-2t (nt = 1024)
+                    int b0 = 2047 - 2 * tid, c0 = s_rank[b0], c1 = s_rank[b0 - 1], tot;
+                    int ex = block_scan(c0 + c1, ws, &tot) - c0 - c1;
+                    base[b0] = ex; base[b0 - 1] = ex + c0;
+                    s_rank[b0] = 0; s_rank[b0 - 1] = 0;
+                }
+                __syncthreads();
+                for (int i = tid; i < M; i += nt) { int q = BUCKET(s_sc[i]); ord[base[q] + atomicAdd(&s_rank[q], 1)] = i; }
+                __syncthreads();
+                for (int i = tid; i < M; i += nt) {
                     double x = s_sc[i];
-                    for (int j = g; j < M; j += G) {
+                    int q = BUCKET(x), a = s_slot[i], r = base[q], end = q ? base[q - 1] : M;
+                    for (int u = base[q]; u < end; ++u) {
+                        int j = ord[u];
+                        if (j == i) continue;
                         double y = s_sc[j];
-                        if (y > x) ++c;
-                        else if (y == x && j != i) {
-                            int b = s_slot[j];
-                            c += lex_less(u_par[b], u_rank[b], u_depth[b], u_par[a], u_rank[a], u_depth[a], u_par, u_rank);
+                        if (y > x) ++r;
+                        else if (y == x) {
+                            int bj = s_slot[j];
+                            r += lex_less(u_par[bj], u_rank[bj], u_depth[bj], u_par[a], u_rank[a], u_depth[a], u_par, u_rank);
                         }
                     }
-                    if (c) atomicAdd(&s_rank[i], c);
+                    s_rank[i] = r;
                 }
+#undef BUCKET
                 __syncthreads();
                 STAMP(5);
                 int n = min(B, M);
