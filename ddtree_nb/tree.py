@@ -320,13 +320,13 @@ def _check_fill(buf, draft_logits, budget, root_token, validate):
         raise ValueError(f"root_token must be an int32 tensor of one element on {draft_logits.device}, got {root_token.dtype} {tuple(root_token.shape)} on {root_token.device}")
 
 def launch_rows(buf, draft_logits, budget, version: str|None=None):
-    "Phase 1: per-depth sorted top-k log q and tokens into the workspace: 'v3' one cluster launch (sm_90+, the default there), 'v2' three launches."
+    "Phase 1: per-depth sorted top-k log q and tokens into the workspace: 'v2' three launches (the default), 'v3' one cluster launch (sm_90+)."
     if version not in (None, 'v2', 'v3'): raise ValueError(f"phase1 must be None, 'v2' or 'v3', got {version!r}")
     ks = _tree_kernels(draft_logits.dtype)
     if version == 'v3' and not ks['rows']: raise ValueError("phase1='v3' needs thread-block clusters (sm_90 or newer)")
     L, V = draft_logits.shape
     w, k = buf.ws, min(budget, V)
-    version = version or ('v3' if ks['rows'] else 'v2')
+    version = version or 'v2'   # v3 measured slower on the H200 (benchmarks/tree_build.md, run 4): opt-in
     if version == 'v3':
         E = next(e for e in ROW_E if CLUSTER * ROW_THREADS * e >= V)
         per = 16 // draft_logits.element_size()   # logits per 16-byte load
