@@ -10,14 +10,14 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import nn
-from .reference import mla_tree_attention_ref, mla_softmax_scale, split_kv_b
+from .reference import mla_tree_attention_ref, mla_softmax_scale, split_kv_b, yarn_mscale
 
 # %% auto #0
-__all__ = ['MODEL_TYPES', 'ATTN_BACKENDS', 'TargetConfig', 'config_from_dict', 'LatentCache', 'rope_inv_freq', 'apply_rope',
-           'RMSNorm', 'MLP', 'Router', 'MoE', 'static_tree_visible', 'static_tree_attention', 'attention_fn',
-           'MLAttention', 'DecoderLayer', 'TargetOutput', 'TargetModel', 'tiny_config', 'kimi_config', 'build_target',
-           'pack_int4', 'unpack_int4', 'dequant_int4', 'quantize_int4', 'dequant_fp8_block', 'quantize_fp8_block',
-           'save_target', 'read_json', 'check_device', 'load_target', 'load_tokenizer']
+__all__ = ['MODEL_TYPES', 'ATTN_BACKENDS', 'TargetConfig', 'config_from_dict', 'LatentCache', 'rope_inv_freq', 'rope_cos_sin',
+           'apply_rope', 'RMSNorm', 'MLP', 'Router', 'MoE', 'static_tree_visible', 'static_tree_attention',
+           'attention_fn', 'MLAttention', 'DecoderLayer', 'TargetOutput', 'TargetModel', 'tiny_config', 'kimi_config',
+           'build_target', 'pack_int4', 'unpack_int4', 'dequant_int4', 'quantize_int4', 'dequant_fp8_block',
+           'quantize_fp8_block', 'save_target', 'read_json', 'check_device', 'load_target', 'load_tokenizer']
 
 # %% ../nbs/01a_target_model.ipynb #5866f664
 MODEL_TYPES = ('deepseek_v3', 'kimi_k2', 'kimi_k25')
@@ -111,27 +111,34 @@ class LatentCache:
     def __repr__(self): return f"LatentCache(kv={tuple(self.kv.shape)}, {self.kv.dtype}, {self.bytes_per_token_per_layer} B/token/layer)"
 
 # %% ../nbs/01a_target_model.ipynb #f19d1511
-def _yarn_mscale(scale, m=1.0): return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
-
-def rope_inv_freq(dim: int, theta: float, rope_scaling: dict|None=None) -> tuple[torch.Tensor, float]:
-    "fp32 inverse frequencies `[dim/2]` and the cos/sin attention factor, plain or YaRN."
-    pos_freqs = theta ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim)
+def rope_inv_freq(dim: int, theta: float, rope_scaling: dict|None=None,
+                  dtype=torch.float32, device=None) -> tuple[torch.Tensor, float]:
+    "Inverse frequencies `[dim/2]` (fp32 unless `dtype` says otherwise) and the cos/sin attention factor, plain or YaRN."
+    pos_freqs = theta ** (torch.arange(0, dim, 2, dtype=dtype, device=device) / dim)
     if not rope_scaling: return 1.0 / pos_freqs, 1.0
     y = rope_scaling
     factor, orig = y['factor'], y['original_max_position_embeddings']
     af = y.get('attention_factor')
     if af is None:
         m, mad = y.get('mscale'), y.get('mscale_all_dim')
-        af = _yarn_mscale(factor, m) / _yarn_mscale(factor, mad) if (m and mad) else _yarn_mscale(factor)
+        af = yarn_mscale(factor, m) / yarn_mscale(factor, mad) if (m and mad) else yarn_mscale(factor)
     beta_fast, beta_slow = y.get('beta_fast') or 32, y.get('beta_slow') or 1
     corr = lambda rot: dim * math.log(orig / (rot * 2 * math.pi)) / (2 * math.log(theta))
     lo, hi = corr(beta_fast), corr(beta_slow)
     if y.get('truncate', True): lo, hi = math.floor(lo), math.ceil(hi)
     lo, hi = max(lo, 0), min(hi, dim - 1)
     if lo == hi: hi += 0.001
-    ramp = ((torch.arange(dim // 2, dtype=torch.float32) - lo) / (hi - lo)).clamp(0, 1)
+    ramp = ((torch.arange(dim // 2, dtype=dtype, device=device) - lo) / (hi - lo)).clamp(0, 1)
     extrap = 1 - ramp                                      # 1 = keep the original frequency
     return (1.0 / (factor * pos_freqs)) * (1 - extrap) + (1.0 / pos_freqs) * extrap, float(af)
+
+def rope_cos_sin(positions: torch.Tensor, # [T] integer positions
+                 inv_freq: torch.Tensor,  # [d/2] from `rope_inv_freq`: the angles are computed in its dtype, on its device
+                 attention_factor: float=1.0, dtype=None) -> tuple[torch.Tensor, torch.Tensor]:
+    "cos, sin `[T, d/2]` (times YaRN's attention factor) in `dtype` (default `inv_freq`'s)."
+    ang = positions.to(inv_freq.device, inv_freq.dtype)[:, None] * inv_freq
+    dtype = dtype or inv_freq.dtype
+    return (ang.cos() * attention_factor).to(dtype), (ang.sin() * attention_factor).to(dtype)
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleave: bool) -> torch.Tensor:
     "Rotate the last dim of `x` [T, ..., d] by cos/sin [T, d/2]; output in half-split layout."
@@ -345,6 +352,9 @@ class TargetModel(nn.Module):
     def _init_rope(self):
         inv, self.rope_attention_factor = rope_inv_freq(self.config.qk_rope_head_dim, self.config.rope_theta, self.config.rope_scaling)
         self.register_buffer('rope_inv_freq', inv.to(self.embed_tokens.weight.device), persistent=False)
+    def rope(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        "cos, sin `[T, qk_rope_head_dim/2]` of `positions [T]` in the model dtype (fp32 angles, YaRN's attention factor)."
+        return rope_cos_sin(positions, self.rope_inv_freq, self.rope_attention_factor, self.dtype)
 
     @property
     def dtype(self): return self.embed_tokens.weight.dtype
@@ -391,9 +401,7 @@ class TargetModel(nn.Module):
         T = input_ids.shape[0]
         if visibility is None: visibility = torch.ones(T, T, dtype=torch.bool, device=input_ids.device).tril()
         attend = attention_fn(self.attn_backend, visibility)   # resolved before anything is written
-        freqs = positions.to(self.rope_inv_freq.device).float()[:, None] * self.rope_inv_freq
-        cos = (freqs.cos() * self.rope_attention_factor).to(self.dtype)
-        sin = (freqs.sin() * self.rope_attention_factor).to(self.dtype)
+        cos, sin = self.rope(positions)
         x = self.embed_tokens(input_ids)
         feats, last = {}, self.config.num_hidden_layers - 1
         for i, layer in enumerate(self.layers):
