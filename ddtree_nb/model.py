@@ -10,14 +10,15 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import nn
-from .reference import mla_tree_attention_ref, mla_softmax_scale, split_kv_b, yarn_mscale
+from .reference import mla_softmax_scale, split_kv_b, yarn_mscale
+from .verify import tree_visible, tree_attention_torch, bits_to_vis, vis_to_bits, mla_tree_attention
 
 # %% auto #0
 __all__ = ['MODEL_TYPES', 'ATTN_BACKENDS', 'TargetConfig', 'config_from_dict', 'LatentCache', 'rope_inv_freq', 'rope_cos_sin',
-           'apply_rope', 'RMSNorm', 'MLP', 'Router', 'MoE', 'static_tree_visible', 'static_tree_attention',
-           'attention_fn', 'MLAttention', 'DecoderLayer', 'TargetOutput', 'TargetModel', 'tiny_config', 'kimi_config',
-           'build_target', 'pack_int4', 'unpack_int4', 'dequant_int4', 'quantize_int4', 'dequant_fp8_block',
-           'quantize_fp8_block', 'save_target', 'read_json', 'check_device', 'load_target', 'load_tokenizer']
+           'apply_rope', 'RMSNorm', 'MLP', 'Router', 'MoE', 'attention_fn', 'MLAttention', 'DecoderLayer',
+           'TargetOutput', 'TargetModel', 'tiny_config', 'kimi_config', 'build_target', 'pack_int4', 'unpack_int4',
+           'dequant_int4', 'quantize_int4', 'dequant_fp8_block', 'quantize_fp8_block', 'save_target', 'read_json',
+           'check_device', 'load_target', 'load_tokenizer']
 
 # %% ../nbs/01a_target_model.ipynb #5866f664
 MODEL_TYPES = ('deepseek_v3', 'kimi_k2', 'kimi_k25')
@@ -219,52 +220,21 @@ class MoE(nn.Module):
 # %% ../nbs/01a_target_model.ipynb #2614c3c4
 ATTN_BACKENDS = ('torch', 'cuda')
 
-def static_tree_visible(prefix_len: torch.Tensor, # int [1] on the cache's device: P
-                        visibility: torch.Tensor, # [T, T] bool
-                        S: int) -> torch.Tensor:  # cache slots
-    "`[T, S]` bool: query i sees slot s iff s < P or s = P + j with j visible from i (device ops only: no host read)."
-    T = visibility.shape[0]
-    rel = torch.arange(S, device=visibility.device) - prefix_len.long()           # slot - P
-    return (visibility[:, rel.clamp(0, T - 1)] & ((rel >= 0) & (rel < T))) | (rel < 0)
-
-def static_tree_attention(q_latent: torch.Tensor, # [T, H, Dc]
-                          q_pe: torch.Tensor,     # [T, H, Dr]
-                          kv: torch.Tensor,       # [S, Dc+Dr] one cache layer
-                          prefix_len: torch.Tensor, # int [1] on kv's device: P
-                          visibility: torch.Tensor, # [T, T] bool
-                          scale: float,
-                          see: torch.Tensor|None=None) -> torch.Tensor:  # `static_tree_visible(prefix_len, visibility, S)`, when the caller has it
-    "Tree attention over all `S` cache slots, masked to `[0, P)` and the visible tree slots: `P` stays on the device (no host read, static shapes)."
-    Dc = q_latent.shape[-1]
-    if see is None: see = static_tree_visible(prefix_len, visibility, kv.shape[0])
-    f = torch.promote_types(q_latent.dtype, torch.float32)
-    c = kv[:, :Dc].to(f)
-    s = (torch.einsum('thc,sc->ths', q_latent.to(f), c) + torch.einsum('thr,sr->ths', q_pe.to(f), kv[:, Dc:].to(f))) * scale
-    return torch.einsum('ths,sc->thc', s.masked_fill(~see[:, None], float('-inf')).softmax(-1), c)
-
 def attention_fn(backend: str,
                  visibility: torch.Tensor, # [T, T] bool, or the tree builder's packed bitmask [T, W] int32
                 ):
     "Attention for `backend` under `visibility`: `f(q_latent, q_pe, kv, prefix_len, scale) -> out_latent [T, H, Dc]`; `prefix_len` an int or an int [1] device tensor."
     packed = visibility.dtype == torch.int32
     if backend == 'torch':
-        if packed:
-            from ddtree_nb.verify import bits_to_vis
-            visibility = bits_to_vis(visibility, visibility.shape[0])
+        if packed: visibility = bits_to_vis(visibility, visibility.shape[0])
         see = {}            # one forward's mask, built by its first layer and shared by the rest (same P, visibility and S)
         def _torch(q_latent, q_pe, kv, prefix_len, scale):
-            if isinstance(prefix_len, torch.Tensor):
-                S = kv.shape[0]
-                if S not in see: see[S] = static_tree_visible(prefix_len, visibility, S)
-                return static_tree_attention(q_latent, q_pe, kv, prefix_len, visibility, scale, see[S])
-            Dc = q_latent.shape[-1]
-            return mla_tree_attention_ref(q_latent, q_pe, kv[:, :Dc], kv[:, Dc:], prefix_len, visibility, scale)[0]
+            if not isinstance(prefix_len, torch.Tensor): kv = kv[:prefix_len + q_latent.shape[0]]   # a host P: the filled rows only
+            S = kv.shape[0]
+            if S not in see: see[S] = tree_visible(prefix_len, visibility, S)
+            return tree_attention_torch(q_latent, q_pe, kv, see[S], scale)[0]
         return _torch
     if backend == 'cuda':
-        try: from ddtree_nb.verify import mla_tree_attention, vis_to_bits
-        except ImportError as e:
-            raise RuntimeError(f"attn_backend='cuda' needs ddtree_nb.verify.mla_tree_attention (the verify-kernel stage), "
-                               f"which is not importable here: {e}") from e
         bits = visibility if packed else vis_to_bits(visibility)
         def _cuda(q_latent, q_pe, kv, prefix_len, scale):
             return mla_tree_attention(q_latent.contiguous(), q_pe.contiguous(), kv, prefix_len, bits, scale)[0]
