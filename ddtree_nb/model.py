@@ -15,10 +15,10 @@ from .verify import tree_visible, tree_attention_torch, bits_to_vis, vis_to_bits
 
 # %% auto #0
 __all__ = ['MODEL_TYPES', 'ATTN_BACKENDS', 'TargetConfig', 'config_from_dict', 'LatentCache', 'rope_inv_freq', 'rope_cos_sin',
-           'apply_rope', 'RMSNorm', 'MLP', 'Router', 'MoE', 'attention_fn', 'MLAttention', 'DecoderLayer',
-           'TargetOutput', 'TargetModel', 'tiny_config', 'kimi_config', 'build_target', 'pack_int4', 'unpack_int4',
-           'dequant_int4', 'quantize_int4', 'dequant_fp8_block', 'quantize_fp8_block', 'save_target', 'read_json',
-           'check_device', 'load_target', 'load_tokenizer']
+           'apply_rope', 'RMSNorm', 'MLP', 'Router', 'expert_loop', 'MoE', 'attention_fn', 'MLAttention',
+           'DecoderLayer', 'TargetOutput', 'TargetModel', 'tiny_config', 'kimi_config', 'build_target', 'pack_int4',
+           'unpack_int4', 'dequant_int4', 'quantize_int4', 'dequant_fp8_block', 'quantize_fp8_block', 'save_target',
+           'read_json', 'check_device', 'load_target', 'load_tokenizer']
 
 # %% ../nbs/01a_target_model.ipynb #5866f664
 MODEL_TYPES = ('deepseek_v3', 'kimi_k2', 'kimi_k25')
@@ -186,6 +186,21 @@ class Router(nn.Module):
         if c.norm_topk_prob: w = w / (w.sum(-1, keepdim=True) + 1e-20)
         return w * c.routed_scaling_factor, idx
 
+def expert_loop(x: torch.Tensor,         # [T, hidden] the tokens
+                topk_w: torch.Tensor,    # [T, k] routing weights
+                topk_idx: torch.Tensor,  # [T, k] routed expert ids
+                ffn,                     # ffn(e, h [n, hidden]) -> [n, hidden]: expert e0 + e on the rows of its n tokens
+                e0: int=0, n: int|None=None,  # the experts this call owns: ids in [e0, e0 + n) (default: every id >= e0)
+                dtype=None) -> torch.Tensor:  # the sum's dtype (default x's)
+    "`out[t] = sum_j topk_w[t, j] * ffn(topk_idx[t, j] - e0, x[t])` over the pairs routed into the range, one expert at a time (reads the hit ids back)."
+    local = topk_idx - e0
+    mine = (local >= 0) if n is None else (local >= 0) & (local < n)
+    out = torch.zeros(x.shape, dtype=dtype or x.dtype, device=x.device)
+    for e in local[mine].unique().tolist():
+        tok, slot = (local == e).nonzero(as_tuple=True)
+        out.index_add_(0, tok, (ffn(e, x[tok]) * topk_w[tok, slot, None]).to(out.dtype))
+    return out
+
 class MoE(nn.Module):
     def __init__(self, c: TargetConfig):
         super().__init__()
@@ -207,15 +222,11 @@ class MoE(nn.Module):
         h = F.silu(torch.einsum('th,eih->eti', x, ex.gate_proj)) * torch.einsum('th,eih->eti', x, ex.up_proj)
         y = torch.einsum('eti,ehi->eth', h, ex.down_proj)
         return (y * gate.T[..., None]).sum(0).to(x.dtype)
-    def _loop(self, x, w, idx):
-        out = torch.zeros_like(x)
+    def expert(self, e: int, h: torch.Tensor) -> torch.Tensor:
+        "Routed expert `e` of this module's `experts` (SwiGLU) on rows `h [n, hidden]`."
         ex = self.experts
-        for e in idx.unique().tolist():
-            tok, slot = (idx == e).nonzero(as_tuple=True)
-            h = x[tok]
-            y = F.linear(F.silu(F.linear(h, ex.gate_proj[e])) * F.linear(h, ex.up_proj[e]), ex.down_proj[e])
-            out.index_add_(0, tok, (y * w[tok, slot, None]).to(x.dtype))
-        return out
+        return F.linear(F.silu(F.linear(h, ex.gate_proj[e])) * F.linear(h, ex.up_proj[e]), ex.down_proj[e])
+    def _loop(self, x, w, idx): return expert_loop(x, w, idx, self.expert, 0, self.experts.gate_proj.shape[0])
 
 # %% ../nbs/01a_target_model.ipynb #2614c3c4
 ATTN_BACKENDS = ('torch', 'cuda')

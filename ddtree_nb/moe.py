@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import nn
-from .model import (pack_int4, unpack_int4, dequant_int4, quantize_int4, MoE, Router, TargetModel, LatentCache,
+from .model import (pack_int4, unpack_int4, dequant_int4, quantize_int4, MoE, Router, TargetModel, LatentCache, expert_loop,
                              config_from_dict, _Checkpoint, _int4_args, load_target)
 
 # %% auto #0
@@ -162,16 +162,10 @@ def workspace_for(T: int, k: int, ex: PackedExperts) -> MoEWorkspace:
 
 # %% ../nbs/03a_moe_w4a16.ipynb #dea9bef2
 def _moe_torch(x, topk_idx, topk_w, ex: PackedExperts, rsf: float) -> torch.Tensor:
-    T, k = topk_idx.shape
-    gp = group_pairs_ref(topk_idx, ex.n_experts)
-    acc = torch.zeros(T, ex.hidden, dtype=torch.float32, device=x.device)
-    wf = topk_w.flatten().float()
-    for e in gp.hit[:int(gp.n_hit[0])].tolist():
-        pairs = gp.sorted_pair[int(gp.offsets[e]):int(gp.offsets[e + 1])].long()
-        tok, h = pairs // k, x[pairs // k].float()
-        act = F.silu(h @ ex.dequant('gate', e).T) * (h @ ex.dequant('up', e).T)
-        acc.index_add_(0, tok, (act @ ex.dequant('down', e).T) * wf[pairs, None])
-    return (acc * rsf).to(x.dtype)
+    def ffn(e, h):                  # expert e with its dequantised weights, in fp32
+        h = h.float()
+        return (F.silu(h @ ex.dequant('gate', e).T) * (h @ ex.dequant('up', e).T)) @ ex.dequant('down', e).T
+    return (expert_loop(x, topk_w.float(), topk_idx, ffn, 0, ex.n_experts, torch.float32) * rsf).to(x.dtype)
 
 # %% ../nbs/03a_moe_w4a16.ipynb #efa6e1c8
 _SIG_GROUP, _SIG_GU, _SIG_DOWN, _SIG_COMB = 'PiiPPPPPP', 'PiiiPPPPPPPPP', 'PiiPPPPPPPP', 'PPiifP'

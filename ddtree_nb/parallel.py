@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 import torch.distributed as dist
 from torch import nn
-from .model import (TargetConfig, TargetModel, MLAttention, MLP, MoE, Router, config_from_dict,
+from .model import (TargetConfig, TargetModel, MLAttention, MLP, MoE, Router, expert_loop, config_from_dict,
                              build_target, tiny_config, _Checkpoint, _read_weight, _read_param, _hub_key)
 
 # %% auto #0
@@ -91,14 +91,7 @@ class EPMoE(MoE):
 
     def forward(self, x):
         w, idx = self.gate(x)                       # every rank routes every token
-        local = idx - self.e0
-        mine = (local >= 0) & (local < self.n_local)
-        out, ex = torch.zeros_like(x), self.experts
-        for e in local[mine].unique().tolist():
-            tok, slot = (local == e).nonzero(as_tuple=True)
-            h = x[tok]
-            y = F.linear(F.silu(F.linear(h, ex.gate_proj[e])) * F.linear(h, ex.up_proj[e]), ex.down_proj[e])
-            out.index_add_(0, tok, (y * w[tok, slot, None]).to(x.dtype))
+        out = expert_loop(x, w, idx, self.expert, self.e0, self.n_local)   # the model's loop over this rank's experts
         if self.shared_experts is not None: out = out + self.shared_experts(x)
         return all_reduce_(out, self.group, self.world)
 
