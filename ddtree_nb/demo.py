@@ -308,7 +308,7 @@ def drafter_train_logits(drafter: Drafter,
     ctx_ok = ctx_ok[:, :, None, :].expand(B, A, K, S).reshape(B, A * K, S)
     blk = torch.arange(A, device=dev).repeat_interleave(K)
     mask = torch.cat([ctx_ok, (blk[:, None] == blk[None, :]).expand(B, A * K, A * K)], -1)
-    h = drafter._lent[0](block_ids.view(B, A * K)).to(dt)
+    h = drafter.embed_tokens(block_ids.view(B, A * K)).to(dt)
     for layer in drafter.layers:
         k_ctx, v_ctx = layer.self_attn.kv(th, cos_c, sin_c)
         nkv, hd = k_ctx.shape[1:]
@@ -316,7 +316,7 @@ def drafter_train_logits(drafter: Drafter,
                                          v_ctx.view(B, S, nkv, hd), cos_b, sin_b, mask)
         h = h + layer.mlp(layer.post_attention_layernorm(h))
     h = drafter.norm(h).view(B, A, K, -1)[:, :, 1:]
-    return drafter._lent[1](h).float()
+    return drafter.lm_head(h).float()
 
 def block_loss_weights(block_size: int=16, gamma: float=7.0) -> torch.Tensor:
     "Weights `exp(-(k-1)/γ)` of rows k = 1..block_size-1."

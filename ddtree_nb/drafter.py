@@ -200,9 +200,20 @@ class Drafter(nn.Module):
         self._lent = (target.embed_tokens, target.lm_head)
         return self
 
+    @property
+    def embed_tokens(self) -> nn.Module:
+        "The target's embedding table, borrowed by `attach` (not a submodule: not in the drafter's state dict)."
+        if self._lent is None: raise RuntimeError("drafter has no target attached (call attach(target) or load_drafter)")
+        return self._lent[0]
+    @property
+    def lm_head(self) -> nn.Module:
+        "The target's `lm_head`, borrowed by `attach`."
+        if self._lent is None: raise RuntimeError("drafter has no target attached (call attach(target) or load_drafter)")
+        return self._lent[1]
+
     def _head(self, h: torch.Tensor) -> torch.Tensor:
         "fp32 draft logits of hidden rows `h` through the target's lm_head, in the head's dtype (a drafter loaded with another dtype differs)."
-        head = self._lent[1]
+        head = self.lm_head
         return head(h.to(head.weight.dtype)).float()
 
     def new_cache(self, max_tokens: int) -> DrafterCache:
@@ -239,8 +250,7 @@ class Drafter(nn.Module):
     @torch.no_grad()
     def forward_block(self, cache: DrafterCache, block_ids: torch.Tensor, start: int|None=None) -> torch.Tensor:
         "Final-normed hidden states `[T, hidden]` of `block_ids [T]` at positions `start + t` (default `start = cache.length`); the cache is not changed."
-        if self._lent is None: raise RuntimeError("drafter has no target attached (call attach(target) or load_drafter)")
-        h = self._lent[0](block_ids).to(self.fc.weight.dtype)
+        h = self.embed_tokens(block_ids).to(self.fc.weight.dtype)
         cos, sin = self._cos_sin(cache.length if start is None else start, len(block_ids))
         n = cache.length
         for l, layer in enumerate(self.layers): h = layer(h, cache.k[l, :n], cache.v[l, :n], cos, sin)
@@ -279,7 +289,7 @@ class Drafter(nn.Module):
         cache.dlength += n_new.to(torch.int32)
         n = cache.dlength.long()
         ids = torch.cat([root_token.reshape(1).long(), torch.full((B - 1,), self.mask_token_id, dtype=torch.long, device=dev)])
-        h = self._lent[0](ids).to(dt)
+        h = self.embed_tokens(ids).to(dt)
         bslots = n + torch.arange(B, device=dev)            # the block's positions, and the scratch rows its K/V go to (dropped by the next draft)
         cos, sin = rope_cos_sin(bslots, c.head_dim, c.rope_theta, dt)
         mask = (torch.arange(S, device=dev) < n + B).expand(B, S)

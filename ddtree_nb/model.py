@@ -18,7 +18,8 @@ __all__ = ['MODEL_TYPES', 'ATTN_BACKENDS', 'TargetConfig', 'config_from_dict', '
            'apply_rope', 'RMSNorm', 'MLP', 'Router', 'expert_loop', 'MoE', 'attention_fn', 'MLAttention',
            'DecoderLayer', 'TargetOutput', 'TargetModel', 'tiny_config', 'kimi_config', 'build_target', 'pack_int4',
            'unpack_int4', 'dequant_int4', 'quantize_int4', 'dequant_fp8_block', 'quantize_fp8_block', 'save_target',
-           'read_json', 'check_device', 'load_target', 'load_tokenizer']
+           'read_json', 'check_device', 'Checkpoint', 'read_weight', 'int4_args', 'hub_key', 'read_param',
+           'load_target', 'load_tokenizer']
 
 # %% ../nbs/01a_target_model.ipynb #5866f664
 MODEL_TYPES = ('deepseek_v3', 'kimi_k2', 'kimi_k25')
@@ -318,7 +319,7 @@ class TargetModel(nn.Module):
         self.lm_head = nn.Linear(c.hidden_size, c.vocab_size, bias=False)
         if c.tie_word_embeddings: self.lm_head.weight = self.embed_tokens.weight
         self.attn_backend, self.check_inputs = 'torch', True
-        self._init_rope()
+        self.init_rope()
 
     @property
     def moe_dispatch(self) -> str:
@@ -330,7 +331,7 @@ class TargetModel(nn.Module):
         for l in self.layers:                      # the layers' MLPs, not every module: the cuda round sets this each eager round
             if isinstance(l.mlp, MoE): l.mlp.dispatch = v
 
-    def _init_rope(self):
+    def init_rope(self):
         inv, self.rope_attention_factor = rope_inv_freq(self.config.qk_rope_head_dim, self.config.rope_theta, self.config.rope_scaling)
         self.register_buffer('rope_inv_freq', inv.to(self.embed_tokens.weight.device), persistent=False)
     def rope(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -587,7 +588,7 @@ def check_device(device) -> torch.device:
             raise CudaUnavailable(f"device {str(device)!r} asked for, but torch sees {torch.cuda.device_count()} CUDA GPU(s)")
     return d
 
-class _Checkpoint:
+class Checkpoint:
     "Lazy key -> tensor access over a single or sharded safetensors checkpoint."
     def __init__(self, path: Path):
         from safetensors import safe_open
@@ -605,14 +606,20 @@ class _Checkpoint:
         self.prefix = 'language_model.' if any(k.startswith('language_model.') for k in self.where) else ''
         self._files = {}
     def __contains__(self, key): return self.prefix + key in self.where
-    def raw(self, key) -> torch.Tensor:
+    def _handle(self, key):
         k = self.prefix + key
         if k not in self.where: raise KeyError(f"checkpoint has no tensor {k!r}")
         fn = self.where[k]
         if fn not in self._files: self._files[fn] = self._open(str(fn), 'pt')
-        return self._files[fn].get_tensor(k)
+        return self._files[fn], k
+    def raw(self, key) -> torch.Tensor:
+        "Tensor `key` as stored."
+        f, k = self._handle(key); return f.get_tensor(k)
+    def get_slice(self, key):
+        "A lazy safetensors slice of tensor `key`: index it to read only that part."
+        f, k = self._handle(key); return f.get_slice(k)
 
-def _read_weight(ck: _Checkpoint, key: str, qcfg: dict|None) -> torch.Tensor:
+def read_weight(ck: Checkpoint, key: str, qcfg: dict|None) -> torch.Tensor:
     "fp32 tensor for `key`, dequantising FP8 blocks or INT4 pack-quantized weights when stored that way."
     if key in ck:
         t = ck.raw(key)
@@ -621,11 +628,11 @@ def _read_weight(ck: _Checkpoint, key: str, qcfg: dict|None) -> torch.Tensor:
             return dequant_fp8_block(t, ck.raw(key + '_scale_inv'), block, key)
         return t.float()
     if key.endswith('.weight') and key + '_packed' in ck:
-        w = _int4_args(qcfg)
+        w = int4_args(qcfg)
         return dequant_int4(ck.raw(key + '_packed'), ck.raw(key + '_scale'), ck.raw(key + '_shape').tolist(), w['group_size'], key)
     raise KeyError(f"checkpoint is missing tensor {ck.prefix + key!r}")
 
-def _int4_args(qcfg: dict|None) -> dict:
+def int4_args(qcfg: dict|None) -> dict:
     "The weight quantisation args of a compressed-tensors config, checked to be what we implement."
     if not qcfg or qcfg.get('quant_method') != 'compressed-tensors':
         raise ValueError("checkpoint has weight_packed tensors but config.json has no compressed-tensors quantization_config")
@@ -635,21 +642,21 @@ def _int4_args(qcfg: dict|None) -> dict:
         if w.get(k) != want: raise ValueError(f"quantization_config weights.{k}={w.get(k)!r} is not supported (expected {want!r})")
     return w
 
-def _hub_key(name: str) -> str: return name if name.startswith('lm_head') else 'model.' + name
+def hub_key(name: str) -> str: return name if name.startswith('lm_head') else 'model.' + name
 
-def _read_param(ck, name, c: TargetConfig) -> torch.Tensor:
+def read_param(ck, name, c: TargetConfig) -> torch.Tensor:
     q = c.quantization_config
     m = re.fullmatch(r'layers\.(\d+)\.mlp\.experts\.(gate_proj|up_proj|down_proj)', name)
     if m:
         base = f'model.layers.{m[1]}.mlp.experts'
         if f'{base}.gate_up_proj' in ck:
-            if m[2] == 'down_proj': return _read_weight(ck, f'{base}.down_proj', q)
-            gu = _read_weight(ck, f'{base}.gate_up_proj', q)
+            if m[2] == 'down_proj': return read_weight(ck, f'{base}.down_proj', q)
+            gu = read_weight(ck, f'{base}.gate_up_proj', q)
             return gu.chunk(2, dim=1)[0 if m[2] == 'gate_proj' else 1]
-        return torch.stack([_read_weight(ck, f'{base}.{j}.{m[2]}.weight', q) for j in range(c.n_routed_experts)])
-    key = _hub_key(name)
+        return torch.stack([read_weight(ck, f'{base}.{j}.{m[2]}.weight', q) for j in range(c.n_routed_experts)])
+    key = hub_key(name)
     if name == 'lm_head.weight' and key not in ck and c.tie_word_embeddings: key = 'model.embed_tokens.weight'
-    return _read_weight(ck, key, q)
+    return read_weight(ck, key, q)
 
 def load_target(path, device='cpu', dtype=torch.float32,
                 prepare=None,   # prepare(model, config) on the still unallocated (meta) model: may swap modules; returns the state-dict names it fills itself
@@ -659,20 +666,20 @@ def load_target(path, device='cpu', dtype=torch.float32,
     if not (path / 'config.json').exists(): raise FileNotFoundError(f"no config.json in {path}")
     c = config_from_dict(read_json(path / 'config.json'))
     check_device(device)
-    ck = _Checkpoint(path)
+    ck = Checkpoint(path)
     with torch.device('meta'): model = TargetModel(c)
     own = set(prepare(model, c)) if prepare is not None else set()
     model = model.to_empty(device=device)
     with torch.no_grad():
         for name, p in model.state_dict(keep_vars=True).items():
             if name in own or name == 'rope_inv_freq' or (name == 'lm_head.weight' and c.tie_word_embeddings): continue
-            t = _read_param(ck, name, c)
+            t = read_param(ck, name, c)
             if t.shape != p.shape:
-                raise ValueError(f"{ck.prefix}{_hub_key(name) if 'experts' not in name else name}: checkpoint has shape {tuple(t.shape)}, model expects {tuple(p.shape)}")
+                raise ValueError(f"{ck.prefix}{hub_key(name) if 'experts' not in name else name}: checkpoint has shape {tuple(t.shape)}, model expects {tuple(p.shape)}")
             keep32 = name.endswith(('mlp.gate.weight', 'e_score_correction_bias'))
             p.data = t.to(device=device, dtype=torch.float32 if keep32 else dtype).contiguous()
     if c.tie_word_embeddings: model.lm_head.weight = model.embed_tokens.weight
-    model._init_rope()
+    model.init_rope()
     return model.eval().requires_grad_(False)
 
 # %% ../nbs/01a_target_model.ipynb #98c8a7e1

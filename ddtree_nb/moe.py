@@ -11,13 +11,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from .model import (pack_int4, unpack_int4, dequant_int4, quantize_int4, MoE, Router, TargetModel, LatentCache, expert_loop,
-                             config_from_dict, _Checkpoint, _int4_args, load_target)
+                             config_from_dict, Checkpoint, int4_args, load_target)
 
 # %% auto #0
 __all__ = ['GROUP', 'MAX_EXPERTS', 'KINDS', 'CUDA_VERSION', 'PackedExperts', 'check_packed', 'pack_experts', 'Grouping',
-           'group_pairs_ref', 'check_grouping', 'MoEWorkspace', 'workspace_for', 'check_moe_inputs', 'moe_w4a16',
-           'PackedMoE', 'packed_experts_from_checkpoint', 'pack_moe_experts', 'empty_packed', 'packed_placeholders',
-           'load_target_packed', 'memory_by_kind']
+           'group_pairs_ref', 'check_grouping', 'MoEWorkspace', 'workspace_for', 'live_workspaces', 'check_moe_inputs',
+           'moe_w4a16', 'PackedMoE', 'packed_experts_from_checkpoint', 'pack_moe_experts', 'empty_packed',
+           'packed_placeholders', 'load_target_packed', 'memory_by_kind']
 
 # %% ../nbs/03a_moe_w4a16.ipynb #eb0191d4
 GROUP = 32            # quantisation group: one 16-byte load of packed words = 32 weights = one scale
@@ -160,6 +160,10 @@ def workspace_for(T: int, k: int, ex: PackedExperts) -> MoEWorkspace:
     if ws is None or not ws.fits(T, k, ex): ws = _ws_cache[key] = MoEWorkspace(max(T, 16), k, ex.n_experts, ex.hidden, ex.inter, ex.device)
     return ws
 
+def live_workspaces() -> list[MoEWorkspace]:
+    "The shared workspaces `workspace_for` hands out now (a captured CUDA graph holds their addresses: keep these alive with it)."
+    return list(_ws_cache.values())
+
 # %% ../nbs/03a_moe_w4a16.ipynb #dea9bef2
 def _moe_torch(x, topk_idx, topk_w, ex: PackedExperts, rsf: float) -> torch.Tensor:
     def ffn(e, h):                  # expert e with its dequantised weights, in fp32
@@ -276,9 +280,9 @@ def packed_experts_from_checkpoint(path, layer_idx: int) -> PackedExperts:
     "Layer `layer_idx`'s routed experts straight from an INT4 (compressed-tensors pack-quantized) checkpoint, not dequantised."
     path = Path(path)
     c = config_from_dict(json.loads((path / 'config.json').read_text()))
-    w = _int4_args(c.quantization_config)
+    w = int4_args(c.quantization_config)
     if w.get('group_size') != GROUP: raise ValueError(f"quantization_config weights.group_size={w.get('group_size')!r}: the packed experts need {GROUP}")
-    ck, base = _Checkpoint(path), f'model.layers.{layer_idx}.mlp.experts'
+    ck, base = Checkpoint(path), f'model.layers.{layer_idx}.mlp.experts'
     H, I, out = c.hidden_size, c.moe_intermediate_size, {}
     for k in KINDS:
         want = [H, I] if k == 'down' else [I, H]
@@ -332,7 +336,7 @@ def load_target_packed(path, device='cpu', dtype=torch.float32, backend: str='to
     if backend not in ('torch', 'cuda'): raise ValueError(f"backend must be 'torch' or 'cuda', got {backend!r}")
     if backend == 'cuda' and dtype != torch.bfloat16: raise ValueError(f"backend='cuda' needs dtype=torch.bfloat16 (the kernel's activations), got {dtype}")
     def swap(model, c):
-        _int4_args(c.quantization_config)                 # a clear error for a checkpoint that is not INT4
+        int4_args(c.quantization_config)                 # a clear error for a checkpoint that is not INT4
         return packed_placeholders(model, backend)
     path = Path(path)
     model = load_target(path, device, dtype, prepare=swap)
