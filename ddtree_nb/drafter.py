@@ -200,16 +200,11 @@ class Drafter(nn.Module):
         self._lent = (target.embed_tokens, target.lm_head)
         return self
 
-    @property
-    def embed_tokens(self) -> nn.Module:
-        "The target's embedding table, borrowed by `attach` (not a submodule: not in the drafter's state dict)."
+    def _borrowed(self, i: int) -> nn.Module:
         if self._lent is None: raise RuntimeError("drafter has no target attached (call attach(target) or load_drafter)")
-        return self._lent[0]
-    @property
-    def lm_head(self) -> nn.Module:
-        "The target's `lm_head`, borrowed by `attach`."
-        if self._lent is None: raise RuntimeError("drafter has no target attached (call attach(target) or load_drafter)")
-        return self._lent[1]
+        return self._lent[i]
+    embed_tokens = property(lambda self: self._borrowed(0), doc="The target's embedding table, borrowed by `attach` (not a submodule: not in the drafter's state dict).")
+    lm_head = property(lambda self: self._borrowed(1), doc="The target's `lm_head`, borrowed by `attach`.")
 
     def _head(self, h: torch.Tensor) -> torch.Tensor:
         "fp32 draft logits of hidden rows `h` through the target's lm_head, in the head's dtype (a drafter loaded with another dtype differs)."
