@@ -72,7 +72,7 @@ def build_on_device(c: dict, seed: int, device='cuda', int4_experts: bool=True):
     finally: torch.set_default_dtype(old)
     if int4_experts: packed_placeholders(m, backend='cuda')   # packed experts in place of bf16 ones, before anything is allocated
     m.to_empty(device=device)
-    m._init_rope()                                   # the rope buffer in fp32, as build_target makes it
+    m.init_rope()                                   # the rope buffer in fp32, as build_target makes it
     g = torch.Generator(device=device).manual_seed(seed)
     for mod in m.modules():
         if isinstance(mod, PackedMoE):               # random nibbles (uniform -8..7) x scale 0.006: weights of std ~0.028

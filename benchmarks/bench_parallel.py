@@ -35,7 +35,7 @@ def random_shard(cfg, rank, world, device, dtype=torch.bfloat16, seed=0, std=0.0
             if name.endswith('norm.weight'): t.fill_(1.0)
             else: t.normal_(0, std, generator=g)
             p.data = t
-    m._init_rope()
+    m.init_rope()
     m.check_inputs = False            # no host read of positions per call
     return m.eval().requires_grad_(False)
 

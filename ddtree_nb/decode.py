@@ -496,8 +496,8 @@ class CudaStages(TorchStages):
         with torch.cuda.graph(g, stream=es.torch):
             self.graph_out = self._round(depth, _untimed)
         self.cuda_graph = g
-        from ddtree_nb.moe import _ws_cache              # the graph holds the packed-MoE workspaces' addresses: keep them alive
-        self._graph_ws = list(_ws_cache.values())        # even if a larger forward elsewhere replaces them in the shared cache
+        from ddtree_nb.moe import live_workspaces        # the graph holds the packed-MoE workspaces' addresses: keep them alive
+        self._graph_ws = live_workspaces()               # even if a larger forward elsewhere replaces them in the shared cache
 
     def run_round(self, depth: int, timed) -> tuple:
         "Enqueue one round (eager or a graph replay) on the models' GPU; returns (draft_logits, logits): views of static buffers."

@@ -9,8 +9,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from .model import (build_target, tiny_config, save_target, load_target, apply_rope, Router, TargetModel)
-from .drafter import (Drafter, DrafterConfig, save_drafter, load_drafter, rope_cos_sin,
-                               apply_rope as drafter_rope)
+from .drafter import (Drafter, DrafterConfig, save_drafter, load_drafter, rope_cos_sin)
 
 # %% auto #0
 __all__ = ['EOS', 'MASK', 'stdlib_files', 'is_held_out', 'split_corpus', 'train_tokenizer', 'save_tokenizer', 'encode_files',
@@ -94,12 +93,6 @@ def demo_target_config(vocab_size: int=2048, hidden_size: int=192, num_hidden_la
                                          beta_fast=32, beta_slow=1, mscale=1.0, mscale_all_dim=1.0), **kw)
 
 # %% ../nbs/06_demo_models.ipynb #4344417f
-def _rope_cos_sin(model: TargetModel, S: int, device, start: int=0):
-    "cos, sin `[S, rope/2]` for positions start..start+S-1, with YaRN's attention factor, as `TargetModel.forward` builds them."
-    freqs = torch.arange(start, start + S, device=device).float()[:, None] * model.rope_inv_freq
-    f = model.rope_attention_factor
-    return (freqs.cos() * f).to(model.dtype), (freqs.sin() * f).to(model.dtype)
-
 def _train_attention(a, x, cos, sin, kv=None, start: int=0):
     "Causal MLA of module `a` (an `MLAttention`) over `x [S, B, D]`, non-absorbed; `kv` = (K, V) buffers `[B, H, max, d]` to fill at `start`."
     c = a.c
@@ -130,7 +123,7 @@ def target_train_forward(model: TargetModel,
     "Causal forward of a batch with gradients, through the model's own modules; same outputs as `TargetModel.forward`."
     if ids.ndim != 2: raise ValueError(f"ids must be [B, S], got shape {tuple(ids.shape)}")
     B, S = ids.shape
-    cos, sin = _rope_cos_sin(model, S, ids.device, start)
+    cos, sin = model.rope(torch.arange(start, start + S, device=ids.device))
     x = model.embed_tokens(ids.t())                                               # [S, B, D]
     feats, last = {}, model.config.num_hidden_layers - 1
     for i, layer in enumerate(model.layers):
@@ -288,7 +281,7 @@ def _masked_dflash_attention(attn, x, k_ctx, v_ctx, cos, sin, mask):
     B, Q, _ = x.shape
     nh, nkv, hd = attn.nh, attn.nkv, attn.hd
     xf = x.reshape(B * Q, -1)
-    q = drafter_rope(attn.q_norm(attn.q_proj(xf).view(B * Q, nh, hd)), cos, sin).view(B, Q, nh, hd)
+    q = apply_rope(attn.q_norm(attn.q_proj(xf).view(B * Q, nh, hd)), cos, sin, False).view(B, Q, nh, hd)   # the drafter's rotate-half
     kb, vb = attn.kv(xf, cos, sin)
     k = torch.cat([k_ctx, kb.view(B, Q, nkv, hd)], 1).repeat_interleave(nh // nkv, 2)
     v = torch.cat([v_ctx, vb.view(B, Q, nkv, hd)], 1).repeat_interleave(nh // nkv, 2)
@@ -315,7 +308,7 @@ def drafter_train_logits(drafter: Drafter,
     ctx_ok = ctx_ok[:, :, None, :].expand(B, A, K, S).reshape(B, A * K, S)
     blk = torch.arange(A, device=dev).repeat_interleave(K)
     mask = torch.cat([ctx_ok, (blk[:, None] == blk[None, :]).expand(B, A * K, A * K)], -1)
-    h = drafter._lent[0](block_ids.view(B, A * K)).to(dt)
+    h = drafter.embed_tokens(block_ids.view(B, A * K)).to(dt)
     for layer in drafter.layers:
         k_ctx, v_ctx = layer.self_attn.kv(th, cos_c, sin_c)
         nkv, hd = k_ctx.shape[1:]
@@ -323,7 +316,7 @@ def drafter_train_logits(drafter: Drafter,
                                          v_ctx.view(B, S, nkv, hd), cos_b, sin_b, mask)
         h = h + layer.mlp(layer.post_attention_layernorm(h))
     h = drafter.norm(h).view(B, A, K, -1)[:, :, 1:]
-    return drafter._lent[1](h).float()
+    return drafter.lm_head(h).float()
 
 def block_loss_weights(block_size: int=16, gamma: float=7.0) -> torch.Tensor:
     "Weights `exp(-(k-1)/γ)` of rows k = 1..block_size-1."

@@ -13,8 +13,8 @@ import torch.nn.functional as F
 from . import model
 
 # %% auto #0
-__all__ = ['RMSNorm', 'SwiGLU', 'default_target_layer_ids', 'DrafterConfig', 'rope_cos_sin', 'apply_rope', 'DFlashAttention',
-           'DFlashLayer', 'DrafterCache', 'Drafter', 'save_drafter', 'load_drafter']
+__all__ = ['RMSNorm', 'SwiGLU', 'default_target_layer_ids', 'DrafterConfig', 'rope_cos_sin', 'DFlashAttention', 'DFlashLayer',
+           'DrafterCache', 'Drafter', 'save_drafter', 'load_drafter']
 
 # %% ../nbs/05a_drafter.ipynb #5a8225b3
 def default_target_layer_ids(num_target_layers: int, # layers of the target model
@@ -97,18 +97,9 @@ class DrafterConfig:
 RMSNorm = model.RMSNorm   # Qwen3's RMSNorm is the target's (fp32 math for bf16/fp32 inputs, fp64 kept)
 
 def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float, dtype: torch.dtype):
-    "cos, sin `[T, head_dim]` for integer `positions [T]` (rotate-half layout)."
+    "Plain RoPE's cos, sin `[T, head_dim/2]` for integer `positions [T]`: fp32 angles (fp64 for an fp64 `dtype`), the target's `model.rope_cos_sin`."
     ct = torch.float64 if dtype == torch.float64 else torch.float32
-    inv = 1.0 / theta ** (torch.arange(0, head_dim, 2, device=positions.device, dtype=ct) / head_dim)
-    ang = positions.to(ct)[:, None] * inv[None]
-    ang = torch.cat([ang, ang], -1)
-    return ang.cos().to(dtype), ang.sin().to(dtype)
-
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    "Rotate `x [T, heads, head_dim]` by per-row angles `cos, sin [T, head_dim]`."
-    h = x.shape[-1] // 2
-    rot = torch.cat([-x[..., h:], x[..., :h]], -1)
-    return x * cos[:, None] + rot * sin[:, None]
+    return model.rope_cos_sin(positions, model.rope_inv_freq(head_dim, theta, dtype=ct, device=positions.device)[0], 1.0, dtype)
 
 SwiGLU = model.MLP         # Qwen3's MLP is the target's dense SwiGLU, same parameter names
 
@@ -128,14 +119,14 @@ class DFlashAttention(nn.Module):
     def kv(self, x, cos, sin):
         "Keys (normed, rotated) and values `[T, nkv, hd]` of rows `x [T, hidden]`."
         T = x.shape[0]
-        k = apply_rope(self.k_norm(self.k_proj(x).view(T, self.nkv, self.hd)), cos, sin)
+        k = model.apply_rope(self.k_norm(self.k_proj(x).view(T, self.nkv, self.hd)), cos, sin, False)   # rotate-half
         return k, self.v_proj(x).view(T, self.nkv, self.hd)
 
     def forward(self, x, k_ctx, v_ctx, cos, sin, mask=None,
                 block_slots=None):   # [T] rows of k_ctx/v_ctx to write the block's K/V into (scratch rows) instead of concatenating
         "Block rows `x [T, hidden]` (already input-normed) attend to context `k_ctx, v_ctx [C, nkv, hd]` and the block (where `mask [T, C+T]`, or `[T, C]` with `block_slots`, allows)."
         T = x.shape[0]
-        q = apply_rope(self.q_norm(self.q_proj(x).view(T, self.nh, self.hd)), cos, sin)
+        q = model.apply_rope(self.q_norm(self.q_proj(x).view(T, self.nh, self.hd)), cos, sin, False)
         kb, vb = self.kv(x, cos, sin)
         if block_slots is None: k, v = torch.cat([k_ctx, kb]), torch.cat([v_ctx, vb])
         else:                   # the block lands in the cache's scratch rows: no copy of the whole context per layer
@@ -209,9 +200,15 @@ class Drafter(nn.Module):
         self._lent = (target.embed_tokens, target.lm_head)
         return self
 
+    def _borrowed(self, i: int) -> nn.Module:
+        if self._lent is None: raise RuntimeError("drafter has no target attached (call attach(target) or load_drafter)")
+        return self._lent[i]
+    embed_tokens = property(lambda self: self._borrowed(0), doc="The target's embedding table, borrowed by `attach` (not a submodule: not in the drafter's state dict).")
+    lm_head = property(lambda self: self._borrowed(1), doc="The target's `lm_head`, borrowed by `attach`.")
+
     def _head(self, h: torch.Tensor) -> torch.Tensor:
         "fp32 draft logits of hidden rows `h` through the target's lm_head, in the head's dtype (a drafter loaded with another dtype differs)."
-        head = self._lent[1]
+        head = self.lm_head
         return head(h.to(head.weight.dtype)).float()
 
     def new_cache(self, max_tokens: int) -> DrafterCache:
@@ -248,8 +245,7 @@ class Drafter(nn.Module):
     @torch.no_grad()
     def forward_block(self, cache: DrafterCache, block_ids: torch.Tensor, start: int|None=None) -> torch.Tensor:
         "Final-normed hidden states `[T, hidden]` of `block_ids [T]` at positions `start + t` (default `start = cache.length`); the cache is not changed."
-        if self._lent is None: raise RuntimeError("drafter has no target attached (call attach(target) or load_drafter)")
-        h = self._lent[0](block_ids).to(self.fc.weight.dtype)
+        h = self.embed_tokens(block_ids).to(self.fc.weight.dtype)
         cos, sin = self._cos_sin(cache.length if start is None else start, len(block_ids))
         n = cache.length
         for l, layer in enumerate(self.layers): h = layer(h, cache.k[l, :n], cache.v[l, :n], cos, sin)
@@ -288,7 +284,7 @@ class Drafter(nn.Module):
         cache.dlength += n_new.to(torch.int32)
         n = cache.dlength.long()
         ids = torch.cat([root_token.reshape(1).long(), torch.full((B - 1,), self.mask_token_id, dtype=torch.long, device=dev)])
-        h = self._lent[0](ids).to(dt)
+        h = self.embed_tokens(ids).to(dt)
         bslots = n + torch.arange(B, device=dev)            # the block's positions, and the scratch rows its K/V go to (dropped by the next draft)
         cos, sin = rope_cos_sin(bslots, c.head_dim, c.rope_theta, dt)
         mask = (torch.arange(S, device=dev) < n + B).expand(B, S)

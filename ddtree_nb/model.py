@@ -10,14 +10,16 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import nn
-from .reference import mla_tree_attention_ref, mla_softmax_scale, split_kv_b
+from .reference import mla_softmax_scale, split_kv_b, yarn_mscale
+from .verify import tree_visible, tree_attention_torch, bits_to_vis, vis_to_bits, mla_tree_attention
 
 # %% auto #0
-__all__ = ['MODEL_TYPES', 'ATTN_BACKENDS', 'TargetConfig', 'config_from_dict', 'LatentCache', 'rope_inv_freq', 'apply_rope',
-           'RMSNorm', 'MLP', 'Router', 'MoE', 'static_tree_visible', 'static_tree_attention', 'attention_fn',
-           'MLAttention', 'DecoderLayer', 'TargetOutput', 'TargetModel', 'tiny_config', 'kimi_config', 'build_target',
-           'pack_int4', 'unpack_int4', 'dequant_int4', 'quantize_int4', 'dequant_fp8_block', 'quantize_fp8_block',
-           'save_target', 'read_json', 'check_device', 'load_target', 'load_tokenizer']
+__all__ = ['MODEL_TYPES', 'ATTN_BACKENDS', 'TargetConfig', 'config_from_dict', 'LatentCache', 'rope_inv_freq', 'rope_cos_sin',
+           'apply_rope', 'RMSNorm', 'MLP', 'Router', 'expert_loop', 'MoE', 'attention_fn', 'MLAttention',
+           'DecoderLayer', 'TargetOutput', 'TargetModel', 'tiny_config', 'kimi_config', 'build_target', 'pack_int4',
+           'unpack_int4', 'dequant_int4', 'quantize_int4', 'dequant_fp8_block', 'quantize_fp8_block', 'save_target',
+           'read_json', 'check_device', 'Checkpoint', 'read_weight', 'int4_args', 'hub_key', 'read_param',
+           'load_target', 'load_tokenizer']
 
 # %% ../nbs/01a_target_model.ipynb #5866f664
 MODEL_TYPES = ('deepseek_v3', 'kimi_k2', 'kimi_k25')
@@ -111,27 +113,34 @@ class LatentCache:
     def __repr__(self): return f"LatentCache(kv={tuple(self.kv.shape)}, {self.kv.dtype}, {self.bytes_per_token_per_layer} B/token/layer)"
 
 # %% ../nbs/01a_target_model.ipynb #f19d1511
-def _yarn_mscale(scale, m=1.0): return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
-
-def rope_inv_freq(dim: int, theta: float, rope_scaling: dict|None=None) -> tuple[torch.Tensor, float]:
-    "fp32 inverse frequencies `[dim/2]` and the cos/sin attention factor, plain or YaRN."
-    pos_freqs = theta ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim)
+def rope_inv_freq(dim: int, theta: float, rope_scaling: dict|None=None,
+                  dtype=torch.float32, device=None) -> tuple[torch.Tensor, float]:
+    "Inverse frequencies `[dim/2]` (fp32 unless `dtype` says otherwise) and the cos/sin attention factor, plain or YaRN."
+    pos_freqs = theta ** (torch.arange(0, dim, 2, dtype=dtype, device=device) / dim)
     if not rope_scaling: return 1.0 / pos_freqs, 1.0
     y = rope_scaling
     factor, orig = y['factor'], y['original_max_position_embeddings']
     af = y.get('attention_factor')
     if af is None:
         m, mad = y.get('mscale'), y.get('mscale_all_dim')
-        af = _yarn_mscale(factor, m) / _yarn_mscale(factor, mad) if (m and mad) else _yarn_mscale(factor)
+        af = yarn_mscale(factor, m) / yarn_mscale(factor, mad) if (m and mad) else yarn_mscale(factor)
     beta_fast, beta_slow = y.get('beta_fast') or 32, y.get('beta_slow') or 1
     corr = lambda rot: dim * math.log(orig / (rot * 2 * math.pi)) / (2 * math.log(theta))
     lo, hi = corr(beta_fast), corr(beta_slow)
     if y.get('truncate', True): lo, hi = math.floor(lo), math.ceil(hi)
     lo, hi = max(lo, 0), min(hi, dim - 1)
     if lo == hi: hi += 0.001
-    ramp = ((torch.arange(dim // 2, dtype=torch.float32) - lo) / (hi - lo)).clamp(0, 1)
+    ramp = ((torch.arange(dim // 2, dtype=dtype, device=device) - lo) / (hi - lo)).clamp(0, 1)
     extrap = 1 - ramp                                      # 1 = keep the original frequency
     return (1.0 / (factor * pos_freqs)) * (1 - extrap) + (1.0 / pos_freqs) * extrap, float(af)
+
+def rope_cos_sin(positions: torch.Tensor, # [T] integer positions
+                 inv_freq: torch.Tensor,  # [d/2] from `rope_inv_freq`: the angles are computed in its dtype, on its device
+                 attention_factor: float=1.0, dtype=None) -> tuple[torch.Tensor, torch.Tensor]:
+    "cos, sin `[T, d/2]` (times YaRN's attention factor) in `dtype` (default `inv_freq`'s)."
+    ang = positions.to(inv_freq.device, inv_freq.dtype)[:, None] * inv_freq
+    dtype = dtype or inv_freq.dtype
+    return (ang.cos() * attention_factor).to(dtype), (ang.sin() * attention_factor).to(dtype)
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleave: bool) -> torch.Tensor:
     "Rotate the last dim of `x` [T, ..., d] by cos/sin [T, d/2]; output in half-split layout."
@@ -178,6 +187,21 @@ class Router(nn.Module):
         if c.norm_topk_prob: w = w / (w.sum(-1, keepdim=True) + 1e-20)
         return w * c.routed_scaling_factor, idx
 
+def expert_loop(x: torch.Tensor,         # [T, hidden] the tokens
+                topk_w: torch.Tensor,    # [T, k] routing weights
+                topk_idx: torch.Tensor,  # [T, k] routed expert ids
+                ffn,                     # ffn(e, h [n, hidden]) -> [n, hidden]: expert e0 + e on the rows of its n tokens
+                e0: int=0, n: int|None=None,  # the experts this call owns: ids in [e0, e0 + n) (default: every id >= e0)
+                dtype=None) -> torch.Tensor:  # the sum's dtype (default x's)
+    "`out[t] = sum_j topk_w[t, j] * ffn(topk_idx[t, j] - e0, x[t])` over the pairs routed into the range, one expert at a time (reads the hit ids back)."
+    local = topk_idx - e0
+    mine = (local >= 0) if n is None else (local >= 0) & (local < n)
+    out = torch.zeros(x.shape, dtype=dtype or x.dtype, device=x.device)
+    for e in local[mine].unique().tolist():
+        tok, slot = (local == e).nonzero(as_tuple=True)
+        out.index_add_(0, tok, (ffn(e, x[tok]) * topk_w[tok, slot, None]).to(out.dtype))
+    return out
+
 class MoE(nn.Module):
     def __init__(self, c: TargetConfig):
         super().__init__()
@@ -199,41 +223,14 @@ class MoE(nn.Module):
         h = F.silu(torch.einsum('th,eih->eti', x, ex.gate_proj)) * torch.einsum('th,eih->eti', x, ex.up_proj)
         y = torch.einsum('eti,ehi->eth', h, ex.down_proj)
         return (y * gate.T[..., None]).sum(0).to(x.dtype)
-    def _loop(self, x, w, idx):
-        out = torch.zeros_like(x)
+    def expert(self, e: int, h: torch.Tensor) -> torch.Tensor:
+        "Routed expert `e` of this module's `experts` (SwiGLU) on rows `h [n, hidden]`."
         ex = self.experts
-        for e in idx.unique().tolist():
-            tok, slot = (idx == e).nonzero(as_tuple=True)
-            h = x[tok]
-            y = F.linear(F.silu(F.linear(h, ex.gate_proj[e])) * F.linear(h, ex.up_proj[e]), ex.down_proj[e])
-            out.index_add_(0, tok, (y * w[tok, slot, None]).to(x.dtype))
-        return out
+        return F.linear(F.silu(F.linear(h, ex.gate_proj[e])) * F.linear(h, ex.up_proj[e]), ex.down_proj[e])
+    def _loop(self, x, w, idx): return expert_loop(x, w, idx, self.expert, 0, self.experts.gate_proj.shape[0])
 
 # %% ../nbs/01a_target_model.ipynb #2614c3c4
 ATTN_BACKENDS = ('torch', 'cuda')
-
-def static_tree_visible(prefix_len: torch.Tensor, # int [1] on the cache's device: P
-                        visibility: torch.Tensor, # [T, T] bool
-                        S: int) -> torch.Tensor:  # cache slots
-    "`[T, S]` bool: query i sees slot s iff s < P or s = P + j with j visible from i (device ops only: no host read)."
-    T = visibility.shape[0]
-    rel = torch.arange(S, device=visibility.device) - prefix_len.long()           # slot - P
-    return (visibility[:, rel.clamp(0, T - 1)] & ((rel >= 0) & (rel < T))) | (rel < 0)
-
-def static_tree_attention(q_latent: torch.Tensor, # [T, H, Dc]
-                          q_pe: torch.Tensor,     # [T, H, Dr]
-                          kv: torch.Tensor,       # [S, Dc+Dr] one cache layer
-                          prefix_len: torch.Tensor, # int [1] on kv's device: P
-                          visibility: torch.Tensor, # [T, T] bool
-                          scale: float,
-                          see: torch.Tensor|None=None) -> torch.Tensor:  # `static_tree_visible(prefix_len, visibility, S)`, when the caller has it
-    "Tree attention over all `S` cache slots, masked to `[0, P)` and the visible tree slots: `P` stays on the device (no host read, static shapes)."
-    Dc = q_latent.shape[-1]
-    if see is None: see = static_tree_visible(prefix_len, visibility, kv.shape[0])
-    f = torch.promote_types(q_latent.dtype, torch.float32)
-    c = kv[:, :Dc].to(f)
-    s = (torch.einsum('thc,sc->ths', q_latent.to(f), c) + torch.einsum('thr,sr->ths', q_pe.to(f), kv[:, Dc:].to(f))) * scale
-    return torch.einsum('ths,sc->thc', s.masked_fill(~see[:, None], float('-inf')).softmax(-1), c)
 
 def attention_fn(backend: str,
                  visibility: torch.Tensor, # [T, T] bool, or the tree builder's packed bitmask [T, W] int32
@@ -241,23 +238,15 @@ def attention_fn(backend: str,
     "Attention for `backend` under `visibility`: `f(q_latent, q_pe, kv, prefix_len, scale) -> out_latent [T, H, Dc]`; `prefix_len` an int or an int [1] device tensor."
     packed = visibility.dtype == torch.int32
     if backend == 'torch':
-        if packed:
-            from ddtree_nb.verify import bits_to_vis
-            visibility = bits_to_vis(visibility, visibility.shape[0])
+        if packed: visibility = bits_to_vis(visibility, visibility.shape[0])
         see = {}            # one forward's mask, built by its first layer and shared by the rest (same P, visibility and S)
         def _torch(q_latent, q_pe, kv, prefix_len, scale):
-            if isinstance(prefix_len, torch.Tensor):
-                S = kv.shape[0]
-                if S not in see: see[S] = static_tree_visible(prefix_len, visibility, S)
-                return static_tree_attention(q_latent, q_pe, kv, prefix_len, visibility, scale, see[S])
-            Dc = q_latent.shape[-1]
-            return mla_tree_attention_ref(q_latent, q_pe, kv[:, :Dc], kv[:, Dc:], prefix_len, visibility, scale)[0]
+            if not isinstance(prefix_len, torch.Tensor): kv = kv[:prefix_len + q_latent.shape[0]]   # a host P: the filled rows only
+            S = kv.shape[0]
+            if S not in see: see[S] = tree_visible(prefix_len, visibility, S)
+            return tree_attention_torch(q_latent, q_pe, kv, see[S], scale)[0]
         return _torch
     if backend == 'cuda':
-        try: from ddtree_nb.verify import mla_tree_attention, vis_to_bits
-        except ImportError as e:
-            raise RuntimeError(f"attn_backend='cuda' needs ddtree_nb.verify.mla_tree_attention (the verify-kernel stage), "
-                               f"which is not importable here: {e}") from e
         bits = visibility if packed else vis_to_bits(visibility)
         def _cuda(q_latent, q_pe, kv, prefix_len, scale):
             return mla_tree_attention(q_latent.contiguous(), q_pe.contiguous(), kv, prefix_len, bits, scale)[0]
@@ -330,7 +319,7 @@ class TargetModel(nn.Module):
         self.lm_head = nn.Linear(c.hidden_size, c.vocab_size, bias=False)
         if c.tie_word_embeddings: self.lm_head.weight = self.embed_tokens.weight
         self.attn_backend, self.check_inputs = 'torch', True
-        self._init_rope()
+        self.init_rope()
 
     @property
     def moe_dispatch(self) -> str:
@@ -342,9 +331,12 @@ class TargetModel(nn.Module):
         for l in self.layers:                      # the layers' MLPs, not every module: the cuda round sets this each eager round
             if isinstance(l.mlp, MoE): l.mlp.dispatch = v
 
-    def _init_rope(self):
+    def init_rope(self):
         inv, self.rope_attention_factor = rope_inv_freq(self.config.qk_rope_head_dim, self.config.rope_theta, self.config.rope_scaling)
         self.register_buffer('rope_inv_freq', inv.to(self.embed_tokens.weight.device), persistent=False)
+    def rope(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        "cos, sin `[T, qk_rope_head_dim/2]` of `positions [T]` in the model dtype (fp32 angles, YaRN's attention factor)."
+        return rope_cos_sin(positions, self.rope_inv_freq, self.rope_attention_factor, self.dtype)
 
     @property
     def dtype(self): return self.embed_tokens.weight.dtype
@@ -391,9 +383,7 @@ class TargetModel(nn.Module):
         T = input_ids.shape[0]
         if visibility is None: visibility = torch.ones(T, T, dtype=torch.bool, device=input_ids.device).tril()
         attend = attention_fn(self.attn_backend, visibility)   # resolved before anything is written
-        freqs = positions.to(self.rope_inv_freq.device).float()[:, None] * self.rope_inv_freq
-        cos = (freqs.cos() * self.rope_attention_factor).to(self.dtype)
-        sin = (freqs.sin() * self.rope_attention_factor).to(self.dtype)
+        cos, sin = self.rope(positions)
         x = self.embed_tokens(input_ids)
         feats, last = {}, self.config.num_hidden_layers - 1
         for i, layer in enumerate(self.layers):
@@ -598,7 +588,7 @@ def check_device(device) -> torch.device:
             raise CudaUnavailable(f"device {str(device)!r} asked for, but torch sees {torch.cuda.device_count()} CUDA GPU(s)")
     return d
 
-class _Checkpoint:
+class Checkpoint:
     "Lazy key -> tensor access over a single or sharded safetensors checkpoint."
     def __init__(self, path: Path):
         from safetensors import safe_open
@@ -616,14 +606,20 @@ class _Checkpoint:
         self.prefix = 'language_model.' if any(k.startswith('language_model.') for k in self.where) else ''
         self._files = {}
     def __contains__(self, key): return self.prefix + key in self.where
-    def raw(self, key) -> torch.Tensor:
+    def _handle(self, key):
         k = self.prefix + key
         if k not in self.where: raise KeyError(f"checkpoint has no tensor {k!r}")
         fn = self.where[k]
         if fn not in self._files: self._files[fn] = self._open(str(fn), 'pt')
-        return self._files[fn].get_tensor(k)
+        return self._files[fn], k
+    def raw(self, key) -> torch.Tensor:
+        "Tensor `key` as stored."
+        f, k = self._handle(key); return f.get_tensor(k)
+    def get_slice(self, key):
+        "A lazy safetensors slice of tensor `key`: index it to read only that part."
+        f, k = self._handle(key); return f.get_slice(k)
 
-def _read_weight(ck: _Checkpoint, key: str, qcfg: dict|None) -> torch.Tensor:
+def read_weight(ck: Checkpoint, key: str, qcfg: dict|None) -> torch.Tensor:
     "fp32 tensor for `key`, dequantising FP8 blocks or INT4 pack-quantized weights when stored that way."
     if key in ck:
         t = ck.raw(key)
@@ -632,11 +628,11 @@ def _read_weight(ck: _Checkpoint, key: str, qcfg: dict|None) -> torch.Tensor:
             return dequant_fp8_block(t, ck.raw(key + '_scale_inv'), block, key)
         return t.float()
     if key.endswith('.weight') and key + '_packed' in ck:
-        w = _int4_args(qcfg)
+        w = int4_args(qcfg)
         return dequant_int4(ck.raw(key + '_packed'), ck.raw(key + '_scale'), ck.raw(key + '_shape').tolist(), w['group_size'], key)
     raise KeyError(f"checkpoint is missing tensor {ck.prefix + key!r}")
 
-def _int4_args(qcfg: dict|None) -> dict:
+def int4_args(qcfg: dict|None) -> dict:
     "The weight quantisation args of a compressed-tensors config, checked to be what we implement."
     if not qcfg or qcfg.get('quant_method') != 'compressed-tensors':
         raise ValueError("checkpoint has weight_packed tensors but config.json has no compressed-tensors quantization_config")
@@ -646,21 +642,21 @@ def _int4_args(qcfg: dict|None) -> dict:
         if w.get(k) != want: raise ValueError(f"quantization_config weights.{k}={w.get(k)!r} is not supported (expected {want!r})")
     return w
 
-def _hub_key(name: str) -> str: return name if name.startswith('lm_head') else 'model.' + name
+def hub_key(name: str) -> str: return name if name.startswith('lm_head') else 'model.' + name
 
-def _read_param(ck, name, c: TargetConfig) -> torch.Tensor:
+def read_param(ck, name, c: TargetConfig) -> torch.Tensor:
     q = c.quantization_config
     m = re.fullmatch(r'layers\.(\d+)\.mlp\.experts\.(gate_proj|up_proj|down_proj)', name)
     if m:
         base = f'model.layers.{m[1]}.mlp.experts'
         if f'{base}.gate_up_proj' in ck:
-            if m[2] == 'down_proj': return _read_weight(ck, f'{base}.down_proj', q)
-            gu = _read_weight(ck, f'{base}.gate_up_proj', q)
+            if m[2] == 'down_proj': return read_weight(ck, f'{base}.down_proj', q)
+            gu = read_weight(ck, f'{base}.gate_up_proj', q)
             return gu.chunk(2, dim=1)[0 if m[2] == 'gate_proj' else 1]
-        return torch.stack([_read_weight(ck, f'{base}.{j}.{m[2]}.weight', q) for j in range(c.n_routed_experts)])
-    key = _hub_key(name)
+        return torch.stack([read_weight(ck, f'{base}.{j}.{m[2]}.weight', q) for j in range(c.n_routed_experts)])
+    key = hub_key(name)
     if name == 'lm_head.weight' and key not in ck and c.tie_word_embeddings: key = 'model.embed_tokens.weight'
-    return _read_weight(ck, key, q)
+    return read_weight(ck, key, q)
 
 def load_target(path, device='cpu', dtype=torch.float32,
                 prepare=None,   # prepare(model, config) on the still unallocated (meta) model: may swap modules; returns the state-dict names it fills itself
@@ -670,20 +666,20 @@ def load_target(path, device='cpu', dtype=torch.float32,
     if not (path / 'config.json').exists(): raise FileNotFoundError(f"no config.json in {path}")
     c = config_from_dict(read_json(path / 'config.json'))
     check_device(device)
-    ck = _Checkpoint(path)
+    ck = Checkpoint(path)
     with torch.device('meta'): model = TargetModel(c)
     own = set(prepare(model, c)) if prepare is not None else set()
     model = model.to_empty(device=device)
     with torch.no_grad():
         for name, p in model.state_dict(keep_vars=True).items():
             if name in own or name == 'rope_inv_freq' or (name == 'lm_head.weight' and c.tie_word_embeddings): continue
-            t = _read_param(ck, name, c)
+            t = read_param(ck, name, c)
             if t.shape != p.shape:
-                raise ValueError(f"{ck.prefix}{_hub_key(name) if 'experts' not in name else name}: checkpoint has shape {tuple(t.shape)}, model expects {tuple(p.shape)}")
+                raise ValueError(f"{ck.prefix}{hub_key(name) if 'experts' not in name else name}: checkpoint has shape {tuple(t.shape)}, model expects {tuple(p.shape)}")
             keep32 = name.endswith(('mlp.gate.weight', 'e_score_correction_bias'))
             p.data = t.to(device=device, dtype=torch.float32 if keep32 else dtype).contiguous()
     if c.tie_word_embeddings: model.lm_head.weight = model.embed_tokens.weight
-    model._init_rope()
+    model.init_rope()
     return model.eval().requires_grad_(False)
 
 # %% ../nbs/01a_target_model.ipynb #98c8a7e1

@@ -10,14 +10,14 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import nn
-from .model import (pack_int4, unpack_int4, dequant_int4, quantize_int4, MoE, Router, TargetModel, LatentCache,
-                             config_from_dict, _Checkpoint, _int4_args, load_target)
+from .model import (pack_int4, unpack_int4, dequant_int4, quantize_int4, MoE, Router, TargetModel, LatentCache, expert_loop,
+                             config_from_dict, Checkpoint, int4_args, load_target)
 
 # %% auto #0
 __all__ = ['GROUP', 'MAX_EXPERTS', 'KINDS', 'CUDA_VERSION', 'PackedExperts', 'check_packed', 'pack_experts', 'Grouping',
-           'group_pairs_ref', 'check_grouping', 'MoEWorkspace', 'workspace_for', 'check_moe_inputs', 'moe_w4a16',
-           'PackedMoE', 'packed_experts_from_checkpoint', 'pack_moe_experts', 'empty_packed', 'packed_placeholders',
-           'load_target_packed', 'memory_by_kind']
+           'group_pairs_ref', 'check_grouping', 'MoEWorkspace', 'workspace_for', 'live_workspaces', 'check_moe_inputs',
+           'moe_w4a16', 'PackedMoE', 'packed_experts_from_checkpoint', 'pack_moe_experts', 'empty_packed',
+           'packed_placeholders', 'load_target_packed', 'memory_by_kind']
 
 # %% ../nbs/03a_moe_w4a16.ipynb #eb0191d4
 GROUP = 32            # quantisation group: one 16-byte load of packed words = 32 weights = one scale
@@ -160,18 +160,16 @@ def workspace_for(T: int, k: int, ex: PackedExperts) -> MoEWorkspace:
     if ws is None or not ws.fits(T, k, ex): ws = _ws_cache[key] = MoEWorkspace(max(T, 16), k, ex.n_experts, ex.hidden, ex.inter, ex.device)
     return ws
 
+def live_workspaces() -> list[MoEWorkspace]:
+    "The shared workspaces `workspace_for` hands out now (a captured CUDA graph holds their addresses: keep these alive with it)."
+    return list(_ws_cache.values())
+
 # %% ../nbs/03a_moe_w4a16.ipynb #dea9bef2
 def _moe_torch(x, topk_idx, topk_w, ex: PackedExperts, rsf: float) -> torch.Tensor:
-    T, k = topk_idx.shape
-    gp = group_pairs_ref(topk_idx, ex.n_experts)
-    acc = torch.zeros(T, ex.hidden, dtype=torch.float32, device=x.device)
-    wf = topk_w.flatten().float()
-    for e in gp.hit[:int(gp.n_hit[0])].tolist():
-        pairs = gp.sorted_pair[int(gp.offsets[e]):int(gp.offsets[e + 1])].long()
-        tok, h = pairs // k, x[pairs // k].float()
-        act = F.silu(h @ ex.dequant('gate', e).T) * (h @ ex.dequant('up', e).T)
-        acc.index_add_(0, tok, (act @ ex.dequant('down', e).T) * wf[pairs, None])
-    return (acc * rsf).to(x.dtype)
+    def ffn(e, h):                  # expert e with its dequantised weights, in fp32
+        h = h.float()
+        return (F.silu(h @ ex.dequant('gate', e).T) * (h @ ex.dequant('up', e).T)) @ ex.dequant('down', e).T
+    return (expert_loop(x, topk_w.float(), topk_idx, ffn, 0, ex.n_experts, torch.float32) * rsf).to(x.dtype)
 
 # %% ../nbs/03a_moe_w4a16.ipynb #efa6e1c8
 _SIG_GROUP, _SIG_GU, _SIG_DOWN, _SIG_COMB = 'PiiPPPPPP', 'PiiiPPPPPPPPP', 'PiiPPPPPPPP', 'PPiifP'
@@ -282,9 +280,9 @@ def packed_experts_from_checkpoint(path, layer_idx: int) -> PackedExperts:
     "Layer `layer_idx`'s routed experts straight from an INT4 (compressed-tensors pack-quantized) checkpoint, not dequantised."
     path = Path(path)
     c = config_from_dict(json.loads((path / 'config.json').read_text()))
-    w = _int4_args(c.quantization_config)
+    w = int4_args(c.quantization_config)
     if w.get('group_size') != GROUP: raise ValueError(f"quantization_config weights.group_size={w.get('group_size')!r}: the packed experts need {GROUP}")
-    ck, base = _Checkpoint(path), f'model.layers.{layer_idx}.mlp.experts'
+    ck, base = Checkpoint(path), f'model.layers.{layer_idx}.mlp.experts'
     H, I, out = c.hidden_size, c.moe_intermediate_size, {}
     for k in KINDS:
         want = [H, I] if k == 'down' else [I, H]
@@ -338,7 +336,7 @@ def load_target_packed(path, device='cpu', dtype=torch.float32, backend: str='to
     if backend not in ('torch', 'cuda'): raise ValueError(f"backend must be 'torch' or 'cuda', got {backend!r}")
     if backend == 'cuda' and dtype != torch.bfloat16: raise ValueError(f"backend='cuda' needs dtype=torch.bfloat16 (the kernel's activations), got {dtype}")
     def swap(model, c):
-        _int4_args(c.quantization_config)                 # a clear error for a checkpoint that is not INT4
+        int4_args(c.quantization_config)                 # a clear error for a checkpoint that is not INT4
         return packed_placeholders(model, backend)
     path = Path(path)
     model = load_target(path, device, dtype, prepare=swap)

@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 import torch.distributed as dist
 from torch import nn
-from .model import (TargetConfig, TargetModel, MLAttention, MLP, MoE, Router, config_from_dict,
-                             build_target, tiny_config, _Checkpoint, _read_weight, _read_param, _hub_key)
+from .model import (TargetConfig, TargetModel, MLAttention, MLP, MoE, Router, expert_loop, config_from_dict,
+                             build_target, tiny_config, Checkpoint, read_weight, read_param, hub_key)
 
 # %% auto #0
 __all__ = ['COMMANDS', 'group_info', 'all_reduce_', 'check_shardable', 'shard_spec', 'shard_param', 'TPMLAttention', 'TPMLP',
@@ -91,14 +91,7 @@ class EPMoE(MoE):
 
     def forward(self, x):
         w, idx = self.gate(x)                       # every rank routes every token
-        local = idx - self.e0
-        mine = (local >= 0) & (local < self.n_local)
-        out, ex = torch.zeros_like(x), self.experts
-        for e in local[mine].unique().tolist():
-            tok, slot = (local == e).nonzero(as_tuple=True)
-            h = x[tok]
-            y = F.linear(F.silu(F.linear(h, ex.gate_proj[e])) * F.linear(h, ex.up_proj[e]), ex.down_proj[e])
-            out.index_add_(0, tok, (y * w[tok, slot, None]).to(x.dtype))
+        out = expert_loop(x, w, idx, self.expert, self.e0, self.n_local)   # the model's loop over this rank's experts
         if self.shared_experts is not None: out = out + self.shared_experts(x)
         return all_reduce_(out, self.group, self.world)
 
@@ -124,7 +117,7 @@ def _resolve(group, rank, world) -> tuple[int, int]:
 
 def _finish(model: ShardedTarget) -> ShardedTarget:
     if model.config.tie_word_embeddings: model.lm_head.weight = model.embed_tokens.weight
-    model._init_rope()
+    model.init_rope()
     return model.eval().requires_grad_(False)
 
 def shard_target(full: TargetModel, group=None, rank: int|None=None, world: int|None=None, device=None) -> ShardedTarget:
@@ -139,17 +132,15 @@ def shard_target(full: TargetModel, group=None, rank: int|None=None, world: int|
     return _finish(m)
 
 # %% ../nbs/01b_parallel.ipynb #b1ba39a9
-def _read_local_experts(ck: _Checkpoint, layer: int, kind: str, c: TargetConfig, e0: int, n: int) -> torch.Tensor:
+def _read_local_experts(ck: Checkpoint, layer: int, kind: str, c: TargetConfig, e0: int, n: int) -> torch.Tensor:
     "fp32 `[n, ...]` weights of experts e0..e0+n-1 for `kind` (gate_proj/up_proj/down_proj), reading only those experts."
     base, q = f'model.layers.{layer}.mlp.experts', c.quantization_config
     if f'{base}.gate_up_proj' not in ck:
-        return torch.stack([_read_weight(ck, f'{base}.{j}.{kind}.weight', q) for j in range(e0, e0 + n)])
+        return torch.stack([read_weight(ck, f'{base}.{j}.{kind}.weight', q) for j in range(e0, e0 + n)])
     key = f'{base}.down_proj' if kind == 'down_proj' else f'{base}.gate_up_proj'
-    if key + '_scale_inv' in ck: t = _read_weight(ck, key, q)[e0:e0 + n]     # quantised fused: whole, then cut
+    if key + '_scale_inv' in ck: t = read_weight(ck, key, q)[e0:e0 + n]     # quantised fused: whole, then cut
     else:
-        fn = ck.where[ck.prefix + key]
-        if fn not in ck._files: ck._files[fn] = ck._open(str(fn), 'pt')
-        t = ck._files[fn].get_slice(ck.prefix + key)[e0:e0 + n].float()
+        t = ck.get_slice(key)[e0:e0 + n].float()
     return t if kind == 'down_proj' else t.chunk(2, dim=1)[0 if kind == 'gate_proj' else 1]
 
 def load_sharded_target(path, group=None, rank: int|None=None, world: int|None=None,
@@ -160,7 +151,7 @@ def load_sharded_target(path, group=None, rank: int|None=None, world: int|None=N
     c = config_from_dict(json.loads((path / 'config.json').read_text()))
     rank, world = _resolve(group, rank, world)
     m = ShardedTarget(c, rank, world, group).to_empty(device=device)
-    ck = _Checkpoint(path)
+    ck = Checkpoint(path)
     with torch.no_grad():
         for name, p in m.state_dict(keep_vars=True).items():
             if name == 'rope_inv_freq' or (name == 'lm_head.weight' and c.tie_word_embeddings): continue
@@ -169,9 +160,9 @@ def load_sharded_target(path, group=None, rank: int|None=None, world: int|None=N
                 n = c.n_routed_experts // world
                 t = _read_local_experts(ck, int(ex[1]), ex[2], c, rank * n, n)
             else:
-                full = _read_param(ck, name, c)
+                full = read_param(ck, name, c)
                 if full.shape != (want := _full_shape(c, name, p.shape, world)):
-                    raise ValueError(f"{ck.prefix}{_hub_key(name)}: checkpoint has shape {tuple(full.shape)}, model expects {want}")
+                    raise ValueError(f"{ck.prefix}{hub_key(name)}: checkpoint has shape {tuple(full.shape)}, model expects {want}")
                 t = shard_param(name, full, rank, world)
             if t.shape != p.shape: raise ValueError(f"{name}: checkpoint gives rank {rank} shape {tuple(t.shape)}, model expects {tuple(p.shape)}")
             keep32 = name.endswith(('mlp.gate.weight', 'e_score_correction_bias'))

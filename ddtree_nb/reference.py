@@ -8,8 +8,8 @@ import math
 import torch
 
 # %% auto #0
-__all__ = ['tree_depths', 'ancestor_mask', 'yarn_mscale', 'mla_softmax_scale', 'mla_tree_attention_ref', 'split_kv_b',
-           'mla_absorbed_ref']
+__all__ = ['tree_depths', 'ancestor_mask', 'yarn_mscale', 'mla_softmax_scale', 'mla_tree_attention_ref',
+           'mla_tree_attention_brute', 'split_kv_b', 'mla_absorbed_ref']
 
 # %% ../nbs/01_reference_attention.ipynb #beb071ef
 def _check_parents(parents: torch.Tensor) -> torch.Tensor:
@@ -86,6 +86,26 @@ def mla_tree_attention_ref(q_latent: torch.Tensor,   # [T, H, Dc] queries with W
     s = s.masked_fill(~allowed[:, None, :], float('-inf'))
     lse = torch.logsumexp(s, dim=-1)
     out = torch.einsum('ths,sc->thc', torch.exp(s - lse[..., None]), c)
+    return out, lse
+
+# %% ../nbs/01_reference_attention.ipynb #fdbcd902
+def mla_tree_attention_brute(q_latent, q_pe, c_kv, k_pe, # as for `mla_tree_attention_ref`
+                             prefix_len: int, visibility, scale: float) -> tuple[torch.Tensor, torch.Tensor]: # (out [T, H, Dc], lse [T, H]) fp64 on the CPU
+    "The same attention one query and head at a time in fp64; a row that sees nothing gives out 0, lse -inf."
+    T, H, Dc = q_latent.shape
+    ql, qp, c, kp = (t.detach().cpu().double() for t in (q_latent, q_pe, c_kv, k_pe))
+    vis = visibility.cpu()
+    out, lse = torch.zeros(T, H, Dc, dtype=torch.float64), torch.zeros(T, H, dtype=torch.float64)
+    for i in range(T):
+        keys = list(range(prefix_len)) + [prefix_len + j for j in range(T) if vis[i, j]]
+        if not keys: lse[i] = float('-inf'); continue
+        ck, kk = c[keys], kp[keys]
+        for h in range(H):
+            s = (ck @ ql[i, h] + kk @ qp[i, h]) * scale
+            m = s.max()
+            p = torch.exp(s - m)
+            out[i, h] = (p[:, None] * ck).sum(0) / p.sum()
+            lse[i, h] = m + torch.log(p.sum())
     return out, lse
 
 # %% ../nbs/01_reference_attention.ipynb #0438f161

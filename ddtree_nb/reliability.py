@@ -9,7 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 import torch
 from .tree import DraftTree, MAX_DEPTH, MAX_BUDGET, build_tree_ref, threshold_tree_sim, check_same_tree
-from .reference import ancestor_mask
+from .reference import ancestor_mask, mla_tree_attention_brute
 
 # %% auto #0
 __all__ = ['LOGIT_KINDS', 'TREE_KINDS', 'char_tokenizer', 'save_tiny_pair', 'variant', 'edit_json', 'run_cli',
@@ -276,21 +276,9 @@ def fuzz_accept(seconds: float=5.0, seed: int=0, backend: str='ref', out_dir=Non
 
 # %% ../nbs/08_reliability.ipynb #04e1c2a5
 def brute_verify(q_latent, q_pe, kv, prefix_len: int, visibility, scale: float):
-    "(out [T, H, 512], lse [T, H]) in fp64, one query and head at a time."
+    "(out [T, H, 512], lse [T, H]) in fp64 for one cache layer `kv [S, 576]`: `reference.mla_tree_attention_brute` on its two column blocks."
     from ddtree_nb.verify import DC
-    T, H, _ = q_latent.shape
-    c, kp = kv[:, :DC].double(), kv[:, DC:].double()
-    out, lse = torch.zeros(T, H, DC, dtype=torch.float64), torch.zeros(T, H, dtype=torch.float64)
-    for i in range(T):
-        keys = list(range(prefix_len)) + [prefix_len + j for j in range(T) if visibility[i, j]]
-        if not keys: lse[i] = float('-inf'); continue                    # sees nothing: out 0, lse -inf
-        for h in range(H):
-            s = (c[keys] @ q_latent[i, h].double() + kp[keys] @ q_pe[i, h].double()) * scale
-            m = s.max()
-            p = torch.exp(s - m)
-            out[i, h] = (p[:, None] * c[keys]).sum(0) / p.sum()
-            lse[i, h] = m + torch.log(p.sum())
-    return out, lse
+    return mla_tree_attention_brute(q_latent, q_pe, kv[:, :DC], kv[:, DC:], prefix_len, visibility, scale)
 
 def _verify_case(g, small: bool):
     from ddtree_nb.verify import DC, DR, vis_to_bits, vis_words

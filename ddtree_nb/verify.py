@@ -6,15 +6,15 @@
 from __future__ import annotations
 import math, numbers
 import torch
-from .reference import mla_tree_attention_ref, ancestor_mask
+from .reference import mla_tree_attention_ref, mla_tree_attention_brute, ancestor_mask
 from .runtime import load_kernel, require_cuda, cuda_context, engine_stream, CudaUnavailable
 
 # %% auto #0
 __all__ = ['DC', 'DR', 'DQK', 'H200_BW', 'H200_BF16', 'V2_CONFIGS', 'SIG_V1', 'SIG_V2', 'SIG_COMBINE', 'MAX_SPLITS',
            'VERIFY_CASES', 'verify_cost', 'vis_words', 'vis_to_bits', 'bits_to_vis', 'check_aligned',
-           'check_verify_inputs', 'v2_smem', 'pick_config', 'choose_splits', 'combine_shape', 'verify_plan',
-           'verify_workspace', 'check_workspace', 'mla_tree_attention', 'verify_error', 'edge_case_inputs',
-           'check_edge_case', 'tree_parents', 'verify_selftest_case']
+           'check_verify_inputs', 'tree_visible', 'tree_attention_torch', 'v2_smem', 'pick_config', 'choose_splits',
+           'combine_shape', 'verify_plan', 'verify_workspace', 'check_workspace', 'mla_tree_attention', 'verify_error',
+           'edge_case_inputs', 'check_edge_case', 'tree_parents', 'verify_selftest_case']
 
 # %% ../nbs/03_verify.ipynb #2e46cf25
 DC, DR = 512, 64                      # latent and rope widths the kernel is built for
@@ -116,24 +116,39 @@ def check_verify_inputs(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out=Non
     return T, H, S, W
 
 # %% ../nbs/03_verify.ipynb #feb50f7e
-def _verify_torch(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse):
-    "Torch face: the masked-softmax attention on `kv`'s two column blocks (edge cases as above), written into `out`/`lse`."
-    T = q_latent.shape[0]
-    S = kv.shape[0]
-    P = int(prefix_len.item()) if isinstance(prefix_len, torch.Tensor) else int(prefix_len)
-    P = max(0, min(P, S - T))    # a device-held P is clamped exactly as the kernel clamps it (a host int was checked above)
-    n, dt = P + T, torch.promote_types(q_latent.dtype, torch.float32)
-    c, kp = kv[:n, :DC].to(dt), kv[:n, DC:].to(dt)
-    seen = torch.ones(T, n, dtype=torch.bool, device=kv.device)
-    seen[:, P:] = bits_to_vis(vis_bits, T)
+def tree_visible(prefix_len,               # P: an int, or an int [1] tensor on `visibility`'s device (clamped to [0, S - T] there)
+                 visibility: torch.Tensor, # [T, T] bool: query i may see tree slot j
+                 S: int) -> torch.Tensor:  # key rows
+    "`[T, S]` bool: query i sees row s iff s < P or s = P + j with j visible from i (device ops only: no host read)."
+    T = visibility.shape[0]
+    if isinstance(prefix_len, torch.Tensor): prefix_len = prefix_len.long().clamp(0, max(S - T, 0))   # as the kernel clamps it
+    rel = torch.arange(S, device=visibility.device) - prefix_len           # row - P
+    return (visibility[:, rel.clamp(0, max(T - 1, 0))] & ((rel >= 0) & (rel < T))) | (rel < 0)
+
+def tree_attention_torch(q_latent: torch.Tensor, # [T, H, Dc] queries with W_UK absorbed
+                         q_pe: torch.Tensor,     # [T, H, Dr]
+                         kv: torch.Tensor,       # [S, Dc+Dr] key rows: c_kv | k_pe
+                         see: torch.Tensor,      # [T, S] bool: the rows each query sees (`tree_visible`)
+                         scale: float) -> tuple[torch.Tensor, torch.Tensor]: # (out [T, H, Dc], lse [T, H]) in >= fp32
+    "The engine's one torch tree-MLA attention: `(q_latent·c_kv + q_pe·k_pe)·scale` masked to `see`, softmax, `·c_kv` (edge cases as above)."
+    Dc, dt = q_latent.shape[-1], torch.promote_types(q_latent.dtype, torch.float32)
+    c, kp = kv[:, :Dc].to(dt), kv[:, Dc:].to(dt)
     s = (torch.einsum('thc,sc->ths', q_latent.to(dt), c) + torch.einsum('thr,sr->ths', q_pe.to(dt), kp)) * float(scale)
-    s = s.masked_fill(~seen[:, None, :], float('-inf'))
+    s = s.masked_fill(~see[:, None, :], float('-inf'))
     l = torch.logsumexp(s, dim=-1)                                        # -inf for a row that sees nothing
     p = torch.exp(s - l.masked_fill(l == float('-inf'), 0.0)[..., None])  # ... whose probabilities are then all 0
     bad = ~torch.isfinite(c).all(-1)                                      # keys with a non-finite value row
     o = torch.einsum('ths,sc->thc', p, c.masked_fill(bad[:, None], 0.0))  # p = 0 never meets a NaN
-    sees_bad = (seen & bad).any(-1)[:, None]                              # [T, 1]: rows poisoned on purpose
-    out.copy_(o.masked_fill(sees_bad[..., None], float('nan'))); lse.copy_(l.masked_fill(sees_bad, float('nan')))
+    sees_bad = (see & bad).any(-1)[:, None]                               # [T, 1]: rows poisoned on purpose
+    return o.masked_fill(sees_bad[..., None], float('nan')), l.masked_fill(sees_bad, float('nan'))
+
+def _verify_torch(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse):
+    "Torch face: `tree_attention_torch` over the filled rows `[0, P + T)`, written into `out`/`lse`."
+    T, S = q_latent.shape[0], kv.shape[0]
+    P = int(prefix_len.item()) if isinstance(prefix_len, torch.Tensor) else int(prefix_len)
+    P = max(0, min(P, S - T))    # a device-held P is clamped exactly as the kernel clamps it (a host int was checked above)
+    o, l = tree_attention_torch(q_latent, q_pe, kv[:P + T], tree_visible(P, bits_to_vis(vis_bits, T), P + T), scale)
+    out.copy_(o); lse.copy_(l)
 
 # %% ../nbs/03_verify.ipynb #6f0b4638
 V2_CONFIGS = ((64, 64, 2), (64, 32, 2), (32, 32, 1))  # (BM rows, BN keys, K stages), largest first
@@ -289,8 +304,8 @@ def edge_case_inputs(T: int=6, H: int=3, P: int=4, pad: int=3, parents=(-1, 0, 1
                 kv=kv.to(device), prefix_len=P, vis_bits=vis_to_bits(vis).to(device), scale=DQK ** -0.5)
 
 def check_edge_case(a: dict, out: torch.Tensor, lse: torch.Tensor, nan_slots=(), tol: float=1e-2, ltol: float=1e-2):
-    "Assert `out`/`lse` follow the edge-case rules for inputs `a` (from `edge_case_inputs`), against an fp64 oracle on the rest."
-    T, P, kv = a['q_latent'].shape[0], a['prefix_len'], a['kv'].double().cpu()
+    "Assert `out`/`lse` follow the edge-case rules for inputs `a` (from `edge_case_inputs`), against the fp64 brute-force oracle on the rest."
+    T, P, kv = a['q_latent'].shape[0], a['prefix_len'], a['kv']
     vis = bits_to_vis(a['vis_bits'].cpu(), T)
     sees_nan = vis[:, list(nan_slots)].any(-1) if nan_slots else torch.zeros(T, dtype=torch.bool)
     dead = (~vis.any(-1)) & (P == 0)
@@ -300,14 +315,10 @@ def check_edge_case(a: dict, out: torch.Tensor, lse: torch.Tensor, nan_slots=(),
         assert (out[dead] == 0).all() and (lse[dead] == float('-inf')).all(), ('rows that see nothing must give out 0, lse -inf', out[dead].abs().max(), lse[dead])
     ok = ~sees_nan & ~dead
     if not ok.any(): return
-    clean = kv.clone(); clean[clean.isnan()] = 0.0                      # what the unaffected rows must see (the NaN slots are masked for them)
-    for i in ok.nonzero()[:, 0].tolist():                              # fp64, one row at a time: the prefix + its visible slots
-        keys = list(range(P)) + [P + j for j in range(T) if vis[i, j]]
-        q = torch.cat([a['q_latent'].cpu().double()[i], a['q_pe'].cpu().double()[i]], -1)       # [H, 576]
-        sc = q @ clean[keys].T * a['scale']                                                      # [H, k]
-        want_l = torch.logsumexp(sc, -1); want_o = torch.softmax(sc, -1) @ clean[keys, :DC]
-        rel = ((out[i] - want_o).norm() / want_o.norm()).item()
-        assert rel <= tol and (lse[i] - want_l).abs().max().item() <= ltol, (i, rel, (lse[i] - want_l).abs().max().item())
+    want_o, want_l = mla_tree_attention_brute(a['q_latent'], a['q_pe'], kv[:, :DC], kv[:, DC:], P, vis, a['scale'])   # never reads a key a row doesn't see
+    for i in ok.nonzero()[:, 0].tolist():
+        rel = ((out[i] - want_o[i]).norm() / want_o[i].norm()).item()
+        assert rel <= tol and (lse[i] - want_l[i]).abs().max().item() <= ltol, (i, rel, (lse[i] - want_l[i]).abs().max().item())
 
 # %% ../nbs/03_verify.ipynb #a1f19335
 def tree_parents(kind: str, T: int, gen: torch.Generator|None=None) -> torch.Tensor:
