@@ -319,20 +319,21 @@ extern "C" __global__ void sanitize_canary(int mode, float *buf, int n) {
 }
 '''
 
-def run_canary(tool: str):
-    "Launch `sanitize_canary` with `tool`'s deliberate fault (last thing in the process: a memcheck fault may end the context)."
+def canary(tool: str):
+    "A launcher of `sanitize_canary` with `tool`'s deliberate fault and its buffer (made before the live-tensor listing)."
     import torch
     from ddtree_nb.runtime import load_kernel
     k = load_kernel(CANARY_SRC, CANARY, 'iPi')
     n = 128   # 512 bytes: a whole multiple of the allocator's rounding, so buf[n] lies past the allocation
     buf = torch.empty(n, device=DEV) if tool == 'initcheck' else torch.zeros(n, device=DEV)
-    print(f"SANITIZE_CANARY {tool} start", flush=True)
-    try:
-        k(TOOLS.index(tool), buf, n, grid=1, block=64)
-        sync()
-    except Exception as e: print(f"SANITIZE_CANARY {tool} raised {type(e).__name__}: {str(e).splitlines()[0][:200]}", flush=True)
-    print(f"SANITIZE_CANARY {tool} end", flush=True)
-    return buf
+    def launch():
+        print(f"SANITIZE_CANARY {tool} start", flush=True)
+        try:
+            k(TOOLS.index(tool), buf, n, grid=1, block=64)
+            sync()
+        except Exception as e: print(f"SANITIZE_CANARY {tool} raised {type(e).__name__}: {str(e).splitlines()[0][:200]}", flush=True)
+        print(f"SANITIZE_CANARY {tool} end", flush=True)
+    return launch
 
 # ------------------------------------------------------------------------------------------------ running
 def select(tokens):
@@ -347,20 +348,23 @@ def select(tokens):
 
 def live_cuda_tensors():
     "(ptr, bytes, description) of every CUDA storage a Python object still holds (after gc)."
-    import torch
+    import torch, warnings
     gc.collect()
     seen = {}
-    for o in gc.get_objects():
-        try:
-            if isinstance(o, torch.Tensor) and o.is_cuda:
-                s = o.untyped_storage()
-                seen[s.data_ptr()] = (s.nbytes(), f"{o.dtype} {tuple(o.shape)}")
-        except Exception: pass
+    with warnings.catch_warnings():          # isinstance() on some of torch's deprecated proxies warns
+        warnings.simplefilter('ignore')
+        for o in gc.get_objects():
+            try:
+                if isinstance(o, torch.Tensor) and o.is_cuda:
+                    s = o.untyped_storage()
+                    seen[s.data_ptr()] = (s.nbytes(), f"{o.dtype} {tuple(o.shape)}")
+            except Exception: pass
     return sorted((p, b, d) for p, (b, d) in seen.items())
 
-def run(cases, canary=None) -> int:
+def run(cases, tool=None) -> int:
     import torch
-    print(f"SANITIZE_START {len(cases)} cases, torch {torch.__version__}, gpu {torch.cuda.get_device_name()}, "
+    gpu = torch.cuda.get_device_name() if DEV == 'cuda' else DEV
+    print(f"SANITIZE_START {len(cases)} cases, torch {torch.__version__}, gpu {gpu}, "
           f"PYTORCH_NO_CUDA_MEMORY_CACHING={os.environ.get('PYTORCH_NO_CUDA_MEMORY_CACHING', '')}", flush=True)
     ok = bad = 0
     for c in cases:
@@ -373,10 +377,15 @@ def run(cases, canary=None) -> int:
             bad += 1
             msg = ' '.join(str(e).split())[:300]
             print(f"SANITIZE_CASE {c.name} FAIL {time.perf_counter() - t0:.2f} {type(e).__name__}: {msg}", flush=True)
-    canary_buf = run_canary(canary) if canary else None
+    if tool: launch = canary(tool)
+    else:                          # the plain run compiles the canary too, so no sanitizer run waits for nvcc
+        launch = None
+        if DEV == 'cuda':
+            from ddtree_nb.runtime import load_kernel
+            load_kernel(CANARY_SRC, CANARY, 'iPi')
     for p, b, d in live_cuda_tensors(): print(f"SANITIZE_LIVE {p:#x} {b} {d}", flush=True)
-    del canary_buf
     print(f"SANITIZE_DONE ok={ok} failed={bad}", flush=True)
+    if launch: launch()            # last: without --destroy-on-device-error kernel a memcheck fault ends the context
     return 1 if bad else 0
 
 def main(argv=None):

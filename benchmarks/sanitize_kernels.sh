@@ -26,21 +26,32 @@ script=(benchmarks/sanitize_kernels.py ${KERNELS:+--kernels "$KERNELS"})
 export PYTORCH_NO_CUDA_MEMORY_CACHING=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-4} PYTHONUNBUFFERED=1
 names=$($PY benchmarks/sanitize_kernels.py --names) || { echo "could not list the kernel names" >&2; exit 2; }
 filters=(); for n in $names; do filters+=(--kernel-name "kns=$n"); done
-common=(--error-exitcode 99 --print-limit 10000 --show-backtrace device)
+common=(--error-exitcode 99 --print-limit 10000)
 
-# options this sanitizer takes: try each set on a program that makes no CUDA call (exit 0 = options accepted)
-use_filters=yes
+# Options beyond the basic ones are used only if this sanitizer takes them: each is tried on `true` (no CUDA; hence
+# --require-cuda-init no), exit 0 = accepted. --destroy-on-device-error kernel: a memory or barrier error ends the
+# kernel, not the context, so the cases after it (and the canary) still run; --padding: an overrun into the next
+# allocation is caught; initcheck --check-api-memory-access no: the checks' device->host copies of partly written
+# buffers are not our kernels' reads.
+use_filters=yes; probe=(--require-cuda-init no)
+opt_ok() { [ $dry -eq 1 ] || "$CS" "${probe[@]}" "$@" true >/dev/null 2>&1; }
 if [ $dry -eq 0 ]; then
   [ -x "$CS" ] || { echo "compute-sanitizer not found (PATH, /usr/local/cuda/bin)" >&2; exit 2; }
-  "$CS" --tool memcheck "${common[@]}" true >/dev/null 2>&1 || common=(--error-exitcode 99 --print-limit 10000)
-  "$CS" --tool memcheck "${common[@]}" "${filters[@]}" true >/dev/null 2>&1 || use_filters="no (option rejected)"
+  opt_ok || probe=()
 fi
+opt_ok --show-backtrace device && common+=(--show-backtrace device)
+opt_ok --tool memcheck "${common[@]}" "${filters[@]}" || use_filters="no (option rejected)"
+declare -A more=([memcheck]="--leak-check full" [initcheck]="" [synccheck]="" [racecheck]="")
+for o in "memcheck --padding 1024" "memcheck --destroy-on-device-error kernel" "synccheck --destroy-on-device-error kernel" \
+         "initcheck --check-api-memory-access no"; do
+  set -- $o; t=$1; shift
+  opt_ok --tool "$t" "$@" && more[$t]="${more[$t]} $*"
+done
 tool_cmd() {   # tool_cmd TOOL: the command line of one run, in the array `cmd`
   local t=$1 extra=()
   case $t in
     plain) cmd=("$PY" "${script[@]}"); return ;;
-    memcheck) extra=(--leak-check full) ;;
-    initcheck|synccheck|racecheck) ;;
+    memcheck|initcheck|synccheck|racecheck) extra=(${more[$t]}) ;;
     *) echo "unknown tool $t" >&2; exit 2 ;;
   esac
   local f=(); [ "$use_filters" = yes ] && [ "$t" != initcheck ] && f=("${filters[@]}")

@@ -14,7 +14,8 @@ from pathlib import Path
 from sanitize_kernels import kernel_names, device_functions, CANARY, TOOLS
 
 _PFX = re.compile(r'^={9}(?: (.*))?$')
-_RACE = re.compile(r'^(Error|Warning): (Race reported|Potential \w+ hazard)')
+_RACE = re.compile(r'^(error|warning|info): (race reported|potential \w+ hazard)', re.I)
+_CONT = re.compile(r'^(and |at |by thread|Address |Write Thread|Read Thread|Current Value|Saved host|Host Frame|Device Frame|in )')
 _LEAK = re.compile(r'^Leaked ([\d,]+) bytes at (0x[0-9a-fA-F]+)')
 _API = re.compile(r'^(Program hit|Host API)')
 _NOTE = re.compile(r'^(COMPUTE-SANITIZER|Target application|Error:|Warning:|Internal|Note|This tool|Saved host)')
@@ -84,12 +85,12 @@ def parse_log(text: str, names: dict | None = None, helpers: dict | None = None)
         for k, rx in _SUMS.items():
             if s := rx.search(body): log.summary[k] = tuple(_int(g) for g in s.groups())
         if not body.strip(): close(); continue
-        if body[0].isspace():
+        if body[0].isspace() or (cur is not None and _CONT.match(body)):   # indented, or a known continuation
             if cur is not None: cur.lines.append(body)
             continue
         close()
         if any(rx.search(body) for rx in _SUMS.values()): continue
-        if r := _RACE.match(body): kind = 'race_error' if r.group(1) == 'Error' else 'race_warning'
+        if r := _RACE.match(body): kind = 'race_error' if r.group(1).lower() == 'error' else 'race_warning'
         elif _LEAK.match(body): kind = 'leak'
         elif _API.match(body): kind = 'api'
         elif _NOTE.match(body): kind = 'note'

@@ -175,6 +175,34 @@ def test_parse_memcheck():
     assert (leak[0].nbytes, leak[0].addr) == (2112, 0x7f3a4c600000)
 
 
+DOC_STYLE = """\
+========= COMPUTE-SANITIZER
+========= WARNING: Race reported between Write access at tb_rowsort_f32():0xf0 in tree_build.cu:40
+========= and Read access at tb_rowsort_f32():0x280 in tree_build.cu:46 [4 hazards]
+=========
+========= ERROR: Potential WAW hazard detected at __shared__ 0x0 in block (0,0,0) :
+========= Write Thread (0,0,0) at moe_group()+0x2f0 in moe_w4a16.cu:20
+========= Write Thread (1,0,0) at moe_group()+0x2f0 in moe_w4a16.cu:20
+========= Current Value : 1, Incoming Value : 2
+=========
+========= Invalid __global__ write of size 4 bytes
+========= at axpy():0x160 in smoke.cu:6
+========= by thread (0,0,0) in block (0,0,0)
+========= Address 0x7f6510c00001 is misaligned
+=========
+========= Leaked 64 bytes at 0x400200200
+=========
+========= ERROR SUMMARY: 3 errors
+"""
+
+
+def test_parse_doc_style():
+    "The manual's examples print continuation lines unindented and severities in capitals: same records."
+    lg = st.parse_log(DOC_STYLE)
+    assert [(r.kind, r.row) for r in lg.records if r.kind != 'note'] == [
+        ('race_warning', 'tb_rowsort_f32'), ('race_error', 'moe_group'), ('kernel', 'axpy'), ('leak', st.LEAKS)]
+
+
 def test_parse_racecheck_synccheck_initcheck():
     c = st.counts(st.parse_log(RACECHECK))
     assert c['verify_attn_v2_64x64x2'] == [1, 0] and c['tb_tree'] == [0, 1] and c[st.OTHER] == [1, 0] and c[sk.CANARY] == [1, 0]
@@ -225,24 +253,45 @@ def test_sh_dry_run():
     assert '--leak-check full' in lines[2] and lines[-1].endswith('--table /tmp/x --out /tmp/x/sanitize_kernels.md')
 
 
+class _OnCpu:
+    "Run the cases with their launches swapped for the torch faces (DEV='cpu', BACKEND='torch'), the kernels for stubs."
+    def __enter__(self):
+        import torch
+        import ddtree_nb.runtime as rt, ddtree_nb.tree as tr
+        from ddtree_nb.tree import build_tree_ref, _fill_from_tree   # test-only: writes a host-built tree in the GPU layout
+        class Kernel:                                                 # axpy; the canary's launch does nothing
+            def __call__(self, *a, grid, block):
+                if len(a) == 4 and isinstance(a[0], torch.Tensor): a[0][:a[3]] += a[2] * a[1][:a[3]]
+        def fill_tree(buf, x, B, root_token=None, force_heap=False):
+            _fill_from_tree(buf, build_tree_ref(x, B), 0 if root_token is None else int(root_token[0])); return buf
+        self.saved = (sk.DEV, sk.BACKEND, rt.load_kernel, tr.fill_tree)
+        sk.DEV, sk.BACKEND, rt.load_kernel, tr.fill_tree = 'cpu', 'torch', lambda *a, **k: Kernel(), fill_tree
+        torch.set_num_threads(1)
+    def __exit__(self, *a):
+        import ddtree_nb.runtime as rt, ddtree_nb.tree as tr
+        sk.DEV, sk.BACKEND, rt.load_kernel, tr.fill_tree = self.saved
+
+
 def test_cases_run_on_the_cpu():
-    "Every case with its launches swapped for the torch faces (DEV='cpu', BACKEND='torch'): the calls, shapes and checks."
-    import torch
-    import ddtree_nb.runtime as rt, ddtree_nb.tree as tr
-    from ddtree_nb.tree import build_tree_ref, _fill_from_tree   # test-only: writes a host-built tree in the GPU layout
-    class Axpy:
-        def __call__(self, y, x, a, n, grid, block): y[:n] += a * x[:n]
-    def fill_tree(buf, x, B, root_token=None, force_heap=False):
-        _fill_from_tree(buf, build_tree_ref(x, B), 0 if root_token is None else int(root_token[0])); return buf
-    saved = (sk.DEV, sk.BACKEND, rt.load_kernel, tr.fill_tree)
-    sk.DEV, sk.BACKEND, rt.load_kernel, tr.fill_tree = 'cpu', 'torch', lambda *a, **k: Axpy(), fill_tree
-    torch.set_num_threads(1)
-    try:
+    "Every case's calls, shapes and checks, with the torch faces standing in for the kernels."
+    with _OnCpu():
         for c in sk.CASES:
             if c.name in ('tree_max_budget', 'moe_T257'): continue   # slow on the CPU and the same code as others
             try: c.fn()
             except Exception as e: raise AssertionError(f"{c.name}: {type(e).__name__}: {e}") from e
-    finally: sk.DEV, sk.BACKEND, rt.load_kernel, tr.fill_tree = saved
+
+
+def test_run_markers_round_trip():
+    "run()'s output, parsed back: cases, their kernels, a failing case, the canary markers, the end line."
+    import contextlib, io
+    bad = sk.Case('bad_case', 'smoke', ('axpy',), 'fails on purpose', lambda: 1 / 0)
+    buf = io.StringIO()
+    with _OnCpu(), contextlib.redirect_stdout(buf):
+        rc = sk.run(sk.select(['smoke_axpy', 'accept_root_only']) + [bad], tool='synccheck')
+    lg = st.parse_log(buf.getvalue())
+    assert rc == 1 and lg.done == 'ok=2 failed=1' and lg.cases['bad_case'][0] == 'FAIL'
+    assert lg.cases['accept_root_only'][0] == 'ok' and lg.kernels_of['accept_root_only'] == ('tree_accept',)
+    assert [x.split()[-1] for x in lg.canary] == ['start', 'end'] and lg.records == []
 
 
 if __name__ == '__main__':
