@@ -264,12 +264,14 @@ class _OnCpu:
                 if len(a) == 4 and isinstance(a[0], torch.Tensor): a[0][:a[3]] += a[2] * a[1][:a[3]]
         def fill_tree(buf, x, B, root_token=None, force_heap=False):
             _fill_from_tree(buf, build_tree_ref(x, B), 0 if root_token is None else int(root_token[0])); return buf
-        self.saved = (sk.DEV, sk.BACKEND, rt.load_kernel, tr.fill_tree)
+        self.saved = (sk.DEV, sk.BACKEND, rt.load_kernel, tr.fill_tree, torch.get_num_threads())
         sk.DEV, sk.BACKEND, rt.load_kernel, tr.fill_tree = 'cpu', 'torch', lambda *a, **k: Kernel(), fill_tree
         torch.set_num_threads(1)
     def __exit__(self, *a):
+        import torch
         import ddtree_nb.runtime as rt, ddtree_nb.tree as tr
-        sk.DEV, sk.BACKEND, rt.load_kernel, tr.fill_tree = self.saved
+        sk.DEV, sk.BACKEND, rt.load_kernel, tr.fill_tree, n = self.saved
+        torch.set_num_threads(n)
 
 
 def test_cases_run_on_the_cpu():
