@@ -185,7 +185,10 @@ def table(logdir: Path, names: dict | None = None) -> str:
         lg, r = logs[t], runs.get(t, {})
         ok = sum(v[0] == 'ok' for v in lg.cases.values()); bad = [c for c, v in lg.cases.items() if v[0] != 'ok']
         notes = []
-        if r.get('rc') in ('124', '137'): notes.append(f"TIMED OUT in case {lg.begun[-1] if lg.begun else '?'}")
+        if r.get('rc') in ('124', '137'):
+            last = lg.begun[-1] if lg.begun else None
+            notes.append(f"TIMED OUT in case {last}" if last and last not in lg.cases else
+                         'TIMED OUT after the cases (canary or exit)' if last else 'TIMED OUT before the first case')
         elif not lg.done: notes.append('no SANITIZE_DONE line: the script did not finish')
         if bad: notes.append('failed: ' + ', '.join(f"{c} ({lg.cases[c][2][:120]})" for c in bad))
         s = lg.summary
