@@ -34,7 +34,7 @@ common=(--error-exitcode 99 --print-limit 10000)
 # allocation is caught; initcheck --check-api-memory-access no: the checks' device->host copies of partly written
 # buffers are not our kernels' reads.
 use_filters=yes; probe=(--require-cuda-init no)
-opt_ok() { [ $dry -eq 1 ] || timeout 30 "$CS" "${probe[@]}" "$@" true >/dev/null 2>&1; }
+opt_ok() { [ $dry -eq 1 ] || timeout 15 "$CS" "${probe[@]}" "$@" true >/dev/null 2>&1; }
 if [ $dry -eq 0 ]; then
   [ -x "$CS" ] || { echo "compute-sanitizer not found (PATH, /usr/local/cuda/bin)" >&2; exit 2; }
   opt_ok || probe=()
