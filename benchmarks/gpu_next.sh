@@ -7,9 +7,10 @@
 #   bash benchmarks/gpu_next.sh bench     "$OUT"   # decode round + ddtree bench --demo + Kimi slice         (<= 9 min)
 #   bash benchmarks/gpu_next.sh sanitize  "$OUT"   # compute-sanitizer, all four tools, kernel notebooks     (<= 9 min)
 #   bash benchmarks/gpu_next.sh tree      "$OUT"   # the tree builder alone: its GPU tests + bench_tree        (~2 min)
+#   bash benchmarks/gpu_next.sh sanitize_kernels "$OUT"   # compute-sanitizer x 4 tools over direct calls of our kernels (<= 9 min)
 # Each step has its own timeout, so a slow one leaves the others' logs in $OUT; the summary is $OUT/gpu_next.log.
 set -uo pipefail
-part=${1:?part: validate, long, bench, sanitize or tree}
+part=${1:?part: validate, long, bench, sanitize, sanitize_kernels or tree}
 out=${2:-${OUT:-/tmp}}
 mkdir -p "$out" && out=$(cd "$out" && pwd)
 cd "$(dirname "$0")/.."
@@ -38,6 +39,8 @@ case $part in
   sanitize)
     NOTEBOOKS="nbs/00a_runtime.ipynb nbs/02_tree_builder.ipynb nbs/03_verify.ipynb nbs/04_accept.ipynb" SANITIZE_TIMEOUT=120 \
       step sanitize 560 bash benchmarks/sanitize.sh "$out" ;;
+  sanitize_kernels)   # writes $out/sanitize_kernels/ (per-tool logs, sanitize_kernels.md: errors per kernel per tool)
+    step sanitize_kernels 540 bash benchmarks/sanitize_kernels.sh "$out/sanitize_kernels" ;;
   tree)
     step tree_tests 120 nbdev_test --flags cuda --do_print --path nbs/02_tree_builder.ipynb
     step bench_tree 90 python benchmarks/bench_tree.py --iters 100 --commit "$commit" --out "$out/bench_tree.md" ;;

@@ -102,6 +102,9 @@ def check_generate_args(target, drafter, prompt_ids, method, budget, temperature
     check_decode_params(method, budget, temperature, max_new_tokens)
     if method != 'ar' and drafter is None: raise ValueError(f"method {method!r} needs a drafter")
     dev = torch.device(target.embed_tokens.weight.device)
+    dparam = next(drafter.parameters(), None) if method != 'ar' and hasattr(drafter, 'parameters') else None
+    if dparam is not None and dparam.device != dev:
+        raise ValueError(f"the drafter is on {dparam.device} but the target is on {dev}: both must be on one device (load_drafter(path, target) puts it there)")
     if generator is not None and (not isinstance(generator, torch.Generator) or generator.device.type != dev.type):
         raise ValueError(f"generator must be a torch.Generator on the target's device ({dev.type}), got {generator!r}")
     p = torch.as_tensor(prompt_ids)

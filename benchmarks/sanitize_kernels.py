@@ -1,0 +1,417 @@
+"""Small direct calls of each of our PyCUDA kernels, each checked against the torch/reference path, for compute-sanitizer.
+
+Run under a sanitizer by benchmarks/sanitize_kernels.sh (one run per tool); alone it is a plain correctness run.
+No CUDA-graph capture; references run on the CPU so that the GPU sees almost only our kernels (and torch's fills/copies).
+
+  python benchmarks/sanitize_kernels.py [--kernels tree,verify_split,tb_tree,...]   # run the cases (needs a GPU)
+  python benchmarks/sanitize_kernels.py --list [--kernels ...]                        # the cases, their kernels (no GPU)
+  python benchmarks/sanitize_kernels.py --names                                       # our kernel names (kernels/*.cu)
+  python benchmarks/sanitize_kernels.py --table LOGDIR [--out FILE]                   # sanitizer logs -> markdown table
+
+--kernels takes groups (smoke, tree, verify, accept, moe), case names or kernel names, comma-separated.
+--canary TOOL (memcheck, racecheck, synccheck, initcheck) runs, after everything else, one inline kernel
+(`sanitize_canary`) with a deliberate fault of that tool's kind: the table checks the sanitizer reported it, which
+proves the kernel-name filter and the log parser see our kernels (a 0 elsewhere in that column then means 0).
+Output markers (parsed by --table): `SANITIZE_CASE <name> ok|FAIL <s> [info]`, `SANITIZE_LIVE <ptr> <bytes> <what>`
+(CUDA tensors still alive at exit: what a leak check may report), `SANITIZE_DONE ok=N failed=M`.
+"""
+from __future__ import annotations
+import argparse, gc, os, re, sys, time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+KERNELS_DIR = REPO / 'kernels'
+GROUP_OF_FILE = {'smoke': 'smoke', 'tree_build': 'tree', 'verify_attn': 'verify', 'tree_accept': 'accept', 'moe_w4a16': 'moe'}
+GROUPS = ('smoke', 'tree', 'verify', 'accept', 'moe')
+TOOLS = ('memcheck', 'racecheck', 'synccheck', 'initcheck')
+CANARY = 'sanitize_canary'
+DEV, BACKEND = 'cuda', 'cuda'   # the CPU tests (benchmarks/test_sanitize_kernels.py) run the cases with 'cpu' and 'torch'
+
+def sync():
+    if DEV == 'cuda':
+        import torch
+        torch.cuda.synchronize()
+
+# ------------------------------------------------------------------------------------------------ kernel names
+_GLOBAL = re.compile(r'extern\s+"C"\s+__global__\s+void[\s\\]+(?:__launch_bounds__\s*\([^)]*\)[\s\\]*)?(\w+)[\s\\]*\(')
+_DEFINE = re.compile(r'#define\s+(\w+)\s*\(\s*(\w+)\s*[,)]((?:[^\n]*\\\n)*[^\n]*)')
+
+def kernel_names(kdir: Path = KERNELS_DIR) -> dict:
+    "Every `extern \"C\" __global__` name in `kdir/*.cu` -> its file's stem (names made by a macro: its invocations' first argument)."
+    out = {}
+    for f in sorted(kdir.glob('*.cu')):
+        text = f.read_text()
+        macros = {}
+        for m in _DEFINE.finditer(text):               # a macro whose body declares a kernel named by its first parameter
+            g = _GLOBAL.search(m.group(3))
+            if g and g.group(1) == m.group(2): macros[m.group(1)] = m.span()
+        spans = list(macros.values())
+        for g in _GLOBAL.finditer(text):
+            if not any(a <= g.start() < b for a, b in spans): out[g.group(1)] = f.stem
+        for mac in macros:
+            for inv in re.finditer(rf'^\s*{mac}\s*\(\s*(\w+)\s*,', text, re.M): out[inv.group(1)] = f.stem
+    return out
+
+def device_functions(kdir: Path = KERNELS_DIR) -> dict:
+    "Names of the `__device__` functions in `kdir/*.cu` -> file stem (to attribute a finding that names no kernel)."
+    out = {}
+    for f in sorted(kdir.glob('*.cu')):
+        for line in f.read_text().splitlines():
+            if '__device__' not in line or '__global__' in line: continue
+            for m in re.finditer(r'\b(\w+)\s*\(', line):
+                if not m.group(1).startswith('__') and m.group(1) not in ('asm', 'volatile', 'sizeof'):
+                    out.setdefault(m.group(1), f.stem); break
+    return out
+
+# ------------------------------------------------------------------------------------------------ cases
+@dataclass
+class Case:
+    name: str
+    group: str
+    kernels: tuple   # kernel names it launches
+    what: str
+    fn: object       # () -> str (info), raises on a mismatch
+
+CASES: list = []
+
+def case(name, group, kernels, what):
+    def deco(fn):
+        CASES.append(Case(name, group, tuple(kernels), what, fn)); return fn
+    return deco
+
+def _of_file(stem):
+    return tuple(k for k, f in kernel_names().items() if f == stem)
+
+def _tree_kernels(dt):
+    return (f'tb_hist_{dt}', f'tb_collect_{dt}', f'tb_rowsort_{dt}', 'tb_tree')
+
+# ---- smoke (nbs/00a)
+@case('smoke_axpy', 'smoke', ['axpy'], 'axpy on n=1000 and n=1 (a partial block)')
+def _smoke():
+    import torch
+    from ddtree_nb.runtime import load_kernel
+    k = load_kernel('smoke.cu', 'axpy', 'PPfi')
+    for n in (1000, 1):
+        g = torch.Generator().manual_seed(n)
+        y, x = torch.randn(n, generator=g), torch.randn(n, generator=g)
+        want, yd = y + 2.5 * x, y.to(DEV)
+        k(yd, x.to(DEV), 2.5, n, grid=(n + 255) // 256, block=256)
+        torch.testing.assert_close(yd.cpu(), want)
+    return ''
+
+# ---- tree builder (nbs/02): fill_tree's four launches
+def _logits(kind, L, V, seed):
+    import torch
+    g = torch.Generator().manual_seed(seed)
+    if kind == 'randn': return torch.randn(L, V, generator=g) * 2.5
+    if kind == 'const': return torch.zeros(L, V)                              # one bin holds the whole row
+    if kind == 'crowded':                                                      # 3500 > CAPB tied top logits
+        x = torch.randn(L, V, generator=g) - 4.0
+        for r in range(L): x[r, torch.randperm(V, generator=g)[:3500]] = 1.0
+        return x
+    if kind == 'ties': return torch.randint(0, 4, (L, V), generator=g).float()
+    raise ValueError(kind)
+
+def _tree_run(L, V, B, dtype, seed, kind='randn', force_heap=False, root=None):
+    import torch
+    from ddtree_nb.tree import TreeBuffers, fill_tree, build_tree_ref, check_same_tree, check_tree_buffers
+    x = _logits(kind, L, V, seed).to(getattr(torch, dtype))
+    buf = TreeBuffers(max(B, 1), DEV)
+    for t in (buf.tokens, buf.depths, buf.parents, buf.first_child, buf.next_sibling, buf.vis_bits): t.fill_(12345)
+    buf.n_nodes.fill_(-7)
+    rt = None if root is None else torch.tensor([root], dtype=torch.int32, device=DEV)
+    fill_tree(buf, x.to(DEV), B, root_token=rt, force_heap=force_heap)
+    sync()
+    check_same_tree(buf.to_draft_tree(), build_tree_ref(x, B), x.float())
+    cpu = TreeBuffers(buf.max_budget, 'cpu')                     # the layout checks read the buffers many times: on a copy
+    for nm in ('n_nodes', 'root_token', 'tokens', 'depths', 'parents', 'first_child', 'next_sibling', 'vis_bits', 'scores'):
+        getattr(cpu, nm).copy_(getattr(buf, nm))
+    check_tree_buffers(cpu)
+    if root is not None: assert int(cpu.tokens[0]) == root, f"root token {int(cpu.tokens[0])} != {root}"
+    info = f"n={int(cpu.n_nodes[0])} stats={buf.ws['stats'][:3].tolist()}"
+    try: info += f" max_bin_count={int(buf.ws['rowinfo'].view(-1, 8)[:L, 2].max())}"   # > 3072: tb_rowsort's crowded-bin path
+    except Exception: pass
+    return info
+
+for _dt in ('bf16', 'f32'):
+    _t = 'bfloat16' if _dt == 'bf16' else 'float32'
+    case(f'tree_{_dt}', 'tree', _tree_kernels(_dt), 'L=7 V=4096 B=64, randn, root token given')(
+        lambda _t=_t: _tree_run(7, 4096, 64, _t, 1, root=11))
+    case(f'tree_{_dt}_chunks', 'tree', _tree_kernels(_dt), 'L=5 V=10000 (3 chunks, the last partial) B=256')(
+        lambda _t=_t: _tree_run(5, 10000, 256, _t, 2))
+    case(f'tree_{_dt}_crowded', 'tree', _tree_kernels(_dt), 'L=3 V=4096 B=64, 3500 tied top logits per row: tb_rowsort slow path')(
+        lambda _t=_t: _tree_run(3, 4096, 64, _t, 3, kind='crowded'))
+    case(f'tree_{_dt}_const', 'tree', _tree_kernels(_dt), 'L=3 V=4096 B=64, constant rows (one bin holds all)')(
+        lambda _t=_t: _tree_run(3, 4096, 64, _t, 4, kind='const'))
+case('tree_heap', 'tree', _tree_kernels('f32'), 'force_heap: L=7 V=4096 B=256 (the one-thread heap)')(
+    lambda: _tree_run(7, 4096, 256, 'float32', 5, force_heap=True))
+case('tree_heap_ties', 'tree', _tree_kernels('bf16'), 'force_heap on massive exact ties: L=7 V=4096 B=64')(
+    lambda: _tree_run(7, 4096, 64, 'bfloat16', 6, kind='ties', force_heap=True))
+case('tree_ties', 'tree', _tree_kernels('f32'), 'massive exact ties (values 0..3): L=7 V=4096 B=256')(
+    lambda: _tree_run(7, 4096, 256, 'float32', 7, kind='ties'))
+case('tree_max_budget', 'tree', _tree_kernels('bf16'), 'L=15 V=4096 B=1024 (the limit)')(
+    lambda: _tree_run(15, 4096, 1024, 'bfloat16', 8))
+case('tree_small_vocab', 'tree', _tree_kernels('f32'), 'L=7 V=50 B=256 (k = V < B)')(
+    lambda: _tree_run(7, 50, 256, 'float32', 9))
+case('tree_budget0', 'tree', ['tb_tree'], 'B=0: only tb_tree runs')(lambda: _tree_run(4, 4096, 0, 'float32', 10))
+
+# ---- verify attention (nbs/03)
+def _verify_run(T, H, P, kind='tree', seed=0, pad=8, device_prefix=False, uint32=False, words=None, **kw):
+    import torch
+    from ddtree_nb.verify import DC, DR, DQK, mla_tree_attention, vis_to_bits, verify_error, tree_parents
+    from ddtree_nb.reference import ancestor_mask, mla_tree_attention_ref
+    g = torch.Generator().manual_seed(seed)
+    S = P + T + pad
+    kv = torch.randn(S, DQK, generator=g).to(torch.bfloat16)
+    kv[P + T:] = float('nan')                                   # rows past P+T must never be used
+    ql = torch.randn(T, H, DC, generator=g).to(torch.bfloat16)
+    qp = torch.randn(T, H, DR, generator=g).to(torch.bfloat16)
+    vis = ancestor_mask(tree_parents(kind, T, g))
+    scale = DQK ** -0.5
+    bits = vis_to_bits(vis, words=words).to(DEV)
+    if uint32: bits = bits.view(torch.uint32)
+    Parg = torch.tensor([P], dtype=torch.int32, device=DEV) if device_prefix else P
+    out = torch.full((T, H, DC), float('nan'), dtype=torch.bfloat16, device=DEV)
+    lse = torch.full((T, H), float('nan'), dtype=torch.float32, device=DEV)
+    if kw.pop('workspace', False):
+        from ddtree_nb.verify import verify_workspace
+        kw['workspace'] = verify_workspace(T, H, kw['splits'], DEV)
+    mla_tree_attention(ql.to(DEV), qp.to(DEV), kv.to(DEV), Parg, bits, scale, out=out, lse=lse, backend=BACKEND, **kw)
+    sync()
+    out, lse = out.cpu(), lse.cpu()
+    assert bool(out.isfinite().all() and lse.isfinite().all()), "output not fully written (NaN left)"
+    ro, rl = mla_tree_attention_ref(ql.double(), qp.double(), kv[:, :DC].double(), kv[:, DC:].double(), P, vis, scale)
+    rel, dl = verify_error(out, lse, ro, rl)
+    assert rel <= 1e-2 and dl <= 1e-2, f"rel err {rel:.3g}, lse err {dl:.3g} (bound 1e-2)"
+    return f"rel={rel:.2e} dlse={dl:.2e}"
+
+def _verify_edge(edge: dict, paths: list, seed: int):
+    import torch
+    from ddtree_nb.verify import edge_case_inputs, check_edge_case, mla_tree_attention
+    a = edge_case_inputs(**edge, H=16, device=DEV, seed=seed)
+    for kw in paths:
+        o = torch.full_like(a['q_latent'], float('nan'))
+        l = torch.full(a['q_latent'].shape[:2], float('nan'), device=DEV)
+        mla_tree_attention(**a, out=o, lse=l, backend=BACKEND, **kw)
+        sync()
+        check_edge_case(a, o, l, nan_slots=edge.get('nan_slots', ()))
+    return f"{len(paths)} paths"
+
+def _v2(c): return f'verify_attn_v2_{c[0]}x{c[1]}x{c[2]}'
+_V2_H200 = _v2((64, 64, 2))   # the config the H200 picks (227 KB of shared memory per block)
+_COMB = 'verify_attn_combine'
+case('verify_tree', 'verify', [_V2_H200, _COMB], 'T=16 H=8 P=300 tree mask, the default plan')(lambda: _verify_run(16, 8, 300, seed=1))
+case('verify_split', 'verify', [_V2_H200, _COMB], 'T=16 H=8 P=300 splits=7 + combine (64 lanes)')(lambda: _verify_run(16, 8, 300, seed=2, splits=7))
+case('verify_split_ws', 'verify', [_V2_H200, _COMB], 'splits=4 with a caller-made workspace')(lambda: _verify_run(16, 8, 300, seed=3, splits=4, workspace=True))
+case('verify_ar_step', 'verify', [_V2_H200, _COMB], 'T=1 H=64 P=2000 chain, splits=20 + combine (8 lanes x 32)')(lambda: _verify_run(1, 64, 2000, 'chain', seed=4, splits=20))
+case('verify_P0', 'verify', [_V2_H200, _COMB], 'T=32 H=4 P=0 (tree mask only), default and splits=3')(
+    lambda: _verify_run(32, 4, 0, seed=5) + ' / ' + _verify_run(32, 4, 0, seed=5, splits=3))
+case('verify_prefix_dev', 'verify', [_V2_H200, _COMB], 'device-held P (int32 tensor), uint32 mask words, W=40')(
+    lambda: _verify_run(16, 8, 300, seed=6, device_prefix=True, uint32=True, words=40))
+case('verify_T64', 'verify', [_V2_H200, _COMB], 'T=64 H=16 P=1000 tree mask, default plan')(lambda: _verify_run(64, 16, 1000, seed=7))
+case('verify_edge_dead', 'verify', [_V2_H200, 'verify_attn_v1', _COMB], 'P=0 rows that see nothing, NaN slots: v1, v2, v2 split 7')(
+    lambda: _verify_edge(dict(P=0, dead_rows=(1, 4), nan_slots=(2,)), [dict(version=1), dict(), dict(splits=7)], 8))
+case('verify_edge_nan', 'verify', [_V2_H200, _COMB], 'P=200, NaN value rows at tree slots 3, 5: default and split 7')(
+    lambda: _verify_edge(dict(P=200, nan_slots=(3, 5)), [dict(), dict(splits=7)], 9))
+case('verify_v1', 'verify', ['verify_attn_v1'], 'version=1: T=8 H=4 P=200')(lambda: _verify_run(8, 4, 200, seed=10, version=1))
+
+def _verify_configs():
+    from ddtree_nb.verify import V2_CONFIGS
+    return ' / '.join(_verify_run(16, 4, 100, seed=11 + i, config=c, splits=s) for i, c in enumerate(V2_CONFIGS) for s in (1, 5))
+case('verify_configs', 'verify', [_v2(c) for c in ((64, 64, 2), (64, 32, 2), (32, 32, 1))] + [_COMB],
+     'every v2 tile config, splits 1 and 5: T=16 H=4 P=100')(_verify_configs)
+
+# ---- accept + compaction (nbs/04)
+def _accept_run(V, B, T, seed, compact=None, max_budget=None):
+    import torch
+    from ddtree_nb.tree import build_tree_ref
+    from ddtree_nb.accept import accept_compact, tree_buffers_from, Accepted, MAX_PATH
+    g = torch.Generator().manual_seed(seed)
+    tree = build_tree_ref(torch.randn(8, V, generator=g) * 3, B)
+    lg = torch.randn(tree.n + 1, V, generator=g)
+    node, want = 0, [0]
+    while True:                                    # plant the path that always takes the last child
+        kids = (tree.parents[1:] == node).nonzero()[:, 0] + 1
+        if not len(kids): break
+        node = int(kids[-1]); lg[want[-1], int(tree.tokens[node - 1])] = lg[want[-1]].max() + 60.0; want.append(node)
+    keys = torch.randint(0, 2**32, (2,), generator=g)
+    ref_args, dev_args = [], []
+    if compact:
+        nl, row, dt, P = compact
+        kv = torch.randn(nl, P + tree.n + 40, row, generator=g).to(dt)
+        hid = torch.randn(tree.n + 1, 96, generator=g).to(dt)
+        fo = torch.full((MAX_PATH, 96), 3.0, dtype=dt)
+        pl = torch.tensor([P], dtype=torch.int32)
+        ref_args = [kv.clone(), pl.clone(), hid, fo.clone()]
+        dev_args = [kv.to(DEV), pl.to(DEV), hid.to(DEV), fo.to(DEV)]
+    want_a = accept_compact(tree, lg, *ref_args, temperature=T, keys=keys)
+    bufs = tree_buffers_from(tree, max_budget, device=DEV)
+    out = Accepted(*(torch.full(s, -7, dtype=torch.int32, device=DEV) for s in ((MAX_PATH,), (1,), (1,))))
+    accept_compact(bufs, lg.to(DEV), *dev_args, temperature=T, keys=keys.to(DEV), backend=BACKEND, out=out)
+    sync()
+    for nm, a, b in zip(('path', 'accepted_len', 'bonus'), out, want_a): assert torch.equal(a.cpu(), b), f"{nm}: {a.cpu().tolist()} != {b.tolist()}"
+    for nm, a, b in zip(('kv', 'prefix_len', 'hidden', 'feats_out'), dev_args, ref_args):
+        assert torch.equal(a.cpu(), b), f"{nm} differs from the torch compaction"
+    if T == 0: assert want_a.nodes() == want, f"planted path {want}, accepted {want_a.nodes()}"
+    return f"n={tree.n} accepted={len(want_a.nodes())}"
+
+case('accept_greedy', 'accept', ['tree_accept'], 'V=4096 B=120 T=0, planted path')(lambda: _accept_run(4096, 120, 0.0, 1))
+case('accept_sampled', 'accept', ['tree_accept'], 'V=4096 B=120 T=1, buffers sized for 256')(lambda: _accept_run(4096, 120, 1.0, 2, max_budget=256))
+case('accept_tiny_vocab', 'accept', ['tree_accept'], 'V=7 B=60 T=0.6')(lambda: _accept_run(7, 60, 0.6, 3))
+case('accept_root_only', 'accept', ['tree_accept'], 'a tree of the root only (B=0)')(lambda: _accept_run(300, 0, 0.0, 4))
+case('accept_compact_bf16', 'accept', ['tree_accept'], '+ compaction: 4 layers x 576 bf16 rows, features, P=17, T=0')(
+    lambda: _accept_run(300, 120, 0.0, 5, compact=(4, 576, __import__('torch').bfloat16, 17)))
+case('accept_compact_f32', 'accept', ['tree_accept'], '+ compaction: 3 layers x 36 fp32 rows, T=1')(
+    lambda: _accept_run(300, 120, 1.0, 6, compact=(3, 36, __import__('torch').float32, 5)))
+
+# ---- W4A16 MoE (nbs/03a)
+def _moe_run(T, E, H, I, k, how='spread', seed=0, versions=(None,)):
+    import torch
+    from ddtree_nb.moe import PackedExperts, MoEWorkspace, moe_w4a16, check_grouping, KINDS
+    g = torch.Generator().manual_seed(seed)
+    t = {}
+    for kind in KINDS:
+        o, n = (H, I) if kind == 'down' else (I, H)
+        t[f'{kind}_packed'] = torch.randint(-2**31, 2**31 - 1, (E, o, n // 8), generator=g, dtype=torch.int32)
+        t[f'{kind}_scale'] = (0.005 + 0.02 * torch.rand(E, o, n // 32, generator=g)).to(torch.bfloat16)
+    ex_cpu = PackedExperts(**t, hidden=H, inter=I)
+    ex = ex_cpu.to(DEV)
+    x = torch.randn(T, H, generator=g).to(torch.bfloat16)
+    idx = torch.rand(T, E, generator=g).topk(k, dim=-1).indices if how == 'spread' else torch.full((T, k), E - 1)
+    idx = idx.to(torch.int32).contiguous()
+    w = torch.rand(T, k, generator=g); w = (w / w.sum(-1, keepdim=True)).float().contiguous()
+    ref = moe_w4a16(x, idx, w, ex_cpu, 2.827).float()
+    ran = []
+    for v in versions:
+        ws = MoEWorkspace(T, k, E, H, I, DEV)
+        out = torch.full((T, H), float('nan'), dtype=torch.bfloat16, device=DEV)
+        try: moe_w4a16(x.to(DEV), idx.to(DEV), w.to(DEV), ex, 2.827, out=out, backend=BACKEND, ws=ws, version=v)
+        except ValueError as e:
+            if 'version must be one of' in str(e): continue   # a version this checkout does not have
+            raise
+        sync()
+        if BACKEND == 'cuda': check_grouping(ws.grouping(), idx, E)   # the torch face (CPU tests) fills no workspace
+        got = out.cpu().float()
+        assert got.isfinite().all(), f"version {v}: output not fully written"
+        err = ((got - ref).norm() / ref.norm()).item()
+        assert err <= 1e-2, f"version {v}: rel err {err:.3g} > 1e-2"
+        ran.append(v)
+    return f"versions run: {ran}"
+
+_MOE_DEFAULT = ('moe_group', 'moe_gate_up_v4', 'moe_down_v4', 'moe_combine')   # CUDA_VERSION = 4
+for _T in (1, 2, 16, 64, 257):
+    case(f'moe_T{_T}', 'moe', _MOE_DEFAULT, f'T={_T} E=64 H=256 I=128 top-8, default version')(
+        lambda _T=_T: _moe_run(_T, 64, 256, 128, 8, seed=_T))
+case('moe_one_expert', 'moe', _MOE_DEFAULT, 'T=64, every pair to one expert')(lambda: _moe_run(64, 64, 256, 128, 8, how='one', seed=3))
+case('moe_versions', 'moe', _of_file('moe_w4a16'), 'versions 1..10 (every gate/up and down kernel): T=16 E=8 H=96 I=160 top-2')(
+    lambda: _moe_run(16, 8, 96, 160, 2, seed=4, versions=tuple(range(1, 11))))
+
+# ------------------------------------------------------------------------------------------------ canary
+CANARY_SRC = r'''
+extern "C" __global__ void sanitize_canary(int mode, float *buf, int n) {
+    __shared__ float s[64];
+    const int t = threadIdx.x;
+    if (mode == 0) { if (t == 0) buf[0] = buf[n]; }                    // memcheck: one element past the end
+    else if (mode == 1) { s[t] = (float)t; buf[t] = s[(t + 1) % 64]; } // racecheck: a neighbour's write, no barrier
+    else if (mode == 2) { if (t < 48) __syncthreads(); }               // synccheck: a barrier half of warp 1 skips
+    else { if (t == 0) buf[0] = buf[1]; }                              // initcheck: buf[1] was never written
+}
+'''
+
+def canary(tool: str):
+    "A launcher of `sanitize_canary` with `tool`'s deliberate fault and its buffer (made before the live-tensor listing)."
+    import torch
+    from ddtree_nb.runtime import load_kernel
+    k = load_kernel(CANARY_SRC, CANARY, 'iPi')
+    n = 128   # 512 bytes: a whole multiple of the allocator's rounding, so buf[n] lies past the allocation
+    buf = torch.empty(n, device=DEV) if tool == 'initcheck' else torch.zeros(n, device=DEV)
+    def launch():
+        print(f"SANITIZE_CANARY {tool} start", flush=True)
+        try:
+            k(TOOLS.index(tool), buf, n, grid=1, block=64)
+            sync()
+        except Exception as e: print(f"SANITIZE_CANARY {tool} raised {type(e).__name__}: {str(e).splitlines()[0][:200]}", flush=True)
+        print(f"SANITIZE_CANARY {tool} end", flush=True)
+    return launch
+
+# ------------------------------------------------------------------------------------------------ running
+def select(tokens):
+    "Cases matching any token (a group, a case name or a kernel name; all if none), round robin over the groups; ValueError naming the unknown ones."
+    names = set(kernel_names())
+    bad = [t for t in tokens if t not in GROUPS and t not in names and all(t != c.name for c in CASES)]
+    if bad: raise ValueError(f"--kernels: unknown {bad}; use groups {list(GROUPS)}, case names (--list) or kernel names (--names)")
+    sel = [c for c in CASES if not tokens or c.group in tokens or c.name in tokens or set(c.kernels) & set(tokens)]
+    rank = {}                              # round robin over the groups: a run cut short by its timeout has still
+    for c in sel: rank[c.name] = sum(d.group == c.group for d in sel[:sel.index(c)])   # run every group's first cases
+    return sorted(sel, key=lambda c: rank[c.name])
+
+def live_cuda_tensors():
+    "(ptr, bytes, description) of every CUDA storage a Python object still holds (after gc)."
+    import torch, warnings
+    gc.collect()
+    seen = {}
+    with warnings.catch_warnings():          # isinstance() on some of torch's deprecated proxies warns
+        warnings.simplefilter('ignore')
+        for o in gc.get_objects():
+            try:
+                if isinstance(o, torch.Tensor) and o.is_cuda:
+                    s = o.untyped_storage()
+                    seen[s.data_ptr()] = (s.nbytes(), f"{o.dtype} {tuple(o.shape)}")
+            except Exception: pass
+    return sorted((p, b, d) for p, (b, d) in seen.items())
+
+def run(cases, tool=None) -> int:
+    import torch
+    gpu = torch.cuda.get_device_name() if DEV == 'cuda' else DEV
+    print(f"SANITIZE_START {len(cases)} cases, torch {torch.__version__}, gpu {gpu}, "
+          f"PYTORCH_NO_CUDA_MEMORY_CACHING={os.environ.get('PYTORCH_NO_CUDA_MEMORY_CACHING', '')}", flush=True)
+    ok = bad = 0
+    for c in cases:
+        print(f"SANITIZE_BEGIN {c.name} {','.join(c.kernels)}", flush=True)
+        t0 = time.perf_counter()
+        try:
+            info = c.fn(); sync(); ok += 1
+            print(f"SANITIZE_CASE {c.name} ok {time.perf_counter() - t0:.2f} {info}", flush=True)
+        except Exception as e:
+            bad += 1
+            msg = ' '.join(str(e).split())[:300]
+            print(f"SANITIZE_CASE {c.name} FAIL {time.perf_counter() - t0:.2f} {type(e).__name__}: {msg}", flush=True)
+    if tool: launch = canary(tool)
+    else:                          # the plain run compiles the canary too, so no sanitizer run waits for nvcc
+        launch = None
+        if DEV == 'cuda':
+            from ddtree_nb.runtime import load_kernel
+            load_kernel(CANARY_SRC, CANARY, 'iPi')
+    for p, b, d in live_cuda_tensors(): print(f"SANITIZE_LIVE {p:#x} {b} {d}", flush=True)
+    print(f"SANITIZE_DONE ok={ok} failed={bad}", flush=True)
+    if launch: launch()            # last: without --destroy-on-device-error kernel a memcheck fault ends the context
+    return 1 if bad else 0
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--kernels', default='', help='comma-separated groups, case names or kernel names (default: all)')
+    ap.add_argument('--list', action='store_true', help='list the selected cases and exit (no GPU)')
+    ap.add_argument('--names', action='store_true', help="print our kernel names (kernels/*.cu) and the canary's, one a line")
+    ap.add_argument('--canary', choices=TOOLS, help="after the cases, launch sanitize_canary with this tool's fault")
+    ap.add_argument('--table', metavar='LOGDIR', help='write the markdown table of the sanitizer logs in LOGDIR')
+    ap.add_argument('--out', help='with --table: the markdown file (default LOGDIR/sanitize_kernels.md)')
+    a = ap.parse_args(argv)
+    if a.names:
+        print('\n'.join([*kernel_names(), CANARY])); return 0
+    if a.table:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from sanitize_table import write_table
+        out = write_table(Path(a.table), Path(a.out) if a.out else None)
+        print(f"wrote {out}"); return 0
+    try: cases = select([t for t in a.kernels.split(',') if t])
+    except ValueError as e: ap.error(str(e))
+    if a.list:
+        for c in cases: print(f"{c.group:7s} {c.name:20s} {','.join(c.kernels):60s} {c.what}")
+        names = kernel_names()
+        print(f"{len(cases)} cases, {len({k for c in cases for k in c.kernels} & set(names))} of our {len(names)} kernels")
+        return 0
+    return run(cases, a.canary)
+
+if __name__ == '__main__':
+    sys.exit(main())
