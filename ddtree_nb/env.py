@@ -152,7 +152,7 @@ sys.stdout.write("\n" + MARK + json.dumps(r) + "\n")
 '''.replace('MARK', repr(PROBE_MARK))
 
 def probe_python(exe, timeout: float=10.0) -> dict:
-    "Run `exe` on `PROBE_SCRIPT` with a `timeout`: `{status, error, python, executable, prefix, torch, numpy, pycuda, errors}`."
+    "Run `exe` on `PROBE_SCRIPT` with a `timeout`: `{status, error, python, executable, prefix, torch, numpy, pycuda, errors}`; status 'missing' when `exe` exits 127 (no such command behind it)."
     r = run_with_timeout([exe, '-c', PROBE_SCRIPT], timeout)
     base = dict(status=r['status'], error=None, python=None, executable=None, prefix=None, torch=None, numpy=None, pycuda=None, errors={})
     ans = [l[len(PROBE_MARK):] for l in r['out'].splitlines() if l.startswith(PROBE_MARK)]
@@ -163,15 +163,17 @@ def probe_python(exe, timeout: float=10.0) -> dict:
     lines = [l.strip() for l in text.splitlines() if l.strip()]
     msg = (lines[-1] if 'Traceback' in text else lines[0]) if lines else 'no probe answer'   # a traceback ends with the error
     if r['status'] == 'error' and r['rc'] is not None: msg = f"exit {r['rc']}: {msg}"
+    if r['rc'] == 127: return {**base, 'status': 'missing', 'error': msg}   # "command not found": a shim of an uninstalled Python
     return {**base, 'status': 'timeout' if r['status'] == 'timeout' else 'error', 'error': msg}
 
 # %% ../nbs/00_env.ipynb #4fa82a83
 def probe_pythons(groups: list[dict], timeout: float=10.0, workers: int=8) -> list[dict]:
-    "Probe each group (in parallel), then merge groups whose interpreters report the same executable and prefix."
+    "Probe each group (in parallel), drop names with no interpreter behind them (status 'missing'), then merge groups whose interpreters report the same executable and prefix."
     if not groups: return []
     with ThreadPoolExecutor(min(workers, len(groups))) as ex: probes = list(ex.map(lambda g: probe_python(g['path'], timeout), groups))
     out, by_exe = [], {}
     for g, p in zip(groups, probes):
+        if p['status'] == 'missing': continue
         e = {**g, **p, 'names': list(g['names'])}
         key = (os.path.realpath(p['executable']), os.path.realpath(p['prefix'])) if p['status'] == 'ok' and p['executable'] and p['prefix'] else None
         if key in by_exe:
