@@ -15,7 +15,7 @@ __all__ = ['SKIP_DIRS', 'CONDA_DIRS', 'PROBE_MARK', 'PROBE_SCRIPT', 'STRAY_MARKE
            'run_with_timeout', 'pythons_in', 'walk_dirs', 'venv_root', 'find_venvs', 'find_pythons', 'group_pythons',
            'probe_python', 'probe_pythons', 'find_stray_packages', 'stray_hint', 'parse_nvcc_version',
            'parse_gpu_archs', 'cuda_toolchain', 'arch_for', 'parse_nvidia_smi', 'find_gpus', 'recommend', 'env_report',
-           'format_report', 'env_main']
+           'format_report', 'env_main', 'MissingExtra', 'missing_extra', 'require_extra']
 
 # %% ../nbs/00_env.ipynb #0eccc532
 def run_with_timeout(cmd: list, timeout: float=10.0, env: dict|None=None) -> dict:
@@ -458,3 +458,19 @@ def env_main(argv=None):
     rep = env_report(home=a.home, timeout=a.timeout, depth=a.depth, budget=a.budget, roots=a.roots)
     print(json.dumps(rep, indent=2) if a.json else format_report(rep))
     return 0
+
+# %% ../nbs/00_env.ipynb #75fb7484
+class MissingExtra(ImportError):
+    "An optional package is not installed; the message names the extra of ddtree_nb that brings it."
+
+def missing_extra(module: str, extra: str, purpose: str) -> str|None:
+    "None when `module` can be imported, else the one-line message naming the pip extra to install (nothing is imported)."
+    top = module.split('.')[0]
+    if importlib.util.find_spec(top) is not None: return None
+    return f"{top} is needed for {purpose}: pip install 'ddtree_nb[{extra}]'"
+
+def require_extra(module: str, extra: str, purpose: str):
+    "Import and return `module`, or raise `MissingExtra` naming the extra that brings it."
+    msg = missing_extra(module, extra, purpose)
+    if msg: raise MissingExtra(msg, name=module.split('.')[0])
+    return importlib.import_module(module)
