@@ -13,6 +13,7 @@ SUBCOMMANDS = {
     'demo': ('ddtree_nb.demo:demo_main', 'run AR, DFlash and DDTree on the embedded demo pair and compare'),
     'generate': ('ddtree_nb.decode:generate_main', 'generate text with DDTree / DFlash / AR from a target + drafter'),
     'bench': ('ddtree_nb.bench:bench_main', 'benchmark AR vs DFlash vs DDTree across budgets; JSON, tables, plots'),
+    'serve': ('ddtree_nb.serve:serve_main', 'an OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions)'),
 }
 
 def _usage(out):
