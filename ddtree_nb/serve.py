@@ -4,7 +4,7 @@
 
 # %% ../nbs/09a_serve.ipynb #4faff0a0
 from __future__ import annotations
-import sys, json, time, uuid, socket, asyncio, argparse, threading, contextlib
+import sys, json, time, uuid, random, socket, asyncio, argparse, threading, contextlib
 from concurrent.futures import ThreadPoolExecutor
 from .api import Engine, GenerationConfig
 from .env import require_extra
@@ -31,7 +31,7 @@ def _opt(body: dict, name: str, kinds, ok=lambda v: True, why: str=''):
 
 # %% ../nbs/09a_serve.ipynb #140d0580
 def _config(engine: Engine, body: dict, n_prompt: int) -> GenerationConfig:
-    "The request's generation settings over the engine's defaults; max_tokens defaults to what fits the context."
+    "The request's generation settings over the engine's defaults; max_tokens defaults to what fits the context, a sampled request without a seed gets a random one."
     for name, neutral in (('n', 1), ('best_of', 1), ('top_p', 1), ('echo', False), ('logprobs', None), ('top_logprobs', None)):
         v = body.get(name)
         if v is not None and v != neutral and not (name == 'logprobs' and v is False):
@@ -52,6 +52,7 @@ def _config(engine: Engine, body: dict, n_prompt: int) -> GenerationConfig:
             raise _bad(f"This model's maximum context length is {ctx} tokens. However, you requested {n_prompt + (mt or 1)} tokens "
                        f"({n_prompt} in the prompt, {mt or 1} for the completion). Please reduce the prompt or max_tokens.",
                        'max_tokens' if room >= 1 else 'prompt', 'context_length_exceeded')
+    if seed is None and (T if T is not None else engine.config.temperature) > 0: seed = random.getrandbits(63)   # as OpenAI: no seed, fresh draws
     changes = dict(max_new_tokens=mt or min(engine.config.max_new_tokens, room or engine.config.max_new_tokens), temperature=T,
                    stop=stop, seed=seed, method=method, budget=budget, ignore_eos=ignore_eos)
     try: return engine.config.replace(**{k: v for k, v in changes.items() if v is not None})
@@ -197,7 +198,8 @@ def make_app(engine: Engine, max_queue: int=64):
             so = body.get('stream_options') if isinstance(body.get('stream_options'), dict) else {}
             return StreamingResponse(_events(engine, request, q, cancel, chat, bool(so.get('include_usage'))), media_type='text/event-stream',
                                      headers={'Cache-Control': 'no-cache'})
-        out = await asyncio.wrap_future(sched.submit(lambda: engine.generate(ids, cfg)))
+        try: out = await asyncio.wrap_future(sched.submit(lambda: engine.generate(ids, cfg)))
+        except Exception as e: return err(APIError(500, f"generation failed: {type(e).__name__}: {e}", 'server_error'))
         return JSONResponse(_body(engine, ('chatcmpl-' if chat else 'cmpl-') + uuid.uuid4().hex, chat, out.text, _finish(out), out.usage()))
 
     async def models(request):
