@@ -4,52 +4,15 @@
 
 # %% ../nbs/09_api.ipynb #db0aec58
 from __future__ import annotations
-import math, time, dataclasses
+import time
 from dataclasses import dataclass
 from pathlib import Path
 import torch
-from .decode import (METHODS, Decoder, Generation, check_decode_params, check_generate_args, cpu_threads,
-                              load_target_for, resolve_backend, _Clock, _EventClock)
+from .decode import (GenerationConfig, Decoder, Generation, check_generate_args, cpu_threads, load_target_for,
+                              resolve_backend, _Clock, _EventClock)
 
 # %% auto #0
-__all__ = ['GenerationConfig', 'TextSoFar', 'GenerationOutput', 'decode_stream', 'Engine', 'TextStream']
-
-# %% ../nbs/09_api.ipynb #bcef3882
-@dataclass(frozen=True)
-class GenerationConfig:
-    "One generation's settings, named as transformers names them, the speculative ones beside them; checked on creation."
-    max_new_tokens: int = 128         # tokens to generate at most
-    temperature: float = 0.0          # 0: greedy (output = the target's own greedy decoding); > 0: sampling, still lossless
-    stop: tuple = ()                  # stop strings: the text ends just before the first one (a str or a sequence of str)
-    stop_token_ids: tuple = ()        # generation ends after the first of these token ids (besides the tokenizer's EOS)
-    ignore_eos: bool = False          # don't stop at the tokenizer's EOS token
-    method: str = 'ddtree'            # 'ddtree' (draft tree) | 'dflash' (the drafter's top-1 chain) | 'ar' (no drafter)
-    budget: int = 64                  # draft tree nodes per round (dflash: chain length cap)
-    seed: int = 0                     # seeds the sampling (temperature > 0)
-
-    def __post_init__(self):
-        check_decode_params(self.method, self.budget, self.temperature, self.max_new_tokens)
-        stop = (self.stop,) if isinstance(self.stop, str) else self.stop
-        if stop is None: stop = ()
-        if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) and s for s in stop):
-            raise ValueError(f"stop must be a non-empty string or a sequence of them, got {self.stop!r}")
-        ids = self.stop_token_ids or ()
-        if not isinstance(ids, (list, tuple)) or any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in ids):
-            raise ValueError(f"stop_token_ids must be a sequence of ints >= 0, got {self.stop_token_ids!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**63:
-            raise ValueError(f"seed must be an int in [0, 2**63), got {self.seed!r}")
-        if not isinstance(self.ignore_eos, bool): raise ValueError(f"ignore_eos must be True or False, got {self.ignore_eos!r}")
-        object.__setattr__(self, 'stop', tuple(stop)); object.__setattr__(self, 'stop_token_ids', tuple(ids))
-        object.__setattr__(self, 'temperature', float(self.temperature))
-
-    def replace(self, **changes) -> GenerationConfig:
-        "A copy with `changes` applied (and checked); an unknown setting raises."
-        names = {f.name for f in dataclasses.fields(self)}
-        bad = sorted(set(changes) - names)
-        if bad: raise ValueError(f"unknown generation setting(s) {bad}; the settings are {sorted(names)}")
-        return dataclasses.replace(self, **changes)
-
-    def to_dict(self) -> dict: return dict(dataclasses.asdict(self), stop=list(self.stop), stop_token_ids=list(self.stop_token_ids))
+__all__ = ['TextSoFar', 'GenerationOutput', 'decode_stream', 'Engine', 'TextStream']
 
 # %% ../nbs/09_api.ipynb #efa258a7
 class TextSoFar:
