@@ -261,7 +261,7 @@ def _serve_parser():
     ap.add_argument('--target', help='target model directory (config, weights, tokenizer); default: the embedded demo pair')
     ap.add_argument('--drafter', help='DFlash drafter directory (z-lab layout); not needed with --method ar')
     ap.add_argument('--model-name', help="the model id clients send (default: the target directory's name; ddtree-demo for the demo pair)")
-    ap.add_argument('--host', default='127.0.0.1', help='address to listen on (default 127.0.0.1: this machine only)')
+    ap.add_argument('--host', default='127.0.0.1', help='address to listen on (default 127.0.0.1: this machine only; the server has no authentication)')
     ap.add_argument('--port', type=int, default=8000, help='default 8000')
     ap.add_argument('--max-queue', type=int, default=64, help='requests that may wait behind the one being decoded; more get 503 (default 64)')
     d = GenerationConfig()
