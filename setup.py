@@ -24,8 +24,8 @@ py_versions = '3.10 3.11 3.12 3.13'.split()
 requirements = cfg.get('requirements','').split()
 min_python = cfg['min_python']
 lic = licenses.get(cfg['license'].lower(), (cfg['license'], None))
-dev_requirements = (cfg.get('dev_requirements') or '').split()
-cuda_requirements = (cfg.get('cuda_requirements') or '').split()
+# every `NAME_requirements` key of settings.ini is the extra NAME: dev, cuda, serve, plots, widgets
+extras = {k[:-len('_requirements')]: cfg[k].split() for k in cfg if k.endswith('_requirements')}
 
 class build_py_with_kernels(build_py):
     "Ship `kernels/*.cu` (and headers) inside the package as `ddtree_nb/kernels/`, so installed wheels find them."
@@ -48,7 +48,7 @@ setuptools.setup(
     packages = setuptools.find_packages(include=[cfg['lib_path'], cfg['lib_path']+'.*']),
     include_package_data = True,
     install_requires = requirements,
-    extras_require={ 'dev': dev_requirements, 'cuda': cuda_requirements },
+    extras_require = extras,
     cmdclass = {'build_py': build_py_with_kernels},
     python_requires  = '>=' + cfg['min_python'],
     long_description = open('README.md', encoding='utf-8').read(),

@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 from types import SimpleNamespace
 from .decode import generate, METHODS, STAGES, cpu_threads
+from .env import missing_extra
 
 # %% auto #0
 __all__ = ['DEFAULT_BUDGETS', 'STAGE_KEYS', 'DEFAULT_PROMPTS', 'OracleDrafter', 'CharTokenizer', 'tiny_pair', 'bench_configs',
@@ -293,6 +294,7 @@ def bench_main(argv=None, pair=None) -> int:
     if args.target and not args.drafter and set(args.methods) != {'ar'}: return err("--target needs --drafter (or --methods ar)")
     if args.n_prompts is not None and args.n_prompts < 1: return err(f"--n-prompts must be >= 1, got {args.n_prompts}")
     if args.threads is not None and args.threads < 1: return err(f"--threads must be >= 1, got {args.threads}")
+    if args.plots and (msg := missing_extra('matplotlib', 'plots', '--plots')): return err(msg)
     try:
         prompts_text = _read_prompts(args.prompts) if args.prompts else list(DEFAULT_PROMPTS)
         target, drafter, tokenizer = pair if pair is not None else _load_pair(args)

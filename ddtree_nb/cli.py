@@ -13,6 +13,7 @@ SUBCOMMANDS = {
     'demo': ('ddtree_nb.demo:demo_main', 'run AR, DFlash and DDTree on the embedded demo pair and compare'),
     'generate': ('ddtree_nb.decode:generate_main', 'generate text with DDTree / DFlash / AR from a target + drafter'),
     'bench': ('ddtree_nb.bench:bench_main', 'benchmark AR vs DFlash vs DDTree across budgets; JSON, tables, plots'),
+    'serve': ('ddtree_nb.serve:serve_main', 'an OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions)'),
 }
 
 def _usage(out):
@@ -34,7 +35,8 @@ def _raised_by_us(e: BaseException) -> bool:
 def is_user_error(e: BaseException) -> bool:
     "Should `ddtree` report `e` as one line (a bad input or a missing GPU/toolkit) rather than a traceback (a bug)?"
     from ddtree_nb.runtime import CudaUnavailable, KernelCompileError
-    if isinstance(e, (OSError, CudaUnavailable, KernelCompileError)): return True
+    from ddtree_nb.env import MissingExtra
+    if isinstance(e, (OSError, CudaUnavailable, KernelCompileError, MissingExtra)): return True
     if isinstance(e, KeyError):   # our loaders' KeyErrors are sentences; a dict-lookup bug's carries just the key
         return _raised_by_us(e) and len(e.args) == 1 and isinstance(e.args[0], str) and ' ' in e.args[0]
     return isinstance(e, (ValueError, NotImplementedError)) and _raised_by_us(e)

@@ -4,7 +4,7 @@
 
 # %% ../nbs/05_decode.ipynb #07433f9d
 from __future__ import annotations
-import sys, time, json, argparse, contextlib
+import sys, time, json, argparse, contextlib, dataclasses
 from pathlib import Path
 from dataclasses import dataclass, field
 import torch
@@ -13,8 +13,8 @@ from .accept import Accepted, MAX_PATH, gumbel_keys, target_choice, _pack
 
 # %% auto #0
 __all__ = ['STAGES', 'METHODS', 'DENSE_MAX_EXPERTS', 'chain_tree', 'root_tree', 'sample_token', 'TorchStages',
-           'check_decode_params', 'check_generate_args', 'resolve_backend', 'Generation', 'Round', 'Decoder',
-           'generate', 'moe_plan', 'CudaStages', 'TextStreamer', 'format_summary', 'keeps_experts_packed',
+           'check_decode_params', 'check_generate_args', 'resolve_backend', 'GenerationConfig', 'Generation', 'Round',
+           'Decoder', 'generate', 'moe_plan', 'CudaStages', 'TextStreamer', 'format_summary', 'keeps_experts_packed',
            'load_target_for', 'run_generate', 'cpu_threads', 'generate_main']
 
 # %% ../nbs/05_decode.ipynb #3886d218
@@ -141,6 +141,43 @@ def resolve_backend(backend: str, device) -> str:
         from ddtree_nb.runtime import require_cuda
         require_cuda()
     return backend
+
+# %% ../nbs/05_decode.ipynb #40bf3c31
+@dataclass(frozen=True)
+class GenerationConfig:
+    "One generation's settings, named as transformers names them, the speculative ones beside them; checked on creation."
+    max_new_tokens: int = 128         # tokens to generate at most
+    temperature: float = 0.0          # 0: greedy (output = the target's own greedy decoding); > 0: sampling, still lossless
+    stop: tuple = ()                  # stop strings: the text ends just before the first one (a str or a sequence of str)
+    stop_token_ids: tuple = ()        # generation ends after the first of these token ids (besides the tokenizer's EOS)
+    ignore_eos: bool = False          # don't stop at the tokenizer's EOS token
+    method: str = 'ddtree'            # 'ddtree' (draft tree) | 'dflash' (the drafter's top-1 chain) | 'ar' (no drafter)
+    budget: int = 64                  # draft tree nodes per round (dflash: chain length cap)
+    seed: int = 0                     # seeds the sampling (temperature > 0)
+
+    def __post_init__(self):
+        check_decode_params(self.method, self.budget, self.temperature, self.max_new_tokens)
+        stop = (self.stop,) if isinstance(self.stop, str) else self.stop
+        if stop is None: stop = ()
+        if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) and s for s in stop):
+            raise ValueError(f"stop must be a non-empty string or a sequence of them, got {self.stop!r}")
+        ids = self.stop_token_ids or ()
+        if not isinstance(ids, (list, tuple)) or any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in ids):
+            raise ValueError(f"stop_token_ids must be a sequence of ints >= 0, got {self.stop_token_ids!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**63:
+            raise ValueError(f"seed must be an int in [0, 2**63), got {self.seed!r}")
+        if not isinstance(self.ignore_eos, bool): raise ValueError(f"ignore_eos must be True or False, got {self.ignore_eos!r}")
+        object.__setattr__(self, 'stop', tuple(stop)); object.__setattr__(self, 'stop_token_ids', tuple(ids))
+        object.__setattr__(self, 'temperature', float(self.temperature))
+
+    def replace(self, **changes) -> GenerationConfig:
+        "A copy with `changes` applied (and checked); an unknown setting raises."
+        names = {f.name for f in dataclasses.fields(self)}
+        bad = sorted(set(changes) - names)
+        if bad: raise ValueError(f"unknown generation setting(s) {bad}; the settings are {sorted(names)}")
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict: return dict(dataclasses.asdict(self), stop=list(self.stop), stop_token_ids=list(self.stop_token_ids))
 
 # %% ../nbs/05_decode.ipynb #a32a9d80
 @dataclass
@@ -648,7 +685,8 @@ def generate_main(argv=None) -> int:
         args.target, args.drafter = str(demo_pair_dir() / 'target'), args.drafter or str(demo_pair_dir() / 'drafter')
     if args.method != 'ar' and not args.drafter: return _error(f"--method {args.method} needs --drafter")
     try:
-        check_decode_params(args.method, args.budget, args.temperature, args.max_new_tokens)
+        GenerationConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, method=args.method, budget=args.budget,
+                         seed=args.seed, ignore_eos=args.ignore_eos)     # the settings' checks, as the API and `ddtree serve` make them
         args.prompt, args.prompt_file = _read_prompt(args), None
         device = str(_torch_device(args.device)) if args.device else ('cuda' if torch.cuda.is_available() else 'cpu')
         if args.backend == 'cuda':

@@ -15,7 +15,7 @@ __all__ = ['SKIP_DIRS', 'CONDA_DIRS', 'PROBE_MARK', 'PROBE_SCRIPT', 'STRAY_MARKE
            'run_with_timeout', 'pythons_in', 'walk_dirs', 'venv_root', 'find_venvs', 'find_pythons', 'group_pythons',
            'probe_python', 'probe_pythons', 'find_stray_packages', 'stray_hint', 'parse_nvcc_version',
            'parse_gpu_archs', 'cuda_toolchain', 'arch_for', 'parse_nvidia_smi', 'find_gpus', 'recommend', 'env_report',
-           'format_report', 'env_main']
+           'format_report', 'env_main', 'MissingExtra', 'missing_extra', 'require_extra']
 
 # %% ../nbs/00_env.ipynb #0eccc532
 def run_with_timeout(cmd: list, timeout: float=10.0, env: dict|None=None) -> dict:
@@ -152,7 +152,7 @@ sys.stdout.write("\n" + MARK + json.dumps(r) + "\n")
 '''.replace('MARK', repr(PROBE_MARK))
 
 def probe_python(exe, timeout: float=10.0) -> dict:
-    "Run `exe` on `PROBE_SCRIPT` with a `timeout`: `{status, error, python, executable, prefix, torch, numpy, pycuda, errors}`."
+    "Run `exe` on `PROBE_SCRIPT` with a `timeout`: `{status, error, python, executable, prefix, torch, numpy, pycuda, errors}`; status 'missing' when `exe` exits 127 (no such command behind it)."
     r = run_with_timeout([exe, '-c', PROBE_SCRIPT], timeout)
     base = dict(status=r['status'], error=None, python=None, executable=None, prefix=None, torch=None, numpy=None, pycuda=None, errors={})
     ans = [l[len(PROBE_MARK):] for l in r['out'].splitlines() if l.startswith(PROBE_MARK)]
@@ -163,15 +163,17 @@ def probe_python(exe, timeout: float=10.0) -> dict:
     lines = [l.strip() for l in text.splitlines() if l.strip()]
     msg = (lines[-1] if 'Traceback' in text else lines[0]) if lines else 'no probe answer'   # a traceback ends with the error
     if r['status'] == 'error' and r['rc'] is not None: msg = f"exit {r['rc']}: {msg}"
+    if r['rc'] == 127: return {**base, 'status': 'missing', 'error': msg}   # "command not found": a shim of an uninstalled Python
     return {**base, 'status': 'timeout' if r['status'] == 'timeout' else 'error', 'error': msg}
 
 # %% ../nbs/00_env.ipynb #4fa82a83
 def probe_pythons(groups: list[dict], timeout: float=10.0, workers: int=8) -> list[dict]:
-    "Probe each group (in parallel), then merge groups whose interpreters report the same executable and prefix."
+    "Probe each group (in parallel), drop names with no interpreter behind them (status 'missing'), then merge groups whose interpreters report the same executable and prefix."
     if not groups: return []
     with ThreadPoolExecutor(min(workers, len(groups))) as ex: probes = list(ex.map(lambda g: probe_python(g['path'], timeout), groups))
     out, by_exe = [], {}
     for g, p in zip(groups, probes):
+        if p['status'] == 'missing': continue
         e = {**g, **p, 'names': list(g['names'])}
         key = (os.path.realpath(p['executable']), os.path.realpath(p['prefix'])) if p['status'] == 'ok' and p['executable'] and p['prefix'] else None
         if key in by_exe:
@@ -456,3 +458,19 @@ def env_main(argv=None):
     rep = env_report(home=a.home, timeout=a.timeout, depth=a.depth, budget=a.budget, roots=a.roots)
     print(json.dumps(rep, indent=2) if a.json else format_report(rep))
     return 0
+
+# %% ../nbs/00_env.ipynb #75fb7484
+class MissingExtra(ImportError):
+    "An optional package is not installed; the message names the extra of ddtree_nb that brings it."
+
+def missing_extra(module: str, extra: str, purpose: str) -> str|None:
+    "None when `module` can be imported, else the one-line message naming the pip extra to install (nothing is imported)."
+    top = module.split('.')[0]
+    if importlib.util.find_spec(top) is not None: return None
+    return f"{top} is needed for {purpose}: pip install 'ddtree_nb[{extra}]'"
+
+def require_extra(module: str, extra: str, purpose: str):
+    "Import and return `module`, or raise `MissingExtra` naming the extra that brings it."
+    msg = missing_extra(module, extra, purpose)
+    if msg: raise MissingExtra(msg, name=module.split('.')[0])
+    return importlib.import_module(module)

@@ -181,7 +181,8 @@ def explore(target, drafter, tokenizer, prompts,
             seed: int=0,
             backend: str='torch'):
     "An ipywidgets explorer of DDTree decoding: step rounds and see each draft tree, its accepted path and the text."
-    import ipywidgets as W
+    from ddtree_nb.env import require_extra
+    W = require_extra('ipywidgets', 'widgets', 'the explorer')
     if not prompts: raise ValueError("prompts must be a non-empty list of strings or token-id lists")
     ids = [tokenizer.encode(p, add_special_tokens=True) if isinstance(p, str) else list(p) for p in prompts]
     names = [(p if isinstance(p, str) else tokenizer.decode(p))[:60] for p in prompts]
