@@ -1,4 +1,4 @@
-"""Benchmark the GPU draft-tree builder: the shipped version beside the previous one (v2, kernels/dev/tree_build_v2.cu)
+"""Benchmark the GPU draft-tree builder: the shipped version beside the previous one ("before": kernels/dev/tree_build_v2.cu)
 and the reference path, in one run (nbs/02_tree_builder.ipynb, issue 18).
 
     python benchmarks/bench_tree.py [--iters 300] [--out results.md] [--commit abc1234]
@@ -102,20 +102,21 @@ def main():
                 path, st = buf.ws['stats'][:3].tolist(), stages(buf, clock)
                 t_new = graph_time(lambda: fill_tree(buf, x, B), s, a.iters)
                 p1 = graph_time(lambda: launch_rows(buf, x, B), s, a.iters)
+                p1_v3 = graph_time(lambda: launch_rows(buf, x, B, 'v3'), s, a.iters)
                 p2 = graph_time(lambda: launch_tree(buf, x.dtype, L, V, B), s, a.iters)
                 ts = []
                 for _ in range(15):
                     s.synchronize(); t0 = time.perf_counter(); ref_path(x, B); ts.append((time.perf_counter() - t0) * 1e6)
                 ref = statistics.median(ts)
-                rows.append((scale, B, t_old, t_new, p1_old, p1, p2_old, p2, st, ref, path))
+                rows.append((scale, B, t_old, t_new, p1_old, p1, p1_v3, p2_old, p2, st, ref, path))
                 print(rows[-1], flush=True)
     commit = a.commit or subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()
     out = [f"date {datetime.date.today()}, GPU {torch.cuda.get_device_name()}, commit {commit}, torch {torch.__version__}, SM clock attribute {clock:.0f} MHz",
            f"command: python benchmarks/bench_tree.py --iters {a.iters}", "",
-           "| logits | B | v2 graph µs | **v3 graph µs** | v2/v3 | phase 1 v2 → v3 µs | phase 2 v2 → v3 µs | v3 tb_tree stages µs (" + ' / '.join(STAGES) + ") | reference path µs | ref/v3 | phase-2 path |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for sc, B, to, tn, p1o, p1, p2o, p2, st, r, path in rows:
-        out.append(f"| randn*{sc:g} | {B} | {to:.1f} | **{tn:.1f}** | {to / tn:.1f}x | {p1o:.1f} → {p1:.1f} | {p2o:.1f} → {p2:.1f} | {' / '.join(st)} | {r:.0f} | {r / tn:.0f}x | {path} |")
+           "| logits | B | before µs | **shipped µs** | before/shipped | phase 1 before → shipped (v2) µs | phase 1 v3 (cluster, opt-in) µs | phase 2 before → shipped µs | shipped tb_tree stages µs (" + ' / '.join(STAGES) + ") | reference path µs | ref/shipped | phase-2 path |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for sc, B, to, tn, p1o, p1, p13, p2o, p2, st, r, path in rows:
+        out.append(f"| randn*{sc:g} | {B} | {to:.1f} | **{tn:.1f}** | {to / tn:.1f}x | {p1o:.1f} → {p1:.1f} | {p13:.1f} | {p2o:.1f} → {p2:.1f} | {' / '.join(st)} | {r:.0f} | {r / tn:.0f}x | {path} |")
     text = '\n'.join(out)
     print(text)
     if a.out: open(a.out, 'w').write(text + '\n')
