@@ -34,7 +34,7 @@ def sync():
         torch.cuda.synchronize()
 
 # ------------------------------------------------------------------------------------------------ kernel names
-_GLOBAL = re.compile(r'extern\s+"C"\s+__global__\s+void[\s\\]+(?:__launch_bounds__\s*\([^)]*\)[\s\\]*)?(\w+)[\s\\]*\(')
+_GLOBAL = re.compile(r'extern\s+"C"\s+__global__\s+void[\s\\]+(?:__\w+__\s*\([^)]*\)[\s\\]*)*(\w+)[\s\\]*\(')
 _DEFINE = re.compile(r'#define\s+(\w+)\s*\(\s*(\w+)\s*[,)]((?:[^\n]*\\\n)*[^\n]*)')
 
 def kernel_names(kdir: Path = KERNELS_DIR) -> dict:
@@ -113,7 +113,7 @@ def _logits(kind, L, V, seed):
     if kind == 'ties': return torch.randint(0, 4, (L, V), generator=g).float()
     raise ValueError(kind)
 
-def _tree_run(L, V, B, dtype, seed, kind='randn', force_heap=False, root=None):
+def _tree_run(L, V, B, dtype, seed, kind='randn', force_heap=False, root=None, phase1=None):
     import torch
     from ddtree_nb.tree import TreeBuffers, fill_tree, build_tree_ref, check_same_tree, check_tree_buffers
     x = _logits(kind, L, V, seed).to(getattr(torch, dtype))
@@ -121,7 +121,7 @@ def _tree_run(L, V, B, dtype, seed, kind='randn', force_heap=False, root=None):
     for t in (buf.tokens, buf.depths, buf.parents, buf.first_child, buf.next_sibling, buf.vis_bits): t.fill_(12345)
     buf.n_nodes.fill_(-7)
     rt = None if root is None else torch.tensor([root], dtype=torch.int32, device=DEV)
-    fill_tree(buf, x.to(DEV), B, root_token=rt, force_heap=force_heap)
+    fill_tree(buf, x.to(DEV), B, root_token=rt, force_heap=force_heap, phase1=phase1)
     sync()
     check_same_tree(buf.to_draft_tree(), build_tree_ref(x, B), x.float())
     cpu = TreeBuffers(buf.max_budget, 'cpu')                     # the layout checks read the buffers many times: on a copy
@@ -144,6 +144,9 @@ for _dt in ('bf16', 'f32'):
         lambda _t=_t: _tree_run(3, 4096, 64, _t, 3, kind='crowded'))
     case(f'tree_{_dt}_const', 'tree', _tree_kernels(_dt), 'L=3 V=4096 B=64, constant rows (one bin holds all)')(
         lambda _t=_t: _tree_run(3, 4096, 64, _t, 4, kind='const'))
+    for _E, _V in ((8, 4096), (16, 70000), (24, 150000), (32, 200000)):   # phase 1 v3: one cluster kernel per logits-per-thread E
+        case(f'tree_{_dt}_v3_e{_E}', 'tree', (f'tb_rows_{_dt}_e{_E}', 'tb_tree'), f'phase1=v3, L=3 V={_V} B=128, ties')(
+            lambda _t=_t, _V=_V: _tree_run(3, _V, 128, _t, 11, kind='ties', phase1='v3'))
 case('tree_heap', 'tree', _tree_kernels('f32'), 'force_heap: L=7 V=4096 B=256 (the one-thread heap)')(
     lambda: _tree_run(7, 4096, 256, 'float32', 5, force_heap=True))
 case('tree_heap_ties', 'tree', _tree_kernels('bf16'), 'force_heap on massive exact ties: L=7 V=4096 B=64')(

@@ -128,10 +128,10 @@ SANITIZE_BEGIN moe_T1 moe_group,moe_gate_up_v4,moe_down_v4,moe_combine
 
 def test_kernel_names():
     n = sk.kernel_names()
-    assert len(n) == 33 and '__launch_bounds__' not in n
+    assert len(n) == 41 and '__launch_bounds__' not in n and '__cluster_dims__' not in n
     assert {k for k, f in n.items() if f == 'verify_attn'} == {
         'verify_attn_v1', 'verify_attn_combine', 'verify_attn_v2_64x64x2', 'verify_attn_v2_64x32x2', 'verify_attn_v2_32x32x1'}
-    assert sum(f == 'tree_build' for f in n.values()) == 7 and n['moe_group'] == 'moe_w4a16' and n['axpy'] == 'smoke'
+    assert sum(f == 'tree_build' for f in n.values()) == 15 and n['moe_group'] == 'moe_w4a16' and n['axpy'] == 'smoke'
     h = sk.device_functions()
     assert h['hist_body'] == 'tree_build' and h['verify_v2'] == 'verify_attn' and 'tb_tree' not in h
 
@@ -262,7 +262,7 @@ class _OnCpu:
         class Kernel:                                                 # axpy; the canary's launch does nothing
             def __call__(self, *a, grid, block):
                 if len(a) == 4 and isinstance(a[0], torch.Tensor): a[0][:a[3]] += a[2] * a[1][:a[3]]
-        def fill_tree(buf, x, B, root_token=None, force_heap=False):
+        def fill_tree(buf, x, B, root_token=None, force_heap=False, phase1=None):
             _fill_from_tree(buf, build_tree_ref(x, B), 0 if root_token is None else int(root_token[0])); return buf
         self.saved = (sk.DEV, sk.BACKEND, rt.load_kernel, tr.fill_tree, torch.get_num_threads())
         sk.DEV, sk.BACKEND, rt.load_kernel, tr.fill_tree = 'cpu', 'torch', lambda *a, **k: Kernel(), fill_tree

@@ -47,13 +47,6 @@ __device__ __forceinline__ double keyd(unsigned long long k) {
     return __longlong_as_double((long long)((k >> 63) ? (k & 0x7fffffffffffffffull) : ~k));
 }
 
-// Add 1 to hist[bin] for every lane whose bin >= 0, one atomic per distinct bin of the warp: the logits of a row crowd
-// into a few dozen of the 4096 top-12-bit bins, and plain shared atomics on one address serialise. All lanes call it.
-__device__ __forceinline__ void warp_hist_add(int *hist, int bin) {
-    unsigned same = __match_any_sync(FULL, bin);
-    if (bin >= 0 && (threadIdx.x & 31) == __ffs(same) - 1) atomicAdd(&hist[bin], __popc(same));
-}
-
 // Merge a (max, sum of exp(x - max)) partial into (M, S). S in float64: with one dominant logit the others' exp terms
 // (~1e-11 each) vanish when added one by one to a float 1.0, yet they add up to ~4e-6 of log S over 262144 logits.
 __device__ __forceinline__ void lse_merge(float &M, double &S, float m2, double s2) {
@@ -123,8 +116,7 @@ __device__ void hist_body(const T *__restrict__ logits, int V, int k, int *hist,
     float sf = 0.f;
 #pragma unroll
     for (int it = 0; it < 16; ++it) {
-        if (v[it] != -INFINITY) sf += __expf(v[it] - m);
-        warp_hist_add(sh, v[it] != -INFINITY ? (int)(fkey(v[it]) >> 20) : -1);
+        if (v[it] != -INFINITY) { sf += __expf(v[it] - m); atomicAdd(&sh[fkey(v[it]) >> 20], 1); }
     }
     double s = sf;
     // block reduce (m, s)
@@ -408,8 +400,7 @@ __device__ void rows_body(const T *__restrict__ logits, int V, int k, int vec, d
     for (int e = 0; e < E; ++e) m = fmaxf(m, v[e]);
 #pragma unroll
     for (int e = 0; e < E; ++e) {
-        if (v[e] != -INFINITY) sf += __expf(v[e] - m);
-        warp_hist_add(h1, v[e] != -INFINITY ? (int)(fkey(v[e]) >> 20) : -1);
+        if (v[e] != -INFINITY) { sf += __expf(v[e] - m); atomicAdd(&h1[fkey(v[e]) >> 20], 1); }
     }
     double s = sf;
     for (int o = 16; o; o >>= 1) lse_merge(m, s, __shfl_xor_sync(FULL, m, o), __shfl_xor_sync(FULL, s, o));
@@ -509,11 +500,17 @@ __device__ void rows_body(const T *__restrict__ logits, int V, int k, int vec, d
     if (rank == 0 && tid == 0) { kdo[row] = kd; rowlse[2 * row] = mx; rowlse[2 * row + 1] = lsum; }
 }
 
-#define ROWS(sfx, T, E) extern "C" __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(RT, 1) \
-    tb_rows_##sfx##_e##E(const T *logits, int V, int k, int vec, double *rowlse, double *lq, int *ltok, int *kd) { \
+#define ROWS(name, T, E) extern "C" __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(RT, 1) \
+    name(const T *logits, int V, int k, int vec, double *rowlse, double *lq, int *ltok, int *kd) { \
         rows_body<T, E>(logits, V, k, vec, rowlse, lq, ltok, kd); }
-ROWS(bf16, __nv_bfloat16, 8) ROWS(bf16, __nv_bfloat16, 16) ROWS(bf16, __nv_bfloat16, 24) ROWS(bf16, __nv_bfloat16, 32)
-ROWS(f32, float, 8) ROWS(f32, float, 16) ROWS(f32, float, 24) ROWS(f32, float, 32)
+ROWS(tb_rows_bf16_e8, __nv_bfloat16, 8)
+ROWS(tb_rows_bf16_e16, __nv_bfloat16, 16)
+ROWS(tb_rows_bf16_e24, __nv_bfloat16, 24)
+ROWS(tb_rows_bf16_e32, __nv_bfloat16, 32)
+ROWS(tb_rows_f32_e8, float, 8)
+ROWS(tb_rows_f32_e16, float, 16)
+ROWS(tb_rows_f32_e24, float, 24)
+ROWS(tb_rows_f32_e32, float, 32)
 #endif
 
 // ---------------------------------------------------------------- phase 2: the tree (one block of 1024)
