@@ -8,7 +8,7 @@ import math
 from types import SimpleNamespace
 from typing import NamedTuple
 import torch
-from .tree import DraftTree, MAX_DEPTH, MAX_BUDGET
+from .tree import DraftTree, MAX_DEPTH, MAX_BUDGET, vis_words, pack_visibility
 from .reference import ancestor_mask
 
 # %% auto #0
@@ -120,11 +120,8 @@ def tree_buffers_from(tree: DraftTree, max_budget: int|None=None, device='cuda',
         if p in last: ns[last[p]] = j
         else: fc[p] = j
         last[p] = j
-    W = (B + 1 + 31) // 32
-    bits = torch.zeros(B + 1, W * 32, dtype=torch.int64)
-    bits[:n + 1, :n + 1] = tree.visibility.to(torch.int64)
-    vis = (bits.view(B + 1, W, 32) << torch.arange(32)).sum(-1)
-    vis = torch.where(vis >= 2**31, vis - 2**32, vis).to(torch.int32)   # uint32 bit patterns in int32
+    vis = torch.zeros(B + 1, vis_words(B + 1), dtype=torch.int32)
+    vis[:n + 1] = pack_visibility(tree.visibility.cpu(), words=vis.shape[1])
     d = lambda t: t.to(device)
     return SimpleNamespace(n_nodes=d(torch.tensor([n], dtype=torch.int32)), tokens=d(tok), depths=d(dep), parents=d(par),
                            first_child=d(fc), next_sibling=d(ns), vis_bits=d(vis), max_budget=B)
