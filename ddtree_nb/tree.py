@@ -13,7 +13,7 @@ from .reference import ancestor_mask
 __all__ = ['MAX_DEPTH', 'MAX_VOCAB', 'MAX_BUDGET', 'UCAP', 'SORTCAP', 'KMAX', 'NBINS', 'CAND', 'CHUNK', 'ROW_E', 'CLUSTER',
            'ROW_THREADS', 'DraftTree', 'vis_words', 'pack_visibility', 'unpack_visibility', 'check_draft_inputs',
            'tree_from_ranked', 'build_tree_ref', 'tree_paths', 'path_scores', 'check_same_tree', 'threshold_tree_sim',
-           'TreeBuffers', 'check_tree_buffers', 'launch_rows', 'launch_tree', 'fill_tree', 'build_tree']
+           'TreeBuffers', 'load_tree', 'check_tree_buffers', 'launch_rows', 'launch_tree', 'fill_tree', 'build_tree']
 
 # %% ../nbs/02_tree_builder.ipynb #7db52c54
 @dataclass
@@ -275,10 +275,10 @@ class TreeBuffers:
         return out
 
 # %% ../nbs/02_tree_builder.ipynb #26fe145b
-def _fill_from_tree(buf: TreeBuffers, t: DraftTree, root_token: int=0):
-    "Write `t` into `buf` as the cuda builder lays it out (host-side; tests and documentation)."
+def load_tree(buf: TreeBuffers, t: DraftTree, root_token: int=0) -> TreeBuffers:
+    "Write `t` into `buf` as the cuda builder lays it out (host loop over the nodes: tests, the torch faces, a `DraftTree` handed to a kernel)."
     n, Bm = t.n, buf.max_budget
-    assert n <= Bm
+    if n > Bm: raise ValueError(f"the tree has {n} nodes, more than the buffers' max_budget {Bm}")
     buf.n_nodes.fill_(n); buf.tokens.zero_(); buf.depths.zero_(); buf.vis_bits.zero_(); buf.scores.zero_()
     buf.parents.fill_(-1); buf.first_child.fill_(-1); buf.next_sibling.fill_(-1)
     buf.tokens[0] = root_token; buf.tokens[1:n + 1] = t.tokens; buf.depths[1:n + 1] = t.depths
@@ -290,6 +290,7 @@ def _fill_from_tree(buf: TreeBuffers, t: DraftTree, root_token: int=0):
         else: buf.first_child[p] = i
         last[p] = i
     buf.vis_bits[:n + 1] = pack_visibility(t.visibility.to(buf.device), words=buf.W)
+    return buf
 
 def check_tree_buffers(buf: TreeBuffers):
     "Layout invariants: child links match parents (children in index order), bitmask rows/bits past n are zero."
