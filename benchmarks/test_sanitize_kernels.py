@@ -258,12 +258,12 @@ class _OnCpu:
     def __enter__(self):
         import torch
         import ddtree_nb.runtime as rt, ddtree_nb.tree as tr
-        from ddtree_nb.tree import build_tree_ref, _fill_from_tree   # test-only: writes a host-built tree in the GPU layout
+        from ddtree_nb.tree import build_tree_ref, load_tree          # test-only: writes a host-built tree in the GPU layout
         class Kernel:                                                 # axpy; the canary's launch does nothing
             def __call__(self, *a, grid, block):
                 if len(a) == 4 and isinstance(a[0], torch.Tensor): a[0][:a[3]] += a[2] * a[1][:a[3]]
         def fill_tree(buf, x, B, root_token=None, force_heap=False, phase1=None):
-            _fill_from_tree(buf, build_tree_ref(x, B), 0 if root_token is None else int(root_token[0])); return buf
+            load_tree(buf, build_tree_ref(x, B), 0 if root_token is None else int(root_token[0])); return buf
         self.saved = (sk.DEV, sk.BACKEND, rt.load_kernel, tr.fill_tree, torch.get_num_threads())
         sk.DEV, sk.BACKEND, rt.load_kernel, tr.fill_tree = 'cpu', 'torch', lambda *a, **k: Kernel(), fill_tree
         torch.set_num_threads(1)

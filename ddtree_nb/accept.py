@@ -5,10 +5,9 @@
 # %% ../nbs/04_accept.ipynb #202bd5f2
 from __future__ import annotations
 import math
-from types import SimpleNamespace
 from typing import NamedTuple
 import torch
-from .tree import DraftTree, MAX_DEPTH, MAX_BUDGET
+from .tree import DraftTree, MAX_DEPTH, MAX_BUDGET, TreeBuffers, load_tree
 from .reference import ancestor_mask
 
 # %% auto #0
@@ -105,29 +104,12 @@ def _pack(path: list[int], bonus: int, device) -> Accepted:
                     torch.tensor([bonus], dtype=torch.int32, device=device))
 
 # %% ../nbs/04_accept.ipynb #5e36156e
-def tree_buffers_from(tree: DraftTree, max_budget: int|None=None, device='cuda', root_token: int=0) -> SimpleNamespace:
-    "GPU tree buffers (TreeBuffers layout, int32) holding `tree`, sized for `max_budget` (default `tree.n`)."
+def tree_buffers_from(tree: DraftTree, max_budget: int|None=None, device='cuda', root_token: int=0) -> TreeBuffers:
+    "New `TreeBuffers` on `device` holding `tree` (`tree.load_tree`), sized for `max_budget` (default `tree.n`)."
     n = tree.n
     B = n if max_budget is None else max_budget
     if B < n: raise ValueError(f"max_budget {B} < tree size {n}")
-    par = torch.full((B + 1,), -1, dtype=torch.int32); par[:n + 1] = tree.parents.to(torch.int32)
-    tok = torch.zeros(B + 1, dtype=torch.int32); tok[0] = root_token; tok[1:n + 1] = tree.tokens.to(torch.int32)
-    dep = torch.zeros(B + 1, dtype=torch.int32); dep[1:n + 1] = tree.depths.to(torch.int32)
-    fc, ns = torch.full((B + 1,), -1, dtype=torch.int32), torch.full((B + 1,), -1, dtype=torch.int32)
-    last = {}
-    for j in range(1, n + 1):                        # children in index order: first_child = the best-scored
-        p = int(par[j])
-        if p in last: ns[last[p]] = j
-        else: fc[p] = j
-        last[p] = j
-    W = (B + 1 + 31) // 32
-    bits = torch.zeros(B + 1, W * 32, dtype=torch.int64)
-    bits[:n + 1, :n + 1] = tree.visibility.to(torch.int64)
-    vis = (bits.view(B + 1, W, 32) << torch.arange(32)).sum(-1)
-    vis = torch.where(vis >= 2**31, vis - 2**32, vis).to(torch.int32)   # uint32 bit patterns in int32
-    d = lambda t: t.to(device)
-    return SimpleNamespace(n_nodes=d(torch.tensor([n], dtype=torch.int32)), tokens=d(tok), depths=d(dep), parents=d(par),
-                           first_child=d(fc), next_sibling=d(ns), vis_bits=d(vis), max_budget=B)
+    return load_tree(TreeBuffers(B, device), tree, root_token)
 
 # %% ../nbs/04_accept.ipynb #50929252
 def _tree_arrays(tree) -> tuple[list[int], list[int]]:

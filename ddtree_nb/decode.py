@@ -8,7 +8,7 @@ import sys, time, json, argparse, contextlib, dataclasses
 from pathlib import Path
 from dataclasses import dataclass, field
 import torch
-from .tree import DraftTree, build_tree_ref, MAX_BUDGET
+from .tree import DraftTree, build_tree_ref, load_tree, MAX_BUDGET
 from .accept import Accepted, MAX_PATH, gumbel_keys, target_choice, _pack
 
 # %% auto #0
@@ -376,14 +376,8 @@ def generate(target, drafter, prompt_ids,
                       time.perf_counter() - t0, dec.stopped)
 
 # %% ../nbs/05_decode.ipynb #350e4dfd
-def _load_tree(buf, tree: DraftTree):
-    "Write a host `DraftTree` into `TreeBuffers` `buf` (host work + copies: eager rounds and the torch faces only)."
-    from ddtree_nb.accept import tree_buffers_from
-    src = tree_buffers_from(tree, buf.max_budget, 'cpu')
-    for k in ('n_nodes', 'tokens', 'depths', 'parents', 'first_child', 'next_sibling', 'vis_bits'): getattr(buf, k).copy_(getattr(src, k))
-
 def _write_chain(buf, n: int):
-    "Make `buf` a chain of `n` nodes (the structure of a DFlash or root-only tree; tokens are written per round): device ops only."
+    "Make `buf` a chain of `n` nodes (the structure of a DFlash or root-only tree; tokens are written per round): device ops only, unlike `tree.load_tree`'s host loop, so an eager round stays sync-free."
     from ddtree_nb.verify import vis_to_bits
     i = torch.arange(buf.max_budget + 1, device=buf.device)
     on = i <= n
@@ -491,7 +485,7 @@ class CudaStages(TorchStages):
             fill_tree(buf, draft_logits[:depth].contiguous(), dec.budget, root_token=bonus)
             self.chain_n = None
         else:
-            _load_tree(buf, build_tree_ref(draft_logits[:depth], dec.budget)); self.chain_n = None
+            load_tree(buf, build_tree_ref(draft_logits[:depth], dec.budget)); self.chain_n = None
         buf.tokens[:1].copy_(bonus)
 
     def verify_static(self):

@@ -11,9 +11,9 @@ from .reference import ancestor_mask
 
 # %% auto #0
 __all__ = ['MAX_DEPTH', 'MAX_VOCAB', 'MAX_BUDGET', 'UCAP', 'SORTCAP', 'KMAX', 'NBINS', 'CAND', 'CHUNK', 'ROW_E', 'CLUSTER',
-           'ROW_THREADS', 'DraftTree', 'check_draft_inputs', 'tree_from_ranked', 'build_tree_ref', 'tree_paths',
-           'path_scores', 'check_same_tree', 'threshold_tree_sim', 'TreeBuffers', 'check_tree_buffers', 'launch_rows',
-           'launch_tree', 'fill_tree', 'build_tree']
+           'ROW_THREADS', 'DraftTree', 'vis_words', 'pack_visibility', 'unpack_visibility', 'check_draft_inputs',
+           'tree_from_ranked', 'build_tree_ref', 'tree_paths', 'path_scores', 'check_same_tree', 'threshold_tree_sim',
+           'TreeBuffers', 'load_tree', 'check_tree_buffers', 'launch_rows', 'launch_tree', 'fill_tree', 'build_tree']
 
 # %% ../nbs/02_tree_builder.ipynb #7db52c54
 @dataclass
@@ -36,6 +36,33 @@ class DraftTree:
     def input_ids(self, root_token: int) -> torch.Tensor:
         "Token ids of [root, nodes] for the verify forward."
         return torch.cat([self.tokens.new_tensor([root_token]), self.tokens])
+
+# %% ../nbs/02_tree_builder.ipynb #fb1762b4
+def vis_words(n: int) -> int:
+    "32-bit words needed for `n` visibility bits."
+    return (n + 31) // 32
+
+def pack_visibility(visibility: torch.Tensor, # [T, N] bool, True = query i sees tree slot j
+                    words: int|None=None,     # words per row (default `vis_words(N)`; more to match a larger buffer)
+                   ) -> torch.Tensor:         # [T, W] int32, bit j%32 of word j//32 = visibility[i, j]
+    "Pack a bool visibility mask into the tree layout's `vis_bits` words (the only packer: tree buffers, verify, tests)."
+    if not isinstance(visibility, torch.Tensor) or visibility.ndim != 2 or visibility.dtype != torch.bool:
+        raise ValueError(f"visibility must be a 2-D bool tensor, got {getattr(visibility, 'dtype', type(visibility))} {tuple(getattr(visibility, 'shape', ()))}")
+    T, N = visibility.shape
+    W = vis_words(N) if words is None else int(words)
+    if W * 32 < N: raise ValueError(f"words={W} holds {32 * W} bits, visibility has {N} columns")
+    v = torch.zeros(T, W * 32, dtype=torch.int64, device=visibility.device)
+    v[:, :N] = visibility
+    w = (v.view(T, W, 32) << torch.arange(32, device=v.device)).sum(-1)
+    return torch.where(w >= 2**31, w - 2**32, w).to(torch.int32)
+
+def unpack_visibility(vis_bits: torch.Tensor, # [T, W] int32 or uint32 words
+                      n: int,                 # number of tree slots (columns) to unpack
+                     ) -> torch.Tensor:       # [T, n] bool
+    "Unpack `vis_bits` into a bool mask (the inverse of `pack_visibility`)."
+    b = vis_bits.view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    j = torch.arange(n, device=b.device)
+    return ((b[:, j // 32] >> (j % 32)) & 1).bool()
 
 # %% ../nbs/02_tree_builder.ipynb #af696383
 MAX_DEPTH, MAX_VOCAB, MAX_BUDGET = 32, 262144, 1024
@@ -217,7 +244,7 @@ class TreeBuffers:
         if not isinstance(max_budget, int) or not 0 <= max_budget <= MAX_BUDGET:
             raise ValueError(f"max_budget must be an int in 0..{MAX_BUDGET}, got {max_budget!r}")
         self.max_budget, self.device = max_budget, torch.device(device)
-        n, self.W = max_budget + 1, (max_budget + 1 + 31) // 32
+        n, self.W = max_budget + 1, vis_words(max_budget + 1)
         i32 = lambda *s, v=0: torch.full(s, v, dtype=torch.int32, device=self.device)
         self.n_nodes, self.root_token = i32(1), i32(1)
         self.tokens, self.depths = i32(n), i32(n)
@@ -237,9 +264,7 @@ class TreeBuffers:
         "Read the tree back to the host (a sync: for tests and APIs, not the decode loop)."
         n = int(self.n_nodes.item())
         cpu = lambda t: t[:n + 1].cpu().long()
-        bits = self.vis_bits[:n + 1].cpu().numpy().view('uint32')
-        cols = torch.arange(n + 1)
-        vis = ((torch.from_numpy(bits.astype('int64'))[:, cols // 32] >> (cols % 32)) & 1).bool()
+        vis = unpack_visibility(self.vis_bits[:n + 1].cpu(), n + 1)
         return DraftTree(cpu(self.tokens)[1:], cpu(self.depths)[1:], cpu(self.parents), vis, self.scores[1:n + 1].cpu())
 
     def children(self, i: int) -> list[int]:
@@ -250,10 +275,10 @@ class TreeBuffers:
         return out
 
 # %% ../nbs/02_tree_builder.ipynb #26fe145b
-def _fill_from_tree(buf: TreeBuffers, t: DraftTree, root_token: int=0):
-    "Write `t` into `buf` as the cuda builder lays it out (host-side; tests and documentation)."
+def load_tree(buf: TreeBuffers, t: DraftTree, root_token: int=0) -> TreeBuffers:
+    "Write `t` into `buf` as the cuda builder lays it out (host loop over the nodes: tests, the torch faces, a `DraftTree` handed to a kernel)."
     n, Bm = t.n, buf.max_budget
-    assert n <= Bm
+    if n > Bm: raise ValueError(f"the tree has {n} nodes, more than the buffers' max_budget {Bm}")
     buf.n_nodes.fill_(n); buf.tokens.zero_(); buf.depths.zero_(); buf.vis_bits.zero_(); buf.scores.zero_()
     buf.parents.fill_(-1); buf.first_child.fill_(-1); buf.next_sibling.fill_(-1)
     buf.tokens[0] = root_token; buf.tokens[1:n + 1] = t.tokens; buf.depths[1:n + 1] = t.depths
@@ -264,11 +289,8 @@ def _fill_from_tree(buf: TreeBuffers, t: DraftTree, root_token: int=0):
         if p in last: buf.next_sibling[last[p]] = i
         else: buf.first_child[p] = i
         last[p] = i
-    for i in range(n + 1):
-        for j in torch.nonzero(t.visibility[i]).flatten().tolist():
-            w = buf.vis_bits[i, j // 32].item() & 0xffffffff
-            w |= 1 << (j % 32)
-            buf.vis_bits[i, j // 32] = w - (1 << 32) if w >= 1 << 31 else w
+    buf.vis_bits[:n + 1] = pack_visibility(t.visibility.to(buf.device), words=buf.W)
+    return buf
 
 def check_tree_buffers(buf: TreeBuffers):
     "Layout invariants: child links match parents (children in index order), bitmask rows/bits past n are zero."

@@ -7,14 +7,15 @@ from __future__ import annotations
 import math, numbers
 import torch
 from .reference import mla_tree_attention_ref, mla_tree_attention_brute, ancestor_mask
+from .tree import vis_words, pack_visibility as vis_to_bits, unpack_visibility as bits_to_vis
 from .runtime import load_kernel, require_cuda, cuda_context, engine_stream, CudaUnavailable
 
 # %% auto #0
 __all__ = ['DC', 'DR', 'DQK', 'H200_BW', 'H200_BF16', 'V2_CONFIGS', 'SIG_V1', 'SIG_V2', 'SIG_COMBINE', 'MAX_SPLITS',
-           'VERIFY_CASES', 'verify_cost', 'vis_words', 'vis_to_bits', 'bits_to_vis', 'check_aligned',
-           'check_verify_inputs', 'tree_visible', 'tree_attention_torch', 'v2_smem', 'pick_config', 'choose_splits',
-           'combine_shape', 'verify_plan', 'verify_workspace', 'check_workspace', 'mla_tree_attention', 'verify_error',
-           'edge_case_inputs', 'check_edge_case', 'tree_parents', 'verify_selftest_case']
+           'VERIFY_CASES', 'verify_cost', 'check_aligned', 'check_verify_inputs', 'tree_visible',
+           'tree_attention_torch', 'v2_smem', 'pick_config', 'choose_splits', 'combine_shape', 'verify_plan',
+           'verify_workspace', 'check_workspace', 'mla_tree_attention', 'verify_error', 'edge_case_inputs',
+           'check_edge_case', 'tree_parents', 'verify_selftest_case']
 
 # %% ../nbs/03_verify.ipynb #2e46cf25
 DC, DR = 512, 64                      # latent and rope widths the kernel is built for
@@ -27,33 +28,6 @@ def verify_cost(T: int, H: int, P: int) -> dict:
     nbytes = n * DQK * 2 + M * DQK * 2 + M * DC * 2 + M * 4 + T * ((T + 31) // 32) * 4
     flops = 2 * M * n * (DQK + DC)
     return dict(T=T, H=H, P=P, bytes=nbytes, flops=flops, us_bw=nbytes / H200_BW * 1e6, us_flop=flops / H200_BF16 * 1e6)
-
-# %% ../nbs/03_verify.ipynb #5da3cd8d
-def vis_words(n: int) -> int:
-    "32-bit words needed for `n` visibility bits."
-    return (n + 31) // 32
-
-def vis_to_bits(visibility: torch.Tensor, # [T, N] bool, True = query i sees tree slot j
-                words: int|None=None,     # words per row (default `vis_words(N)`; more to match a larger buffer)
-               ) -> torch.Tensor:         # [T, W] int32, bit j%32 of word j//32 = visibility[i, j]
-    "Pack a bool visibility mask into the tree builder's `vis_bits` layout."
-    if not isinstance(visibility, torch.Tensor) or visibility.ndim != 2 or visibility.dtype != torch.bool:
-        raise ValueError(f"visibility must be a 2-D bool tensor, got {getattr(visibility, 'dtype', type(visibility))} {tuple(getattr(visibility, 'shape', ()))}")
-    T, N = visibility.shape
-    W = vis_words(N) if words is None else int(words)
-    if W * 32 < N: raise ValueError(f"words={W} holds {32 * W} bits, visibility has {N} columns")
-    v = torch.zeros(T, W * 32, dtype=torch.int64, device=visibility.device)
-    v[:, :N] = visibility
-    w = (v.view(T, W, 32) << torch.arange(32, device=v.device)).sum(-1)
-    return torch.where(w >= 2**31, w - 2**32, w).to(torch.int32)
-
-def bits_to_vis(vis_bits: torch.Tensor, # [T, W] int32 or uint32 words
-                n: int,                 # number of tree slots (columns) to unpack
-               ) -> torch.Tensor:       # [T, n] bool
-    "Unpack `vis_bits` into a bool mask (the inverse of `vis_to_bits`)."
-    b = vis_bits.view(torch.int32).to(torch.int64) & 0xFFFFFFFF
-    j = torch.arange(n, device=b.device)
-    return ((b[:, j // 32] >> (j % 32)) & 1).bool()
 
 # %% ../nbs/03_verify.ipynb #2f5cecc8
 _VIS_DTYPES = tuple(d for d in (torch.int32, getattr(torch, 'uint32', None)) if d is not None)
