@@ -11,7 +11,7 @@ Reference path: torch.topk + logsumexp on the GPU, copy to host, heapq and ances
 import argparse, datetime, statistics, subprocess, time
 import torch
 from ddtree_nb.tree import (TreeBuffers, fill_tree, launch_rows, launch_tree, build_tree_ref, check_same_tree,
-                            tree_from_ranked, CHUNK, KMAX, UCAP)
+                            tree_from_ranked, tree_smem, CHUNK)
 from ddtree_nb.runtime import engine_stream, load_kernel
 
 STAGES = ['lists', 'tau', 'bfs', 'select', 'rank', 'index', 'emit', 'links']
@@ -43,9 +43,7 @@ class OldBuilder:
         self.rowsort(x, V, w['rowinfo'], w['rowlse'], w['cand'], w['lq'], w['ltok'], w['kd'], grid=L, block=1024)
     def tb_tree(self, buf, x, B):
         (L, V), w, k = x.shape, buf.ws, min(B, x.shape[1])
-        nb, flags = 4 * (KMAX + 1) * 4 + UCAP * 4, 0
-        if nb + L * k * 8 <= self.limit: nb, flags = nb + L * k * 8, 1
-        if nb + UCAP * 8 <= self.limit: nb, flags = nb + UCAP * 8, flags | 2
+        nb, flags = tree_smem(L, k, self.limit)   # v2's tb_tree takes the same dynamic shared-memory layout
         self.tree(w['lq'], w['ltok'], w['kd'], L, B, buf.max_budget, buf.W, 0, k, flags, buf.root_token,
                   w['u_score'], w['u_par'], w['u_rank'], w['u_depth'], w['slot_idx'],
                   w['h_score'], w['h_par'], w['h_rank'], w['h_depth'], w['h_prev'], w['stats'],

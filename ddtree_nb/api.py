@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 import torch
 from .decode import (GenerationConfig, Decoder, Generation, check_generate_args, cpu_threads, load_target_for,
-                              resolve_backend, _Clock, _EventClock)
+                              resolve_backend, start_clock, generation_of, torch_device)
 
 # %% auto #0
 __all__ = ['TextSoFar', 'GenerationOutput', 'decode_stream', 'Engine', 'TextStream']
@@ -85,8 +85,8 @@ def decode_stream(target, drafter, tokenizer, prompt_ids: list, cfg: GenerationC
     dev = target.embed_tokens.weight.device
     dec = Decoder(target, drafter, prompt_ids, cfg.method, cfg.budget, cfg.temperature, cfg.max_new_tokens, stop_ids, backend,
                   torch.Generator(device=dev).manual_seed(cfg.seed))
-    clock = (_EventClock if getattr(dec.stages, 'static', False) and dev.type == 'cuda' else _Clock)(dev)
-    dec.timed, t0, text, cancelled = clock, time.perf_counter(), TextSoFar(tokenizer, cfg.stop), False
+    start_clock(dec)
+    text, cancelled = TextSoFar(tokenizer, cfg.stop), False
     new = dec.prefill()
     while True:
         piece = text.add(new)
@@ -96,8 +96,7 @@ def decode_stream(target, drafter, tokenizer, prompt_ids: list, cfg: GenerationC
         new = dec.step().new_tokens
     piece = text.finish()
     if piece: yield piece
-    g = Generation(dec.tokens, dec.acceptance_lengths, clock.totals(), len(dec.prompt), cfg.method, dec.backend,
-                   time.perf_counter() - t0, dec.stopped)
+    g = generation_of(dec)
     why = 'cancelled' if cancelled else 'stop' if dec.stopped or text.stopped_at is not None else 'length'
     return GenerationOutput(text.text, text.token_ids, [int(i) for i in dec.prompt], why, g, cfg)
 
@@ -113,11 +112,7 @@ def _dtype(dtype, device) -> torch.dtype:
 def _device(device) -> torch.device:
     "`device` checked (cpu or a usable cuda device); None: cuda when torch sees a GPU, else cpu."
     if device is None: return torch.device('cuda' if torch.cuda.is_available() else 'cpu')
-    try: d = torch.device(device)
-    except (RuntimeError, TypeError): raise ValueError(f"device {device!r} is not a device torch knows (e.g. cpu, cuda, cuda:1)") from None
-    if d.type not in ('cpu', 'cuda'): raise ValueError(f"device {device!r}: the models run on cpu or cuda, not {d.type}")
-    from ddtree_nb.model import check_device
-    return check_device(d)
+    return torch_device(device, 'device')
 
 # %% ../nbs/09_api.ipynb #8c9bff3b
 class Engine:

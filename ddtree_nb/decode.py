@@ -14,8 +14,9 @@ from .accept import Accepted, MAX_PATH, gumbel_keys, target_choice, _pack
 # %% auto #0
 __all__ = ['STAGES', 'METHODS', 'DENSE_MAX_EXPERTS', 'chain_tree', 'root_tree', 'sample_token', 'TorchStages',
            'check_decode_params', 'check_generate_args', 'resolve_backend', 'GenerationConfig', 'Generation', 'Round',
-           'Decoder', 'generate', 'moe_plan', 'CudaStages', 'TextStreamer', 'format_summary', 'keeps_experts_packed',
-           'load_target_for', 'run_generate', 'cpu_threads', 'generate_main']
+           'Decoder', 'generate', 'start_clock', 'generation_of', 'moe_plan', 'CudaStages', 'TextStreamer',
+           'format_summary', 'keeps_experts_packed', 'load_target_for', 'run_generate', 'torch_device', 'cpu_threads',
+           'generate_main']
 
 # %% ../nbs/05_decode.ipynb #3886d218
 def chain_tree(draft_logits: torch.Tensor, # [L, V] per-depth draft logits
@@ -363,17 +364,23 @@ def generate(target, drafter, prompt_ids,
     "Speculative (or plain) decoding of `prompt_ids` with `target`, drafting with `drafter`."
     dec = Decoder(target, drafter, prompt_ids, method, budget, temperature, max_new_tokens, stop_ids, backend, generator,
                   max_cache_tokens, stages)
-    ev = getattr(dec.stages, 'static', False) and dec.device.type == 'cuda'
-    clock, t0 = (_EventClock if ev else _Clock)(dec.device), time.perf_counter()
-    dec.timed = clock
+    start_clock(dec)
     new = dec.prefill()
     while True:
         if on_tokens and new: on_tokens(new)
         if dec.done: break
         new = dec.step().new_tokens
-    times = clock.totals()
-    return Generation(dec.tokens, dec.acceptance_lengths, times, len(dec.prompt), method, dec.backend,
-                      time.perf_counter() - t0, dec.stopped)
+    return generation_of(dec)
+
+def start_clock(dec: Decoder):
+    "Time `dec`'s stages from now on: CUDA events for the static cuda round, host clocks otherwise."
+    ev = getattr(dec.stages, 'static', False) and dec.device.type == 'cuda'
+    dec.timed, dec.t0 = (_EventClock if ev else _Clock)(dec.device), time.perf_counter()
+
+def generation_of(dec: Decoder) -> Generation:
+    "The `Generation` of `dec` so far: its tokens, acceptance lengths and stage times since `start_clock`."
+    return Generation(dec.tokens, dec.acceptance_lengths, dec.timed.totals(), len(dec.prompt), dec.method, dec.backend,
+                      time.perf_counter() - dec.t0, dec.stopped)
 
 # %% ../nbs/05_decode.ipynb #350e4dfd
 def _write_chain(buf, n: int):
@@ -646,11 +653,11 @@ def _error(msg) -> int:
     print(f"ddtree generate: error: {' '.join(str(msg).split())}", file=sys.stderr)
     return 2                                     # a user error, as `ddtree` reports them
 
-def _torch_device(s: str) -> torch.device:
-    "`--device` as a torch device, or a one-line error naming it."
+def torch_device(s, what: str='--device') -> torch.device:
+    "`s` as a usable torch device, or a one-line error naming `what` (the CLI flag, or the API argument)."
     try: d = torch.device(s)
-    except RuntimeError: raise ValueError(f"--device {s!r} is not a device torch knows (e.g. cpu, cuda, cuda:1)") from None
-    if d.type not in ('cpu', 'cuda'): raise ValueError(f"--device {s!r}: the models run on cpu or cuda, not {d.type}")
+    except (RuntimeError, TypeError): raise ValueError(f"{what} {s!r} is not a device torch knows (e.g. cpu, cuda, cuda:1)") from None
+    if d.type not in ('cpu', 'cuda'): raise ValueError(f"{what} {s!r}: the models run on cpu or cuda, not {d.type}")
     from ddtree_nb.model import check_device
     return check_device(d)                      # a CUDA device torch can't use here: said now
 
@@ -682,7 +689,7 @@ def generate_main(argv=None) -> int:
         GenerationConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, method=args.method, budget=args.budget,
                          seed=args.seed, ignore_eos=args.ignore_eos)     # the settings' checks, as the API and `ddtree serve` make them
         args.prompt, args.prompt_file = _read_prompt(args), None
-        device = str(_torch_device(args.device)) if args.device else ('cuda' if torch.cuda.is_available() else 'cpu')
+        device = str(torch_device(args.device)) if args.device else ('cuda' if torch.cuda.is_available() else 'cpu')
         if args.backend == 'cuda':
             from ddtree_nb.runtime import require_cuda
             require_cuda()                           # no GPU, pycuda or nvcc: said now, not after the target loads

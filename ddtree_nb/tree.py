@@ -13,7 +13,8 @@ from .reference import ancestor_mask
 __all__ = ['MAX_DEPTH', 'MAX_VOCAB', 'MAX_BUDGET', 'UCAP', 'SORTCAP', 'KMAX', 'NBINS', 'CAND', 'CHUNK', 'ROW_E', 'CLUSTER',
            'ROW_THREADS', 'DraftTree', 'vis_words', 'pack_visibility', 'unpack_visibility', 'check_draft_inputs',
            'tree_from_ranked', 'build_tree_ref', 'tree_paths', 'path_scores', 'check_same_tree', 'threshold_tree_sim',
-           'TreeBuffers', 'load_tree', 'check_tree_buffers', 'launch_rows', 'launch_tree', 'fill_tree', 'build_tree']
+           'TreeBuffers', 'load_tree', 'check_tree_buffers', 'tree_smem', 'launch_rows', 'launch_tree', 'fill_tree',
+           'build_tree']
 
 # %% ../nbs/02_tree_builder.ipynb #7db52c54
 @dataclass
@@ -324,7 +325,7 @@ def _tree_kernels(dtype):
 
 _TREE_SMEM = 4 * (KMAX + 1) * 4 + UCAP * 4
 
-def _tree_smem(L: int, k: int, limit: int) -> tuple[int, int]:
+def tree_smem(L: int, k: int, limit: int) -> tuple[int, int]:
     "tb_tree's (dynamic shared bytes, flags): the per-depth lists (bit 0) and then the BFS scores (bit 1) go to shared memory when they fit."
     nb, flags = _TREE_SMEM, 0
     if nb + L * k * 8 <= limit: nb, flags = nb + L * k * 8, 1
@@ -364,7 +365,7 @@ def launch_tree(buf, dtype, L, V, budget, root_token=None, force_heap=False):
     "Phase 2: the tree from the per-depth lists into the output buffers (1 launch)."
     ks = _tree_kernels(dtype)
     w, k = buf.ws, min(budget, V)
-    nb, flags = _tree_smem(L, k, ks['limit'])
+    nb, flags = tree_smem(L, k, ks['limit'])
     ks['tree'](w['lq'], w['ltok'], w['kd'], L, budget, buf.max_budget, buf.W, int(force_heap), k, flags,
          buf.root_token if root_token is None else root_token,
          w['u_score'], w['u_par'], w['u_rank'], w['u_depth'], w['slot_idx'],

@@ -1,18 +1,21 @@
 // tree_build.cu: DDTree draft tree on the GPU, no host sync (nbs/02_tree_builder.ipynb).
 //
-// Phase 1, per depth row (bandwidth-bound, all SMs):
+// Phase 1, per depth row: exact top-k log q and tokens. v2 (the default), three launches:
 //   tb_hist    grid (C, L), 256 thr: row max / sum-exp partials + a 4096-bin histogram of the top 12 bits of an
 //              order-preserving key of every finite logit. The last block of a row (atomic ticket) finds the bin
-//              b* holding the k-th best, the row's logsumexp, and cleans the histogram for the next call.
+//              b* holding the k-th best, the row's max and log sum-exp, and cleans the histogram for the next call.
 //   tb_collect grid (C, L), 256 thr: appends the logits in bins > b* (fewer than k) and, if it fits, in bin b*.
 //   tb_rowsort grid L, 1024 thr: exact top-k (value desc, token asc) of the candidates by a bitonic sort; if bin b*
 //              was too full (massive ties) an exact radix refinement over the whole row. Writes log q (fp64)
 //              and token of ranks 0..k_d-1.
+// v3 (sm_90+, opt-in): tb_rows_*, one cluster of 8 blocks per row (see its section).
 // Phase 2, one block (tb_tree):
 //   v1 (force_heap=1, also the fallback): the literal best-first heap on one thread.
-//   v2: a lower bound tau on the B-th best score from the "comb" (main chain + one deviation), a level-synchronous
-//       BFS materialising every prefix with score >= tau, the B-th best of those (radix select), a bitonic sort by
-//       (score desc, rank tuple lexicographic), then indices, parents, depths, child links and the bitmask.
+//   threshold: a lower bound tau on the B-th best score from the "comb" (main chain + one deviation), a
+//       level-synchronous BFS materialising every prefix with score >= tau, a histogram that keeps the prefixes at
+//       or above the B-th best's bin, their ranks (score desc, rank tuple lexicographic) by a bucket counting sort,
+//       then indices, parents, depths, child links and the bitmask. (The radix-select + bitonic-sort version is in
+//       kernels/dev/tree_build_v2.cu.)
 // Scores are float64 sums in the reference's order (parent + own log q), so exact ties stay exact.
 #include <cuda_bf16.h>
 #include <stdint.h>
@@ -23,7 +26,7 @@
 #define CAPB 3072           // room for the threshold bin's logits
 #define CAND (KMAX + CAPB)  // candidates per row
 #define UCAP 8192           // prefixes the BFS may materialise
-#define SORTCAP 2048        // prefixes the final sort takes
+#define SORTCAP 2048        // prefixes the final ranking takes
 #define FULL 0xffffffffu
 
 // ---------------------------------------------------------------- helpers
@@ -53,6 +56,15 @@ __device__ __forceinline__ void lse_merge(float &M, double &S, float m2, double 
     float mm = fmaxf(M, m2);
     S = (mm == -INFINITY) ? 0.0 : S * (double)__expf(M - mm) + s2 * (double)__expf(m2 - mm);
     M = mm;
+}
+
+// The block's (max, Σexp) from each thread's (m, s), merged in float64; the result is valid in thread 0.
+// NW = blockDim.x / 32 warps; wm, wsum: NW entries of shared memory. Contains __syncthreads: call from all threads.
+template <int NW> __device__ __forceinline__ void block_lse(float &m, double &s, float *wm, double *wsum) {
+    for (int o = 16; o; o >>= 1) lse_merge(m, s, __shfl_xor_sync(FULL, m, o), __shfl_xor_sync(FULL, s, o));
+    if ((threadIdx.x & 31) == 0) { wm[threadIdx.x >> 5] = m; wsum[threadIdx.x >> 5] = s; }
+    __syncthreads();
+    if (threadIdx.x == 0) for (int w = 1; w < NW; ++w) lse_merge(m, s, wm[w], wsum[w]);
 }
 
 // inclusive block scan (blockDim.x a multiple of 32); ws: >= 33 ints of shared memory. Returns the inclusive
@@ -119,15 +131,8 @@ __device__ void hist_body(const T *__restrict__ logits, int V, int k, int *hist,
         if (v[it] != -INFINITY) { sf += __expf(v[it] - m); atomicAdd(&sh[fkey(v[it]) >> 20], 1); }
     }
     double s = sf;
-    // block reduce (m, s)
-    for (int o = 16; o; o >>= 1) lse_merge(m, s, __shfl_xor_sync(FULL, m, o), __shfl_xor_sync(FULL, s, o));
-    if ((tid & 31) == 0) { sm[tid >> 5] = m; ss[tid >> 5] = s; }
-    __syncthreads();
-    if (tid == 0) {
-        float M = sm[0]; double S = ss[0];
-        for (int w = 1; w < 8; ++w) lse_merge(M, S, sm[w], ss[w]);
-        stat[row * 64 + c] = make_double2((double)M, S);
-    }
+    block_lse<8>(m, s, sm, ss);
+    if (tid == 0) stat[row * 64 + c] = make_double2((double)m, s);
     for (int b = tid; b < NBINS; b += blockDim.x)
         if (sh[b]) atomicAdd(&hist[row * NBINS + b], sh[b]);
     __threadfence();
@@ -403,14 +408,8 @@ __device__ void rows_body(const T *__restrict__ logits, int V, int k, int vec, d
         if (v[e] != -INFINITY) { sf += __expf(v[e] - m); atomicAdd(&h1[fkey(v[e]) >> 20], 1); }
     }
     double s = sf;
-    for (int o = 16; o; o >>= 1) lse_merge(m, s, __shfl_xor_sync(FULL, m, o), __shfl_xor_sync(FULL, s, o));
-    if ((tid & 31) == 0) { wm[tid >> 5] = m; wsum[tid >> 5] = s; }
-    __syncthreads();
-    if (tid == 0) {
-        float M = wm[0]; double S = wsum[0];
-        for (int w = 1; w < RT / 32; ++w) lse_merge(M, S, wm[w], wsum[w]);
-        pm = M; ps = S;
-    }
+    block_lse<RT / 32>(m, s, wm, wsum);
+    if (tid == 0) { pm = m; ps = s; }
     cl.sync();                                                   // #1: every block's h1 and (max, sum) are final
     // the row's max and log sum-exp, combined in rank order by every block alike (same bits everywhere)
     float M = -INFINITY; double S = 0.0;
@@ -656,7 +655,7 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
     __syncthreads();
     STAMP(1);
     int Leff = sh_i[0];
-    int path = 0;   // stats[0]: 0 heap forced/none, 1 = sort of all, 2 = select + sort; stats[1] BFS tries
+    int path = 0;   // stats[0]: 0 heap forced/none, 1 = all of U ranked, 2 = the histogram-selected part ranked; stats[1] BFS tries
     int tries = 0;
     if (Leff > 0 && !sh_i[1]) {
         // ---- tau0: a threshold the comb alone proves reaches count >= B. 3 rounds of 32 evenly spaced thresholds
