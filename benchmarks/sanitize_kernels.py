@@ -317,7 +317,7 @@ extern "C" __global__ void sanitize_canary(int mode, float *buf, int n) {
     const int t = threadIdx.x;
     if (mode == 0) { if (t == 0) buf[0] = buf[n]; }                    // memcheck: one element past the end
     else if (mode == 1) { s[t] = (float)t; buf[t] = s[(t + 1) % 64]; } // racecheck: a neighbour's write, no barrier
-    else if (mode == 2) { if (t < 48) __syncthreads(); }               // synccheck: a barrier half of warp 1 skips
+    else if (mode == 2) { if (t < 32) __syncwarp(~1u); }               // synccheck: lane 0 syncs on a mask without itself
     else { if (t == 0) buf[0] = buf[1]; }                              // initcheck: buf[1] was never written
 }
 '''
