@@ -140,7 +140,6 @@ def path_scores(draft_logits: torch.Tensor, paths) -> torch.Tensor:
 
 def check_same_tree(got: DraftTree, want: DraftTree, draft_logits: torch.Tensor, eps: float=1e-5):
     "Assert `got` is `want` up to reorderings/swaps of prefixes whose true scores differ by less than `eps`."
-    from ddtree_nb.reference import ancestor_mask
     assert got.n == want.n, f"node count {got.n} != reference {want.n}"
     n = got.n
     par = got.parents.cpu()
@@ -177,64 +176,74 @@ def _lex_key(slot, par, rank):
     while slot >= 0: out.append(rank[slot]); slot = par[slot]
     return tuple(reversed(out))
 
+def _comb_tau(chain, lists, Leff, budget):
+    "Step 1: the highest of 32 evenly spaced thresholds (three zooming rounds) at which the comb alone has >= `budget` prefixes."
+    if sum(len(lists[d]) for d in range(Leff)) < budget: return float('-inf')
+    hi, lo = chain[1], min(chain[d] + lists[d][-1] for d in range(Leff))
+    cnt = lambda t: sum(int((chain[d] + lists[d] >= t).sum()) for d in range(Leff))
+    for _ in range(3):
+        ts = [hi if j == 31 else lo + (hi - lo) * (j / 31) for j in range(32)]
+        j = max(j for j in range(32) if cnt(ts[j]) >= budget)
+        lo, hi = ts[j], ts[min(j + 1, 31)]
+    return lo
+
+def _bfs_at(lists, Leff, tau, ucap):
+    "Steps 2-3: every prefix scoring >= `tau`, level by level, as (scores, parent slots, ranks, overflowed `ucap`)."
+    sc, par, rank = [], [], []
+    c1 = int((0.0 + lists[0] >= tau).sum())
+    for r in range(min(c1, ucap)): sc.append(0.0 + lists[0][r]); par.append(-1); rank.append(r)
+    over, s0, e0 = c1 > ucap, 0, len(sc)
+    for d in range(1, Leff):
+        if over or e0 == s0: break
+        kids = [(p, r) for p in range(s0, e0) for r in range(int((sc[p] + lists[d] >= tau).sum()))]
+        over = len(kids) > ucap - e0
+        for p, r in kids[:ucap - e0]: sc.append(sc[p] + lists[d][r]); par.append(p); rank.append(r)
+        s0, e0 = e0, len(sc)
+    return sc, par, rank, over
+
+def _select(sc, tau, best, budget, sortcap):
+    "Step 4's selection: the slots in or above the B-th best's bin of 2048 bins over [tau, best]; None when more than `sortcap`."
+    cand = list(range(len(sc)))
+    if len(cand) <= budget: return cand
+    lo = tau if tau > float('-inf') else min(sc)
+    scale = 2047.0 / (best - lo) if best > lo else 0.0
+    binof = lambda s: min(2047, int((s - lo) * scale))
+    bstar = binof(sorted(sc, reverse=True)[budget - 1])
+    cand = [j for j in cand if binof(sc[j]) >= bstar]
+    return cand if len(cand) <= sortcap else None
+
+
+# %% ../nbs/02_tree_builder.ipynb #072f0b70
 def threshold_tree_sim(draft_logits: torch.Tensor, budget: int, ucap: int=UCAP, sortcap: int=SORTCAP):
-    "CPU mirror of the GPU builder's phase 2 (lower bound, BFS at a threshold, select, sort). Returns (DraftTree, path taken)."
+    "CPU mirror of the GPU builder's phase 2 (lower bound, BFS at a threshold, select, rank). Returns (DraftTree, path taken)."
     import numpy as np
     check_draft_inputs(draft_logits, budget)
     L, V = draft_logits.shape
     ranked = _ranked(draft_logits, min(budget, V)) if budget else [([], [])] * L
     lists = [np.array(v, dtype=np.float64) for v, _ in ranked]
-    kd = [len(x) for x in lists]
-    Leff = next((d for d in range(L) if kd[d] == 0), L) if budget else 0
+    Leff = next((d for d in range(L) if len(lists[d]) == 0), L) if budget else 0
     if Leff == 0: return tree_from_ranked(ranked, L, 0), 'empty'
     chain = [0.0]
     for d in range(Leff): chain.append(chain[-1] + lists[d][0])
-    # 1. comb lower bound
-    if sum(kd[:Leff]) < budget: tau = -np.inf
-    else:
-        hi = chain[1]; lo = min(chain[d] + lists[d][-1] for d in range(Leff))
-        cnt = lambda t: sum(int((chain[d] + lists[d] >= t).sum()) for d in range(Leff))
-        for _ in range(3):
-            ts = [hi if j == 31 else lo + (hi - lo) * (j / 31) for j in range(32)]
-            j = max(j for j in range(32) if cnt(ts[j]) >= budget)
-            lo, hi = ts[j], ts[min(j + 1, 31)]
-        tau = lo
-    # 2./3. BFS at tau, retried
-    for tries in range(4):
-        sc, par, rank, over = [], [], [], False
-        c1 = int((0.0 + lists[0] >= tau).sum())
-        for r in range(min(c1, ucap)): sc.append(0.0 + lists[0][r]); par.append(-1); rank.append(r)
-        over = c1 > ucap
-        s0, e0 = 0, len(sc)
-        for d in range(1, Leff):
-            if over or e0 == s0: break
-            kids = [(p, r) for p in range(s0, e0) for r in range(int((sc[p] + lists[d] >= tau).sum()))]
-            over = len(kids) > ucap - e0
-            for p, r in kids[:ucap - e0]: sc.append(sc[p] + lists[d][r]); par.append(p); rank.append(r)
-            s0, e0 = e0, len(sc)
+    tau = _comb_tau(chain, lists, Leff, budget)
+    for tries in range(4):   # a BFS that overflows retries at the B-th best of what it wrote; no progress: the heap
+        sc, par, rank, over = _bfs_at(lists, Leff, tau, ucap)
         if not over: break
         t2 = sorted(sc, reverse=True)[budget - 1]
         if not t2 > tau: break
         tau = t2
-    if over: return tree_from_ranked(ranked, L, budget), 'heap'
-    # 4. the B best of U: a 2048-bin histogram of the scores over [tau, best] finds the B-th best's bin; every prefix
-    # at or above that bin is ranked by (score desc, rank tuple) -- the kernel counts the better ones, here a sort
-    cand = list(range(len(sc)))
-    if len(cand) > budget:
-        lo = tau if tau > -np.inf else min(sc)
-        scale = 2047.0 / (chain[1] - lo) if chain[1] > lo else 0.0
-        binof = lambda s: min(2047, int((s - lo) * scale))
-        bstar = binof(sorted(sc, reverse=True)[budget - 1])
-        cand = [j for j in cand if binof(sc[j]) >= bstar]
-        if len(cand) > sortcap: return tree_from_ranked(ranked, L, budget), 'heap'
-    cand.sort(key=lambda j: (-sc[j], _lex_key(j, par, rank)))
+    cand = None if over else _select(sc, tau, chain[1], budget, sortcap)
+    if cand is None: return tree_from_ranked(ranked, L, budget), 'heap'
+    cand.sort(key=lambda j: (-sc[j], _lex_key(j, par, rank)))   # the kernel counts the better ones; here a sort
     top = cand[:budget]
     idx = {s: i + 1 for i, s in enumerate(top)}
     keys = [_lex_key(s, par, rank) for s in top]
     parents = torch.tensor([-1] + [idx[par[s]] if par[s] >= 0 else 0 for s in top])
     tokens = torch.tensor([ranked[len(k) - 1][1][k[-1]] for k in keys], dtype=torch.int64)
     depths = torch.tensor([len(k) for k in keys], dtype=torch.int64)
-    return DraftTree(tokens, depths, parents, ancestor_mask(parents), torch.tensor([sc[s] for s in top], dtype=torch.float64)), ('sort' if tries == 0 else f'sort after {tries} retries')
+    tree = DraftTree(tokens, depths, parents, ancestor_mask(parents), torch.tensor([sc[s] for s in top], dtype=torch.float64))
+    return tree, ('sort' if tries == 0 else f'sort after {tries} retries')
+
 
 # %% ../nbs/02_tree_builder.ipynb #6891d7f2
 KMAX, NBINS, CAND, CHUNK = 1024, 4096, 1024 + 3072, 4096
@@ -302,7 +311,7 @@ def check_tree_buffers(buf: TreeBuffers):
     assert (buf.vis_bits[n + 1:] == 0).all(), "bitmask rows past n must be zero"
     assert all(p == -1 for p in par[n + 1:]) and par[0] == -1
 
-# %% ../nbs/02_tree_builder.ipynb #8764f7b3
+# %% ../nbs/02_tree_builder.ipynb #6dd28112
 ROW_E, CLUSTER, ROW_THREADS = (8, 16, 24, 32), 8, 1024   # phase 1 v3: logits per thread, blocks per row, threads per block
 
 _kcache = {}
@@ -323,6 +332,8 @@ def _tree_kernels(dtype):
                             rows={E: load_kernel('tree_build.cu', f'tb_rows_{sfx}_e{E}', 'PiiiPPPP') for E in ROW_E} if cluster else {})
     return _kcache[key]
 
+
+# %% ../nbs/02_tree_builder.ipynb #94166f3f
 _TREE_SMEM = 4 * (KMAX + 1) * 4 + UCAP * 4
 
 def tree_smem(L: int, k: int, limit: int) -> tuple[int, int]:
@@ -332,6 +343,8 @@ def tree_smem(L: int, k: int, limit: int) -> tuple[int, int]:
     if nb + UCAP * 8 <= limit: nb, flags = nb + UCAP * 8, flags | 2
     return nb, flags
 
+
+# %% ../nbs/02_tree_builder.ipynb #b023f6b1
 def _check_fill(buf, draft_logits, budget, root_token, validate):
     check_draft_inputs(draft_logits, budget, check_values=validate)
     if budget > buf.max_budget: raise ValueError(f"budget {budget} exceeds the buffers' max_budget {buf.max_budget}")
@@ -342,6 +355,8 @@ def _check_fill(buf, draft_logits, budget, root_token, validate):
     if root_token is not None and (root_token.dtype != torch.int32 or root_token.numel() != 1 or root_token.device != draft_logits.device):
         raise ValueError(f"root_token must be an int32 tensor of one element on {draft_logits.device}, got {root_token.dtype} {tuple(root_token.shape)} on {root_token.device}")
 
+
+# %% ../nbs/02_tree_builder.ipynb #12d60f51
 def launch_rows(buf, draft_logits, budget, version: str|None=None):
     "Phase 1: per-depth sorted top-k log q and tokens into the workspace: 'v2' three launches (the default), 'v3' one cluster launch (sm_90+)."
     if version not in (None, 'v2', 'v3'): raise ValueError(f"phase1 must be None, 'v2' or 'v3', got {version!r}")
@@ -373,6 +388,8 @@ def launch_tree(buf, dtype, L, V, budget, root_token=None, force_heap=False):
          buf.n_nodes, buf.tokens, buf.depths, buf.parents, buf.first_child, buf.next_sibling, buf.vis_bits, buf.scores,
          grid=1, block=1024, shared=nb)
 
+
+# %% ../nbs/02_tree_builder.ipynb #3334dfac
 def fill_tree(buf: TreeBuffers, draft_logits: torch.Tensor, budget: int, root_token: torch.Tensor|None=None,
               validate: bool=False, force_heap: bool=False, phase1: str|None=None) -> TreeBuffers:
     "Build the draft tree of `draft_logits` [L, V] (bf16/fp32, on the GPU) into `buf`: kernel launches only, no host sync (CUDA-graph capturable) unless `validate` (NaN/inf checks read the GPU)."
@@ -381,6 +398,7 @@ def fill_tree(buf: TreeBuffers, draft_logits: torch.Tensor, budget: int, root_to
         if budget > 0: launch_rows(buf, draft_logits, budget, phase1)
         launch_tree(buf, draft_logits.dtype, *draft_logits.shape, budget, root_token, force_heap)
     return buf
+
 
 # %% ../nbs/02_tree_builder.ipynb #84cab986
 def build_tree(draft_logits: torch.Tensor, budget: int, backend: str="torch") -> DraftTree:
