@@ -207,13 +207,14 @@ def _accept_kernel(idx: int) -> tuple:
         from ddtree_nb.runtime import load_kernel
         import pycuda.driver as drv
         k = load_kernel('tree_accept.cu', 'tree_accept', _SIG, device=idx)
-        A, F, d = drv.device_attribute, drv.function_attribute, drv.Device(idx)
+        F, d = drv.function_attribute, drv.Device(idx)
+        at = lambda nm, default=None: d.get_attribute(getattr(drv.device_attribute, nm)) if hasattr(drv.device_attribute, nm) else default
         k.fn.set_attribute(F.PREFERRED_SHARED_MEMORY_CARVEOUT, 100)   # a hint: the occupancy below assumes the full carveout
-        sm = dict(threads=d.get_attribute(A.MAX_THREADS_PER_MULTIPROCESSOR), regs=d.get_attribute(A.MAX_REGISTERS_PER_MULTIPROCESSOR),
-                  smem=d.get_attribute(A.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR), blocks=d.get_attribute(A.MAX_BLOCKS_PER_MULTIPROCESSOR),
-                  reserved_smem=d.get_attribute(A.RESERVED_SHARED_MEMORY_PER_BLOCK))
+        sm = dict(threads=at('MAX_THREADS_PER_MULTIPROCESSOR'), regs=at('MAX_REGISTERS_PER_MULTIPROCESSOR'),
+                  smem=at('MAX_SHARED_MEMORY_PER_MULTIPROCESSOR'), blocks=at('MAX_BLOCKS_PER_MULTIPROCESSOR', 16),
+                  reserved_smem=at('RESERVED_SHARED_MEMORY_PER_BLOCK', 1024))   # older PyCUDA builds lack the last two
         occ = blocks_per_sm(_NT, k.fn.get_attribute(F.NUM_REGS), k.fn.get_attribute(F.SHARED_SIZE_BYTES), sm)
-        G = d.get_attribute(A.MULTIPROCESSOR_COUNT)
+        G = at('MULTIPROCESSOR_COUNT')
         if occ < 1 or G > _MAXG: raise RuntimeError(f"tree_accept: {G} SMs x {occ} blocks per SM can't hold a co-resident grid of one block per SM (at most {_MAXG} blocks)")
         _kernels[idx] = (k, G, occ)
     return _kernels[idx]
