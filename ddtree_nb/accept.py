@@ -265,7 +265,7 @@ def _launch(bufs, logits, temperature, keys, out: Accepted, kv=None, prefix_len=
         else: nl, slots, rv = 0, 0, 0
         fv = _row_vec(hidden, 'hidden') if hidden is not None else 0
         if hidden is not None and _row_vec(feats_out, 'feats_out') != fv: raise ValueError("feats_out rows differ from hidden rows")
-        k(logits.data_ptr(), R, V, logits.stride(0), bufs.n_nodes, bufs.parents, bufs.tokens, bufs.parents.numel(),
+        k(logits.data_ptr(), R, V, logits.stride(0), bufs.n_nodes, bufs.parents, bufs.tokens, min(bufs.parents.numel(), bufs.tokens.numel()),
           (1.0 / temperature) if sample else 0.0, int(sample), keys if sample else 0,
           out.path, out.accepted_len, out.bonus, ws.part_val, ws.part_idx, ws.barrier, ws.status,
           kv if kv is not None else 0, nl, slots, rv, prefix_len if prefix_len is not None else 0,

@@ -145,10 +145,12 @@ extern "C" __global__ void __launch_bounds__(NT, 2) tree_accept(
     __shared__ int s_clen, s_plen, s_cur, s_done, s_bonus;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, G = gridDim.x, b = blockIdx.x;
 
+    // The whole tree buffers (max_nodes <= MAXN entries) load in the same round as n_nodes: no dependent round trip.
+    const int nbuf = min(max_nodes, MAXN);
+    for (int j = tid; j < nbuf; j += NT) { s_par[j] = __ldg(parents + j); s_tok[j] = __ldg(tokens + j); s_fc[j] = BIG; }
     int n = *n_nodes;
-    n = min(n, min(rows - 1, max_nodes - 1)); n = max(n, 0); n = min(n, MAXN - 1);
+    n = min(n, min(rows - 1, nbuf - 1)); n = max(n, 0);
     const int P = prefix_len ? *prefix_len : 0;
-    for (int j = tid; j <= n; j += NT) { s_par[j] = parents[j]; s_tok[j] = tokens[j]; s_fc[j] = BIG; }
     if (tid == 0) { s_plen = 0; s_cur = 0; s_done = 0; s_bonus = 0; }
     __syncthreads();
     for (int j = 1 + tid; j <= n; j += NT) { int p = s_par[j]; if (p >= 0 && p < j) atomicMin(&s_fc[p], j); }
