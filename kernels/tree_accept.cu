@@ -28,6 +28,7 @@
 #define PER ((MAX_PATH * CV + NT - 1) / NT)
 #define BIG 0x7fffffff
 #define ERR_PAST_CACHE 1   // status bit: a compaction row past the cache (nothing compacted, prefix_len kept)
+static_assert(CHAIN <= NW && MAXG % 32 == 0, "a chain row needs a warp; partials are read 32 at a time");
 
 __device__ __forceinline__ uint32_t mix32(uint32_t x) {
     x ^= x >> 16; x *= 0x7feb352dU; x ^= x >> 15; x *= 0x846ca68bU; x ^= x >> 16; return x;
