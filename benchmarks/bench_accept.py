@@ -1,4 +1,6 @@
-"""Benchmark tree accept + latent-cache compaction (kernels/tree_accept.cu) against the reference path, on one GPU.
+"""Benchmark tree accept + latent-cache compaction (kernels/tree_accept.cu) against the reference path, on one GPU,
+with the previous kernel (kernels/dev/tree_accept_v1.cu: one warp per chain row, partials read in a loop, a
+per-device barrier) timed beside it in the same run: every kernel column has a `v1_` twin.
 
 python benchmarks/bench_accept.py [--budgets 16 256 1024] [--json out.json]
 
@@ -13,9 +15,31 @@ import argparse, json, statistics, time
 import torch
 from ddtree_nb.accept import accept, accept_compact, accept_ref, tree_buffers_from, Accepted, MAX_PATH, _new_out
 from ddtree_nb.tree import build_tree_ref
-from ddtree_nb.runtime import engine_stream
+from ddtree_nb.runtime import engine_stream, load_kernel
 
 V, NL, ROW, F = 163840, 61, 576, 5 * 7168
+
+
+class V1:
+    "The previous kernel (kernels/dev/tree_accept_v1.cu) with its own partials and barrier, launched like the old accept."
+    SIG = 'PiiqPPPidiPPPPPPPPiqiPPiP'
+
+    def __init__(self, dev):
+        self.k = load_kernel('dev/tree_accept_v1.cu', 'tree_accept', self.SIG)
+        self.G = torch.cuda.get_device_properties(dev).multi_processor_count
+        self.pv = torch.empty(2 * 16 * self.G, dtype=torch.float64, device=dev)
+        self.pi = torch.empty(2 * 16 * self.G, dtype=torch.int32, device=dev)
+        self.bar = torch.zeros(2, dtype=torch.int32, device=dev)
+
+    def __call__(self, bufs, logits, T, keys, out, kv=None, pl=None, hidden=None, feats=None):
+        R, V = logits.shape
+        rv = kv.shape[-1] * kv.element_size() // 16 if kv is not None else 0
+        fv = hidden.shape[-1] * hidden.element_size() // 16 if hidden is not None else 0
+        self.k(logits.data_ptr(), R, V, logits.stride(0), bufs.n_nodes, bufs.parents, bufs.tokens, bufs.parents.numel(),
+               1.0 / T if T > 0 else 0.0, int(T > 0), keys if T > 0 else 0, out.path, out.accepted_len, out.bonus,
+               self.pv, self.pi, self.bar, kv if kv is not None else 0, kv.shape[0] if kv is not None else 0,
+               kv.shape[1] if kv is not None else 0, rv, pl if pl is not None else 0,
+               hidden if hidden is not None else 0, fv, feats if feats is not None else 0, grid=self.G, block=512)
 
 
 def gpu_time(fn, reps, reset=None, warm=10):
@@ -85,6 +109,7 @@ def main():
     kv = torch.randn(NL, S, ROW, device=dev, dtype=torch.bfloat16)
     flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)   # written before a rep to evict L2 (50 MB)
     rows = []
+    v1 = V1(dev)
     print(f"GPU {torch.cuda.get_device_name()}, V={V}, {NL} layers x {ROW} bf16, F={F} bf16")
     with es:
         for B in a.budgets:
@@ -106,21 +131,26 @@ def main():
                     want = accept_ref(tree, lg, T, keys)
                     got = accept(bufs, lg, T, backend='cuda', out=out, keys=keys, check_values=False)
                     assert torch.equal(got.path, want.path) and torch.equal(got.bonus, want.bonus), (B, scen, T)
+                    o1 = Accepted(*(torch.full_like(t, -7) for t in out))
+                    v1(bufs, lg, T, keys, o1); torch.cuda.synchronize()
+                    assert torch.equal(o1.path, want.path) and torch.equal(o1.bonus, want.bonus), ('v1', B, scen, T)
                     path = want.nodes()
-                    t_acc = gpu_time(lambda: accept(bufs, lg, T, backend='cuda', out=out, keys=keys, check_values=False), a.reps)
-                    fused = lambda: accept_compact(bufs, lg, kv, pl, hidden, feats, T, backend='cuda', out=out, keys=keys, check_values=False)
-                    t_all = gpu_time(fused, a.reps, reset)
-                    try:
-                        reset(); fused(); torch.cuda.synchronize()
-                        graph = torch.cuda.CUDAGraph()
-                        with torch.cuda.graph(graph, stream=es.torch): fused()
-                        t_graph = gpu_time(graph.replay, a.reps, reset)
-                        t_cold = gpu_time(graph.replay, a.reps, lambda: (reset(), flush.zero_()))
-                    except Exception as ex:
-                        print('graph failed:', repr(ex)[:300], flush=True); t_graph = t_cold = float('nan')
-                    r = dict(B=B, scenario=scen, T=T, accepted=len(path), passes=passes(tree, path),
-                             kernel_accept_us=t_acc, kernel_accept_compact_us=t_all, graph_accept_compact_us=t_graph,
-                             graph_cold_l2_us=t_cold)
+                    r = dict(B=B, scenario=scen, T=T, accepted=len(path), passes=passes(tree, path))
+                    for name, acc_only, fused in (
+                            ('', lambda: accept(bufs, lg, T, backend='cuda', out=out, keys=keys, check_values=False),
+                             lambda: accept_compact(bufs, lg, kv, pl, hidden, feats, T, backend='cuda', out=out, keys=keys, check_values=False)),
+                            ('v1_', lambda: v1(bufs, lg, T, keys, out), lambda: v1(bufs, lg, T, keys, out, kv, pl, hidden, feats))):
+                        r[name + 'kernel_accept_us'] = gpu_time(acc_only, a.reps)
+                        r[name + 'kernel_accept_compact_us'] = gpu_time(fused, a.reps, reset)
+                        try:
+                            reset(); fused(); torch.cuda.synchronize()
+                            graph = torch.cuda.CUDAGraph()
+                            with torch.cuda.graph(graph, stream=es.torch): fused()
+                            r[name + 'graph_accept_compact_us'] = gpu_time(graph.replay, a.reps, reset)
+                            r[name + 'graph_cold_l2_us'] = gpu_time(graph.replay, a.reps, lambda: (reset(), flush.zero_()))
+                        except Exception as ex:
+                            print('graph failed:', name, repr(ex)[:300], flush=True)
+                            r[name + 'graph_accept_compact_us'] = r[name + 'graph_cold_l2_us'] = float('nan')
                     if T == 0:
                         rp, rb = ref_walk(par, tok, lg)
                         assert rp == path and rb == int(want.bonus[0])
@@ -136,6 +166,12 @@ def main():
                         r['ref_compact_one_copy_us'] = host_time(one_copy, 50)
                     rows.append(r)
                     print(json.dumps({k: (round(v, 2) if isinstance(v, float) else v) for k, v in r.items()}), flush=True)
+    print('\n| B | scenario | T | accepted | passes | v1 accept | accept | v1 accept+compact graph | accept+compact graph | v1 cold L2 | cold L2 |')
+    print('|---|---|---|---|---|---|---|---|---|---|---|')
+    for r in rows:
+        print(f"| {r['B']} | {r['scenario']} | {r['T']:g} | {r['accepted']} | {r['passes']} | " + ' | '.join(
+            f"{r[k]:.1f}" for k in ('v1_kernel_accept_us', 'kernel_accept_us', 'v1_graph_accept_compact_us', 'graph_accept_compact_us',
+                                   'v1_graph_cold_l2_us', 'graph_cold_l2_us')) + ' |')
     if a.json:
         with open(a.json, 'w') as f: json.dump(rows, f, indent=1)
 

@@ -268,6 +268,35 @@ case('accept_compact_bf16', 'accept', ['tree_accept'], '+ compaction: 4 layers x
 case('accept_compact_f32', 'accept', ['tree_accept'], '+ compaction: 3 layers x 36 fp32 rows, T=1')(
     lambda: _accept_run(300, 120, 1.0, 6, compact=(3, 36, __import__('torch').float32, 5)))
 
+def _accept_edges():
+    "NaN rows on the no-check path (the torch face's choice) and rows past the cache (refused, nothing written)."
+    import torch
+    from ddtree_nb.tree import build_tree_ref
+    from ddtree_nb.accept import accept, accept_compact
+    g = torch.Generator().manual_seed(7)
+    tree = build_tree_ref(torch.randn(8, 1000, generator=g) * 3, 60)
+    lg = torch.randn(tree.n + 1, 1000, generator=g)
+    lg[0] = float('nan'); lg[1:, ::7] = float('nan')
+    want = accept(tree, lg, check_values=False)
+    got = accept(tree, lg.to(DEV), backend=BACKEND, check_values=False)
+    sync()
+    assert got.nodes() == want.nodes() and int(got.bonus[0]) == int(want.bonus[0]), f"NaN rows: {got.nodes()} != {want.nodes()}"
+    lg = torch.randn(tree.n + 1, 1000, generator=g)
+    node, last = 0, 0
+    while True:                                    # plant a path to a leaf, then make the cache end just before its row
+        kids = (tree.parents[1:] == node).nonzero()[:, 0] + 1
+        if not len(kids): break
+        nxt = int(kids[-1]); lg[node, int(tree.tokens[nxt - 1])] = 100.0; node = last = nxt
+    kv = torch.randn(2, 5 + last, 64, generator=g).to(DEV); kv0 = kv.clone()
+    pl = torch.tensor([5], dtype=torch.int32, device=DEV)
+    try: accept_compact(tree, lg.to(DEV), kv, pl, backend=BACKEND); raise AssertionError("rows past the cache not refused")
+    except ValueError as e: assert 'past the cache' in str(e), e
+    sync()
+    assert torch.equal(kv, kv0) and int(pl[0]) == 5, "the cache or prefix_len moved"
+    return f"n={tree.n} last={last}"
+
+case('accept_edges', 'accept', ['tree_accept'], 'NaN rows (no-check path), rows past the cache (refused)')(_accept_edges)
+
 # ---- W4A16 MoE (nbs/03a)
 def _moe_run(T, E, H, I, k, how='spread', seed=0, versions=(None,)):
     import torch

@@ -11,8 +11,9 @@ from .tree import DraftTree, MAX_DEPTH, MAX_BUDGET, TreeBuffers, load_tree
 from .reference import ancestor_mask
 
 # %% auto #0
-__all__ = ['MAX_PATH', 'plog', 'gumbel_keys', 'log_exp_noise', 'target_choice', 'chi2_pvalue', 'Accepted', 'tree_buffers_from',
-           'check_accept_inputs', 'accept_ref', 'check_compact_inputs', 'compact_ref', 'accept', 'accept_compact']
+__all__ = ['MAX_PATH', 'ERR_PAST_CACHE', 'plog', 'gumbel_keys', 'log_exp_noise', 'target_choice', 'chi2_pvalue', 'Accepted',
+           'tree_buffers_from', 'check_accept_inputs', 'accept_ref', 'check_compact_inputs', 'compact_ref',
+           'blocks_per_sm', 'AcceptWorkspace', 'accept_workspace', 'accept', 'accept_compact']
 
 # %% ../nbs/04_accept.ipynb #65bea254
 MAX_PATH = MAX_DEPTH + 1   # longest accepted path: the root plus one node per depth
@@ -71,7 +72,8 @@ def _first_argmax(x: torch.Tensor) -> torch.Tensor:
     return torch.where(x == m, idx, x.shape[-1]).min(-1).values
 
 def target_choice(logits: torch.Tensor, rows: torch.Tensor, temperature: float=0.0, keys: torch.Tensor|None=None) -> torch.Tensor:
-    "The target's token at nodes `rows` ([..., R]) from their logits ([..., R, V]): argmax at T=0, else the keyed Gumbel-max draw."
+    "The target's token at nodes `rows` ([..., R]) from their logits ([..., R, V]): argmax at T=0, else the keyed Gumbel-max draw; NaN counts as -inf."
+    logits = logits.masked_fill(logits.isnan(), float('-inf'))
     if temperature == 0: return _first_argmax(logits)
     cols = torch.arange(logits.shape[-1], device=logits.device)
     score = logits.to(torch.float64) * (1.0 / temperature) - log_exp_noise(keys, rows[..., None].long(), cols)
@@ -165,33 +167,82 @@ def check_compact_inputs(kv: torch.Tensor, prefix_len: torch.Tensor, hidden: tor
             raise ValueError(f"hidden [n+1, F] and feats_out [>= {MAX_PATH}, F] must agree in F and dtype, got {tuple(hidden.shape)} {hidden.dtype} and {tuple(feats_out.shape)} {feats_out.dtype}")
         if feats_out.shape[0] < MAX_PATH: raise ValueError(f"feats_out needs >= MAX_PATH = {MAX_PATH} rows, got {feats_out.shape[0]}")
 
+def _past_cache(P: int, last: int, slots: int) -> str|None:
+    "Why compaction from prefix `P` with deepest accepted node `last` can't run on a cache of `slots` rows (None: it can)."
+    if P < 0: return f"prefix_len {P} is negative"
+    if P + last >= slots: return f"prefix_len {P} + node {last} is past the cache's {slots} slots (nothing compacted, prefix_len kept)"
+
 def compact_ref(kv: torch.Tensor, prefix_len: torch.Tensor, accepted: Accepted, hidden: torch.Tensor|None=None,
                 feats_out: torch.Tensor|None=None):
     "Torch compaction, in place: accepted rows of every layer to `prefix_len + i`, features gathered, `prefix_len += A`."
     check_compact_inputs(kv, prefix_len, hidden, feats_out)
     A, P = int(accepted.accepted_len[0]), int(prefix_len[0])
     path = accepted.path[:A].long().to(kv.device)
-    if P + int(path[-1]) >= kv.shape[1]: raise ValueError(f"prefix_len {P} + node {int(path[-1])} is past the cache's {kv.shape[1]} slots")
+    why = _past_cache(P, int(path[-1]), kv.shape[1])
+    if why: raise ValueError(why)
     kv[:, P:P + A] = kv[:, P + path]
     if hidden is not None: feats_out[:A] = hidden[path.to(hidden.device)]
     prefix_len += A
 
 # %% ../nbs/04_accept.ipynb #40a5afa9
-_CHAIN = 16
-_SIG = 'PiiqPPPidiPPPPPPPPiqiPPiP'
-_ws = {}
+_CHAIN, _NT, _MAXG = 16, 512, 256           # CHAIN, NT and MAXG of kernels/tree_accept.cu
+ERR_PAST_CACHE = 1                          # status bit of the kernel's ERR_PAST_CACHE
+_SIG = 'PiiqPPPidiPPPPPPPPPiqiPPiP'
 
-def _workspace(device: torch.device):
-    "Per-device kernel and workspace, made once: grid size (one block per SM), pass partials, the self-resetting grid barrier, the kernel."
-    from ddtree_nb.runtime import load_kernel
-    key = device.index if device.index is not None else torch.cuda.current_device()
-    if key not in _ws:      # loaded once per GPU: load_kernel's per-thread context lookup stays out of a captured round
-        G = torch.cuda.get_device_properties(key).multi_processor_count
-        _ws[key] = (G, torch.empty(2 * _CHAIN * G, dtype=torch.float64, device=device),
-                    torch.empty(2 * _CHAIN * G, dtype=torch.int32, device=device), torch.zeros(2, dtype=torch.int32, device=device),
-                    load_kernel('tree_accept.cu', 'tree_accept', _SIG, device=key))
-    return _ws[key]
+def blocks_per_sm(threads: int, regs: int, smem: int, sm: dict) -> int:
+    "Co-resident blocks per SM of a kernel (`threads` per block, `regs` per thread, `smem` shared bytes per block) under SM limits `sm` (keys threads, regs, smem, blocks, reserved_smem); registers are rounded up to 256 per warp, shared memory to 128 bytes, so the count never exceeds the hardware's."
+    warps = -(-threads // 32)
+    by_thr = sm['threads'] // (32 * warps)
+    per_warp = -(-regs * 32 // 256) * 256
+    by_reg = (sm['regs'] // per_warp) // warps if per_warp else by_thr
+    per_block = -(-(smem + sm['reserved_smem']) // 128) * 128
+    return max(0, min(by_thr, by_reg, sm['smem'] // per_block, sm['blocks']))
 
+# %% ../nbs/04_accept.ipynb #0c0476ad
+_kernels, _default_ws = {}, {}
+
+def _accept_kernel(idx: int) -> tuple:
+    "(kernel, grid, blocks per SM) on GPU `idx`, made once: grid = SM count, checked to be co-resident by occupancy."
+    if idx not in _kernels:      # loaded once per GPU: load_kernel's per-thread context lookup stays out of a captured round
+        from ddtree_nb.runtime import load_kernel
+        import pycuda.driver as drv
+        k = load_kernel('tree_accept.cu', 'tree_accept', _SIG, device=idx)
+        F, d = drv.function_attribute, drv.Device(idx)
+        at = lambda nm, default=None: d.get_attribute(getattr(drv.device_attribute, nm)) if hasattr(drv.device_attribute, nm) else default
+        k.fn.set_attribute(F.PREFERRED_SHARED_MEMORY_CARVEOUT, 100)   # a hint: the occupancy below assumes the full carveout
+        sm = dict(threads=at('MAX_THREADS_PER_MULTIPROCESSOR'), regs=at('MAX_REGISTERS_PER_MULTIPROCESSOR'),
+                  smem=at('MAX_SHARED_MEMORY_PER_MULTIPROCESSOR'), blocks=at('MAX_BLOCKS_PER_MULTIPROCESSOR', 16),
+                  reserved_smem=at('RESERVED_SHARED_MEMORY_PER_BLOCK', 1024))   # older PyCUDA builds lack the last two
+        occ = blocks_per_sm(_NT, k.fn.get_attribute(F.NUM_REGS), k.fn.get_attribute(F.SHARED_SIZE_BYTES), sm)
+        G = at('MULTIPROCESSOR_COUNT')
+        if occ < 1 or G > _MAXG: raise RuntimeError(f"tree_accept: {G} SMs x {occ} blocks per SM can't hold a co-resident grid of one block per SM (at most {_MAXG} blocks)")
+        _kernels[idx] = (k, G, occ)
+    return _kernels[idx]
+
+class AcceptWorkspace(NamedTuple):
+    "Scratch of accept launches: pass partials, the grid barrier (zeroed once, back to 0 arrivals after every use, so CUDA graph replays reuse it) and the status word."
+    part_val: torch.Tensor   # float64 [2 * CHAIN * grid]
+    part_idx: torch.Tensor   # int32 [2 * CHAIN * grid]
+    barrier: torch.Tensor    # int32 [2]: arrivals (back to 0 after each barrier), generation (counts barriers)
+    status: torch.Tensor     # int32 [2]: the last launch's error bits (ERR_PAST_CACHE), every launch's bits OR-ed
+    grid: int
+
+def accept_workspace(device=None) -> AcceptWorkspace:
+    "A new workspace on GPU `device`: launches that may run at the same time (other streams, graphs replayed concurrently) each need their own."
+    dev = torch.device('cuda') if device is None else torch.device(device)
+    idx = dev.index if dev.index is not None else torch.cuda.current_device()
+    with torch.cuda.device(idx): G = _accept_kernel(idx)[1]
+    z = lambda n, dt: torch.zeros(n, dtype=dt, device=torch.device('cuda', idx))
+    return AcceptWorkspace(z(2 * _CHAIN * G, torch.float64), z(2 * _CHAIN * G, torch.int32), z(2, torch.int32), z(2, torch.int32), G)
+
+def _stream_workspace(dev: torch.device) -> AcceptWorkspace:
+    "The default workspace of `dev`'s current stream (made on first use: make it before capturing a graph)."
+    idx = dev.index if dev.index is not None else torch.cuda.current_device()
+    key = (idx, torch.cuda.current_stream(idx).cuda_stream)
+    if key not in _default_ws: _default_ws[key] = accept_workspace(torch.device('cuda', idx))
+    return _default_ws[key]
+
+# %% ../nbs/04_accept.ipynb #93c89157
 def _row_vec(t: torch.Tensor, name: str) -> int:
     "16-byte vectors per row of a contiguous 2-D/3-D tensor, with a clear error if rows aren't 16-byte multiples."
     nb = t.shape[-1] * t.element_size()
@@ -199,23 +250,28 @@ def _row_vec(t: torch.Tensor, name: str) -> int:
         raise ValueError(f"{name} must be contiguous with rows a multiple of 16 bytes, got row of {nb} bytes, shape {tuple(t.shape)}")
     return nb // 16
 
-def _launch(bufs, logits, temperature, keys, out: Accepted, kv=None, prefix_len=None, hidden=None, feats_out=None):
-    "One `tree_accept` launch (no checks of values, no host sync); logits rows may be strided (`ld = logits.stride(0)`)."
+def _launch(bufs, logits, temperature, keys, out: Accepted, kv=None, prefix_len=None, hidden=None, feats_out=None,
+            workspace: AcceptWorkspace|None=None) -> AcceptWorkspace:
+    "One `tree_accept` launch (no checks of values, no host sync); logits rows may be strided (`ld = logits.stride(0)`). Returns the workspace used."
     dev = logits.device
     with torch.cuda.device(dev):   # PyCUDA loads modules and launches in the current context: make it the tensors' GPU
-        G, pv, pi, bar, k = _workspace(dev)
+        k, G, _ = _accept_kernel(dev.index if dev.index is not None else torch.cuda.current_device())
+        ws = _stream_workspace(dev) if workspace is None else workspace
+        if ws.grid != G or ws.part_val.device != dev or ws.part_val.numel() < 2 * _CHAIN * G or ws.status.numel() < 2:
+            raise ValueError(f"workspace is not an accept_workspace of {dev} (grid {ws.grid}, kernel grid {G})")
         R, V = logits.shape
         sample = temperature > 0
         if kv is not None: nl, slots, rv = kv.shape[0], kv.shape[1], _row_vec(kv, 'kv')
         else: nl, slots, rv = 0, 0, 0
         fv = _row_vec(hidden, 'hidden') if hidden is not None else 0
         if hidden is not None and _row_vec(feats_out, 'feats_out') != fv: raise ValueError("feats_out rows differ from hidden rows")
-        k(logits.data_ptr(), R, V, logits.stride(0), bufs.n_nodes, bufs.parents, bufs.tokens, bufs.parents.numel(),
+        k(logits.data_ptr(), R, V, logits.stride(0), bufs.n_nodes, bufs.parents, bufs.tokens, min(bufs.parents.numel(), bufs.tokens.numel()),
           (1.0 / temperature) if sample else 0.0, int(sample), keys if sample else 0,
-          out.path, out.accepted_len, out.bonus, pv, pi, bar,
+          out.path, out.accepted_len, out.bonus, ws.part_val, ws.part_idx, ws.barrier, ws.status,
           kv if kv is not None else 0, nl, slots, rv, prefix_len if prefix_len is not None else 0,
           hidden if hidden is not None else 0, fv, feats_out if feats_out is not None else 0,
-          grid=G, block=512)
+          grid=G, block=_NT)
+    return ws
 
 def _cuda_checks(bufs, logits, *ts):
     if logits.dtype != torch.float32 or not logits.is_cuda or logits.stride(1) != 1:
@@ -232,15 +288,16 @@ def _new_out(device) -> Accepted:
 
 # %% ../nbs/04_accept.ipynb #9e07a38c
 def accept(tree, target_logits: torch.Tensor, temperature: float=0.0, generator: torch.Generator|None=None,
-           backend: str='torch', out: Accepted|None=None, keys: torch.Tensor|None=None, check_values: bool=True) -> Accepted:
+           backend: str='torch', out: Accepted|None=None, keys: torch.Tensor|None=None, check_values: bool=True,
+           workspace: AcceptWorkspace|None=None) -> Accepted:
     "DDTree's accept walk: the path (root first), its length and the bonus token, as device int32 tensors."
     return accept_compact(tree, target_logits, temperature=temperature, generator=generator, backend=backend, out=out,
-                          keys=keys, check_values=check_values)
+                          keys=keys, check_values=check_values, workspace=workspace)
 
 def accept_compact(tree, target_logits: torch.Tensor, kv: torch.Tensor|None=None, prefix_len: torch.Tensor|None=None,
                    hidden: torch.Tensor|None=None, feats_out: torch.Tensor|None=None, temperature: float=0.0,
                    generator: torch.Generator|None=None, backend: str='torch', out: Accepted|None=None,
-                   keys: torch.Tensor|None=None, check_values: bool=True) -> Accepted:
+                   keys: torch.Tensor|None=None, check_values: bool=True, workspace: AcceptWorkspace|None=None) -> Accepted:
     "Accept walk, then (if `kv` is given) compaction of cache rows and features and `prefix_len += A`; cuda: one launch."
     if backend not in ('torch', 'cuda'): raise ValueError(f"backend must be 'torch' or 'cuda', got {backend!r}")
     check_accept_inputs(tree, target_logits, temperature, check_values)
@@ -253,10 +310,10 @@ def accept_compact(tree, target_logits: torch.Tensor, kv: torch.Tensor|None=None
     if temperature > 0 and keys is None: keys = gumbel_keys(generator, dev)
     if backend == 'torch':
         a = accept_ref(tree, target_logits, temperature, keys)
-        if kv is not None: compact_ref(kv, prefix_len, a, hidden, feats_out)
         if out is not None:
             for o, v in zip(out, a): o.copy_(v)
-            return out
+            a = out
+        if kv is not None: compact_ref(kv, prefix_len, a, hidden, feats_out)
         return a
     from ddtree_nb.runtime import require_cuda
     require_cuda()
@@ -264,5 +321,7 @@ def accept_compact(tree, target_logits: torch.Tensor, kv: torch.Tensor|None=None
     _cuda_checks(bufs, target_logits, kv, prefix_len, hidden, feats_out, keys)
     if keys is not None and (keys.dtype != torch.int64 or keys.shape != (2,)): raise ValueError(f"keys must be int64 [2], got {keys.dtype} {tuple(keys.shape)}")
     out = _new_out(dev) if out is None else out
-    _launch(bufs, target_logits, temperature, keys, out, kv, prefix_len, hidden, feats_out)
+    ws = _launch(bufs, target_logits, temperature, keys, out, kv, prefix_len, hidden, feats_out, workspace)
+    if check_values and kv is not None and int(ws.status[0]) & ERR_PAST_CACHE:   # a sync, like the value checks
+        raise ValueError(_past_cache(int(prefix_len[0]), int(out.path[int(out.accepted_len[0]) - 1]), kv.shape[1]))
     return out
