@@ -4,13 +4,13 @@
 
 # %% ../nbs/00a_runtime.ipynb #65407d02
 from __future__ import annotations
-import os, re, sys, json, shutil, hashlib, tempfile, warnings, threading, subprocess, atexit, importlib.util
+import os, re, sys, json, shutil, hashlib, tempfile, warnings, threading, subprocess, atexit, contextlib, traceback, importlib.util
 from pathlib import Path
 
 # %% auto #0
 __all__ = ['CudaUnavailable', 'KernelCompileError', 'kernels_dir', 'kernel_path', 'find_nvcc', 'nvcc_version', 'nvcc_compile',
            'check_kernels', 'cuda_ok', 'require_cuda', 'cuda_context', 'device_arch', 'EngineStream', 'engine_stream',
-           'Kernel', 'load_kernel']
+           'Kernel', 'load_kernel', 'releasing_on_oom']
 
 # %% ../nbs/00a_runtime.ipynb #feedfc0a
 class CudaUnavailable(RuntimeError):
@@ -306,3 +306,19 @@ def load_kernel(source: str|Path, name: str, signature: str, options: tuple=(), 
                 raise CudaUnavailable(f"the CUDA driver ({drv.get_driver_version()}) cannot load the cubin of {nm} for {arch} built by nvcc "
                                       f"({nvcc_version()}): {_last_line(str(e))}; a driver older than the toolkit needs an update") from None
     return Kernel(_modules[key].get_function(name), name, signature, idx)
+
+# %% ../nbs/00a_runtime.ipynb #e1a0c7d9
+def _oom_summary(msg: str) -> str:
+    "torch's out-of-memory message cut to its first three sentences (what it tried to allocate, what was free), on one line."
+    return '. '.join(msg.replace('\n', ' ').split('. ')[:3]).strip()
+
+@contextlib.contextmanager
+def releasing_on_oom(what: str, release):
+    "On `torch.OutOfMemoryError` inside the block: `release()`, free the failed frames' locals, and re-raise in one line naming `what`."
+    import torch
+    try: yield
+    except torch.OutOfMemoryError as e:
+        release()
+        traceback.clear_frames(e.__traceback__)        # a half-built buffer held by a frame that was allocating goes too
+        if torch.cuda.is_initialized(): torch.cuda.empty_cache()
+        raise torch.OutOfMemoryError(f"out of memory while allocating {what}: {_oom_summary(str(e))}; what was allocated so far is released") from None
