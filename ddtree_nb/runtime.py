@@ -304,7 +304,7 @@ def load_kernel(source: str|Path, name: str, signature: str, options: tuple=(), 
             try: _modules[key] = drv.module_from_buffer(data)
             except drv.Error as e:
                 raise CudaUnavailable(f"the CUDA driver ({drv.get_driver_version()}) cannot load the cubin of {nm} for {arch} built by nvcc "
-                                      f"({nvcc_version()}): {_last_line(str(e))}; a driver older than the toolkit needs an update") from None
+                                      f"({nvcc_version()}): {_last_line(str(e))}; a driver older than nvcc cannot load its cubins (update it or point DDTREE_NVCC at an older nvcc)") from None
     return Kernel(_modules[key].get_function(name), name, signature, idx)
 
 # %% ../nbs/00a_runtime.ipynb #e1a0c7d9
