@@ -14,7 +14,7 @@ __all__ = ['CudaUnavailable', 'KernelCompileError', 'kernels_dir', 'kernel_path'
 
 # %% ../nbs/00a_runtime.ipynb #feedfc0a
 class CudaUnavailable(RuntimeError):
-    "The cuda backend was asked for, but this machine lacks pycuda, a GPU, or nvcc."
+    "The cuda backend was asked for, but this machine lacks pycuda, a GPU, or an nvcc that runs."
 
 class KernelCompileError(RuntimeError):
     "nvcc rejected a kernel; the message lists `file:line: error ...` lines naming the real source file."
