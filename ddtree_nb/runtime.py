@@ -4,17 +4,17 @@
 
 # %% ../nbs/00a_runtime.ipynb #65407d02
 from __future__ import annotations
-import os, re, sys, shutil, hashlib, tempfile, threading, subprocess, atexit, importlib.util
+import os, re, sys, json, shutil, hashlib, tempfile, warnings, threading, subprocess, atexit, contextlib, traceback, importlib.util
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['CudaUnavailable', 'KernelCompileError', 'kernels_dir', 'kernel_path', 'find_nvcc', 'nvcc_compile', 'check_kernels',
-           'cuda_ok', 'require_cuda', 'cuda_context', 'device_arch', 'EngineStream', 'engine_stream', 'Kernel',
-           'load_kernel']
+__all__ = ['CudaUnavailable', 'KernelCompileError', 'kernels_dir', 'kernel_path', 'find_nvcc', 'nvcc_version', 'nvcc_compile',
+           'check_kernels', 'cuda_ok', 'require_cuda', 'cuda_context', 'device_arch', 'EngineStream', 'engine_stream',
+           'Kernel', 'load_kernel', 'releasing_on_oom']
 
 # %% ../nbs/00a_runtime.ipynb #feedfc0a
 class CudaUnavailable(RuntimeError):
-    "The cuda backend was asked for, but this machine lacks pycuda, a GPU, or nvcc."
+    "The cuda backend was asked for, but this machine lacks pycuda, a GPU, or an nvcc that runs."
 
 class KernelCompileError(RuntimeError):
     "nvcc rejected a kernel; the message lists `file:line: error ...` lines naming the real source file."
@@ -44,12 +44,39 @@ def kernel_path(name: str) -> Path:
 
 # %% ../nbs/00a_runtime.ipynb #b499ac1d
 def find_nvcc() -> str|None:
-    "Path of nvcc: `$PATH`, then `$CUDA_ROOT`/`$CUDA_HOME`/`$CUDA_PATH`, then `/usr/local/cuda`."
+    "Path of nvcc: `$DDTREE_NVCC` when set (None if that is not an executable file), else `$PATH`, then `$CUDA_ROOT`/`$CUDA_HOME`/`$CUDA_PATH`, then `/usr/local/cuda`."
+    if (p := os.environ.get('DDTREE_NVCC')) is not None: return p if os.path.isfile(p) and os.access(p, os.X_OK) else None
     if p := shutil.which('nvcc'): return p
     for root in (os.environ.get(k) for k in ('CUDA_ROOT','CUDA_HOME','CUDA_PATH')):
         if root and (Path(root)/'bin'/'nvcc').is_file(): return str(Path(root)/'bin'/'nvcc')
     p = Path('/usr/local/cuda/bin/nvcc')
     return str(p) if p.is_file() else None
+
+def _nvcc_missing() -> str:
+    "Why `find_nvcc` found nothing, and the fix."
+    if (p := os.environ.get('DDTREE_NVCC')) is not None: return f"DDTREE_NVCC={p!r} is not an executable file: point it at nvcc or unset it"
+    return "nvcc not found (looked on PATH, $CUDA_ROOT, $CUDA_HOME, $CUDA_PATH, /usr/local/cuda): install the CUDA toolkit or set CUDA_ROOT"
+
+# %% ../nbs/00a_runtime.ipynb #e1a0c7d1
+def _last_line(text: str) -> str:
+    lines = [l.strip() for l in text.splitlines() if l.strip()]
+    return lines[-1] if lines else 'no output'
+
+_nvcc_versions = {}
+
+def nvcc_version(nvcc: str|None=None) -> str:
+    "Last line of `nvcc --version` (found by `find_nvcc` unless given); `CudaUnavailable` in one line when nvcc is missing or does not run."
+    nvcc = nvcc or find_nvcc()
+    if nvcc is None: raise CudaUnavailable(_nvcc_missing())
+    st = os.stat(nvcc)
+    k = (nvcc, st.st_mtime_ns, st.st_size)
+    if k not in _nvcc_versions:
+        try: r = subprocess.run([nvcc, '--version'], capture_output=True, text=True, timeout=120)
+        except (OSError, subprocess.SubprocessError) as e: raise CudaUnavailable(f"nvcc at {nvcc} does not run: {_last_line(str(e))}") from None
+        if r.returncode != 0:
+            raise CudaUnavailable(f"nvcc at {nvcc} does not run: `nvcc --version` exited with {r.returncode}: {_last_line(r.stderr or r.stdout)}")
+        _nvcc_versions[k] = _last_line(r.stdout)
+    return _nvcc_versions[k]
 
 # %% ../nbs/00a_runtime.ipynb #a435d68f
 _diag_re = re.compile(r'^(?P<file>.+?)\((?P<line>\d+)\): (?P<kind>error|warning|catastrophic error)(?P<rest>.*)$')
@@ -82,30 +109,55 @@ def _include_fingerprint(inc: Path) -> str:
     for f in sorted(inc.glob('*.cuh')) + sorted(inc.glob('*.h')): h.update(f.name.encode()); h.update(f.read_bytes())
     return h.hexdigest()
 
+# %% ../nbs/00a_runtime.ipynb #e1a0c7d3
+def _record_path(cubin: Path) -> Path: return cubin.with_suffix('.json')
+
+def _read_cache(cubin: Path, expect: dict) -> bytes|None:
+    "The cached cubin's bytes if its record matches `expect` and its size and sha256; else None, with a warning naming the file and why."
+    if not cubin.is_file(): return None
+    try:
+        rec, data = json.loads(_record_path(cubin).read_text()), cubin.read_bytes()
+        why = next((f"it was built for {k} {rec.get(k)!r}, not {v!r}" for k, v in expect.items() if rec.get(k) != v), None)
+        if why is None and (len(data), hashlib.sha256(data).hexdigest()) != (rec.get('size'), rec.get('sha256')):
+            why = f"its {len(data)} bytes do not match the size ({rec.get('size')}) and sha256 recorded when it was built (truncated or overwritten)"
+    except (OSError, ValueError, AttributeError) as e: why = f"its record {_record_path(cubin).name} is missing or unreadable ({type(e).__name__})"
+    if why is None: return data
+    warnings.warn(f"kernel cache file {cubin} not used: {why}; rebuilding it", stacklevel=3)
+    return None
+
+def _write_cache(cubin: Path, data: bytes, record: dict):
+    "Write the cubin, then its record (with size and sha256), each through a temp file and an atomic rename."
+    rec = json.dumps(dict(record, size=len(data), sha256=hashlib.sha256(data).hexdigest())).encode()
+    for path, content in ((cubin, data), (_record_path(cubin), rec)):
+        tmp = path.with_name(f'{path.name}.{os.getpid()}.{threading.get_ident()}.tmp')
+        tmp.write_bytes(content); tmp.replace(path)
+
+# %% ../nbs/00a_runtime.ipynb #e1a0c7d4
 def nvcc_compile(source: str|Path, arch: str='sm_90', options: tuple=(), name: str='inline', cache: bool=True) -> bytes:
     "Compile a kernel (a `Path` to a `.cu` file, or CUDA source text) to a cubin for `arch`; nvcc errors raise `KernelCompileError` naming file and line."
     nvcc = find_nvcc()
-    if nvcc is None: raise CudaUnavailable("nvcc not found (looked on PATH, $CUDA_ROOT, $CUDA_HOME, /usr/local/cuda); install the CUDA toolkit")
-    inc = kernels_dir()
+    if nvcc is None: raise CudaUnavailable(_nvcc_missing())
+    version, inc = nvcc_version(nvcc), kernels_dir()
     if isinstance(source, Path): text, shown = source.read_text(), str(source)
     else: text, shown = source, f'<inline {name}>'
     opts = ['-std=c++17', '-O3', '--use_fast_math', '-lineinfo', *options]
-    key = hashlib.sha256('\0'.join([text, arch, *opts, _include_fingerprint(inc)]).encode()).hexdigest()[:24]
-    cached = _cache_dir()/f'{key}.cubin'
-    if cache and cached.is_file(): return cached.read_bytes()
+    key = hashlib.sha256('\0'.join([text, arch, *opts, _include_fingerprint(inc), version]).encode()).hexdigest()[:24]
+    cached, expect = _cache_dir()/f'{key}.cubin', dict(arch=arch, nvcc=version)
+    if cache and (data := _read_cache(cached, expect)) is not None: return data
     with tempfile.TemporaryDirectory(prefix='ddtree_nvcc_') as td:
         src = Path(td)/f'{name}.cu'
         src.write_text(text)
         out = Path(td)/f'{name}.cubin'
         cmd = [nvcc, '-cubin', _arch_flag(arch), *opts, '-I', str(inc), '-o', str(out), str(src)]
-        r = subprocess.run(cmd, capture_output=True, text=True)
+        try: r = subprocess.run(cmd, capture_output=True, text=True)
+        except OSError as e: raise CudaUnavailable(f"nvcc at {nvcc} does not run: {e}") from None
         if r.returncode != 0:
             diags = _nvcc_diagnostics(r.stderr, {str(src): shown})
-            msg = '\n'.join(diags) if diags else r.stderr.strip()[-4000:]
-            raise KernelCompileError(f"nvcc failed for {shown} ({arch}):\n{msg}")
+            if not diags: raise KernelCompileError(f"nvcc failed for {shown} ({arch}) with exit code {r.returncode}: {_last_line(r.stderr or r.stdout)}")
+            raise KernelCompileError(f"nvcc failed for {shown} ({arch}):\n" + '\n'.join(diags))
+        if not out.is_file(): raise KernelCompileError(f"nvcc exited with 0 for {shown} ({arch}) but wrote no cubin")
         data = out.read_bytes()
-    if cache:
-        tmp = cached.with_suffix(f'.{os.getpid()}.tmp'); tmp.write_bytes(data); tmp.replace(cached)
+    if cache: _write_cache(cached, data, dict(source=shown, options=list(options), **expect))
     return data
 
 # %% ../nbs/00a_runtime.ipynb #d67b97a5
@@ -123,13 +175,14 @@ def check_kernels(archs=('sm_80', 'sm_90', 'sm_120'), verbose=True) -> dict:
 
 # %% ../nbs/00a_runtime.ipynb #408a65f5
 def cuda_ok() -> tuple[bool, str]:
-    "(True, '') when pycuda, a CUDA GPU and nvcc are all present, else (False, why + how to fix)."
+    "(True, '') when pycuda, a CUDA GPU and a working nvcc are all present, else (False, why + how to fix)."
     if importlib.util.find_spec('pycuda') is None:
         return False, "pycuda is not installed: pip install 'ddtree_nb[cuda]' (needs the CUDA toolkit and a GPU)"
     try: import torch
     except ImportError: return False, "torch is not installed"
     if not torch.cuda.is_available(): return False, "torch sees no CUDA GPU (torch.cuda.is_available() is False)"
-    if find_nvcc() is None: return False, "nvcc not found: install the CUDA toolkit or set CUDA_ROOT"
+    try: nvcc_version()
+    except CudaUnavailable as e: return False, str(e)
     return True, ''
 
 def require_cuda():
@@ -246,6 +299,26 @@ def load_kernel(source: str|Path, name: str, signature: str, options: tuple=(), 
     key = (str(source) if isinstance(source, Path) else hashlib.sha256(source.encode()).hexdigest(), arch, tuple(options), idx)
     if key not in _modules:
         nm = source.stem if isinstance(source, Path) else name
+        data = nvcc_compile(source, arch, options, name=nm)
         with torch.cuda.device(idx):   # a module belongs to the context current when it is loaded: make it device idx's
-            _modules[key] = drv.module_from_buffer(nvcc_compile(source, arch, options, name=nm))
+            try: _modules[key] = drv.module_from_buffer(data)
+            except drv.Error as e:
+                raise CudaUnavailable(f"the CUDA driver ({drv.get_driver_version()}) cannot load the cubin of {nm} for {arch} built by nvcc "
+                                      f"({nvcc_version()}): {_last_line(str(e))}; a driver older than nvcc cannot load its cubins (update it or point DDTREE_NVCC at an older nvcc)") from None
     return Kernel(_modules[key].get_function(name), name, signature, idx)
+
+# %% ../nbs/00a_runtime.ipynb #e1a0c7d9
+def _oom_summary(msg: str) -> str:
+    "torch's out-of-memory message cut to its first three sentences (what it tried to allocate, what was free), on one line."
+    return '. '.join(msg.replace('\n', ' ').split('. ')[:3]).strip()
+
+@contextlib.contextmanager
+def releasing_on_oom(what: str, release):
+    "On `torch.OutOfMemoryError` inside the block: `release()`, free the failed frames' locals, and re-raise in one line naming `what`."
+    import torch
+    try: yield
+    except torch.OutOfMemoryError as e:
+        release()
+        traceback.clear_frames(e.__traceback__)        # a half-built buffer held by a frame that was allocating goes too
+        if torch.cuda.is_initialized(): torch.cuda.empty_cache()
+        raise torch.OutOfMemoryError(f"out of memory while allocating {what}: {_oom_summary(str(e))}; what was allocated so far is released") from None
