@@ -25,7 +25,7 @@ Prints markdown tables, and JSON with --json.
 """
 import argparse, json, statistics, subprocess, time
 import torch
-from ddtree_nb.moe import PackedExperts, MoEWorkspace, moe_w4a16, KINDS, check_grouping, _moe_cuda
+from ddtree_nb.moe import PackedExperts, MoEWorkspace, moe_w4a16, KINDS, check_grouping, _moe_cuda, _VERSIONS
 from ddtree_nb.runtime import engine_stream
 
 H, I, CEIL = 7168, 2048, 4.27e12
@@ -161,7 +161,8 @@ def split_time(x, idx, w, ex, ws, out, v, reps, flush):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('--versions', type=int, nargs='+', default=[1, 2, 3, 4, 5, 6, 7])
+    ap.add_argument('--versions', type=int, nargs='+', default=[1, 2, 3, 4, 5, 6, 7], choices=sorted(_VERSIONS),
+                    help='kernel versions (v11: persistent, aimed at T <= 16)')
     ap.add_argument('--tokens', type=int, nargs='+', default=[1, 4, 16, 64, 256])
     ap.add_argument('--experts', type=int, default=384)
     ap.add_argument('--topk', type=int, default=8)

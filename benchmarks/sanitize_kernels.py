@@ -336,8 +336,8 @@ for _T in (1, 2, 16, 64, 257):
     case(f'moe_T{_T}', 'moe', _MOE_DEFAULT, f'T={_T} E=64 H=256 I=128 top-8, default version')(
         lambda _T=_T: _moe_run(_T, 64, 256, 128, 8, seed=_T))
 case('moe_one_expert', 'moe', _MOE_DEFAULT, 'T=64, every pair to one expert')(lambda: _moe_run(64, 64, 256, 128, 8, how='one', seed=3))
-case('moe_versions', 'moe', _of_file('moe_w4a16'), 'versions 1..10 (every gate/up and down kernel): T=16 E=8 H=96 I=160 top-2')(
-    lambda: _moe_run(16, 8, 96, 160, 2, seed=4, versions=tuple(range(1, 11))))
+case('moe_versions', 'moe', _of_file('moe_w4a16'), 'versions 1..11 (every gate/up and down kernel): T=16 E=8 H=96 I=160 top-2')(
+    lambda: _moe_run(16, 8, 96, 160, 2, seed=4, versions=tuple(range(1, 12))))
 
 # ------------------------------------------------------------------------------------------------ canary
 CANARY_SRC = r'''

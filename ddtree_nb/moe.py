@@ -14,10 +14,10 @@ from .model import (pack_int4, unpack_int4, dequant_int4, quantize_int4, MoE, Ro
                              config_from_dict, Checkpoint, int4_args, load_target)
 
 # %% auto #0
-__all__ = ['GROUP', 'MAX_EXPERTS', 'KINDS', 'CUDA_VERSION', 'PackedExperts', 'check_packed', 'pack_experts', 'Grouping',
-           'group_pairs_ref', 'check_grouping', 'MoEWorkspace', 'workspace_for', 'live_workspaces', 'check_moe_inputs',
-           'moe_w4a16', 'PackedMoE', 'packed_experts_from_checkpoint', 'pack_moe_experts', 'empty_packed',
-           'packed_placeholders', 'load_target_packed', 'memory_by_kind']
+__all__ = ['GROUP', 'MAX_EXPERTS', 'KINDS', 'MAX_GRID_Y', 'BLOCKS_PER_SM', 'CUDA_VERSION', 'PackedExperts', 'check_packed',
+           'pack_experts', 'Grouping', 'group_pairs_ref', 'check_grouping', 'MoEWorkspace', 'workspace_for',
+           'live_workspaces', 'check_moe_inputs', 'moe_w4a16', 'PackedMoE', 'packed_experts_from_checkpoint',
+           'pack_moe_experts', 'empty_packed', 'packed_placeholders', 'load_target_packed', 'memory_by_kind']
 
 # %% ../nbs/03a_moe_w4a16.ipynb #eb0191d4
 GROUP = 32            # quantisation group: one 16-byte load of packed words = 32 weights = one scale
@@ -172,15 +172,19 @@ def _moe_torch(x, topk_idx, topk_w, ex: PackedExperts, rsf: float) -> torch.Tens
     return (expert_loop(x, topk_w.float(), topk_idx, ffn, 0, ex.n_experts, torch.float32) * rsf).to(x.dtype)
 
 # %% ../nbs/03a_moe_w4a16.ipynb #efa6e1c8
-_SIG_GROUP, _SIG_GU, _SIG_DOWN, _SIG_COMB = 'PiiPPPPPP', 'PiiiPPPPPPPPP', 'PiiPPPPPPPP', 'PPiifP'
-# version -> ((gate/up kernel, threads per block, rows per block), (down kernel, threads per block, rows per block))
+_SIG_GROUP, _SIG_GU, _SIG_DOWN, _SIG_COMB = 'PiiPPPPPP', 'PiiiPPPPPPPPP', 'PiiPPPPPPPP', 'PPiiifP'
+MAX_GRID_Y = 65535        # CUDA's cap on gridDim.y
+BLOCKS_PER_SM = 4         # the persistent versions' __launch_bounds__(128, 4): their grid is this many blocks per SM
+# version -> ((gate/up kernel, threads per block, rows per block), (down kernel, threads per block, rows per block));
+# rows None: a persistent kernel (grid = the resident blocks, work items shared out on the GPU)
 _VERSIONS = {1: (('moe_gate_up', 256, 8), ('moe_down', 256, 8)),
              **{v: ((f'moe_gate_up_v{v}', nt, 16), (f'moe_down_v{v}', nt, 32)) for v, nt in ((2, 128), (3, 256), (4, 128), (5, 128), (6, 128), (7, 128))},
              8: (('moe_gate_up_v4', 128, 16), ('moe_down_v8', 64, 32)),
              9: (('moe_gate_up_v4', 128, 16), ('moe_down_v9', 32, 32)),
-             10: (('moe_gate_up_v10', 64, 16), ('moe_down_v9', 32, 32))}
+             10: (('moe_gate_up_v10', 64, 16), ('moe_down_v9', 32, 32)),
+             11: (('moe_gate_up_v11', 128, None), ('moe_down_v11', 128, None))}
 CUDA_VERSION = 4
-_kernels = {}
+_kernels, _n_sm = {}, {}
 
 def _kernel(fn: str, sig: str, device: int):
     "The compiled kernel `fn` of kernels/moe_w4a16.cu on `device` (loaded once)."
@@ -189,12 +193,25 @@ def _kernel(fn: str, sig: str, device: int):
         _kernels[(fn, device)] = load_kernel('moe_w4a16.cu', fn, sig, device=device)
     return _kernels[(fn, device)]
 
+def _sm_count(device: int) -> int:
+    if device not in _n_sm: _n_sm[device] = torch.cuda.get_device_properties(device).multi_processor_count
+    return _n_sm[device]
+
+def _launch_grid(rows: int|None, n: int, Y: int, n_sm: int) -> tuple[int, int]:
+    "Grid of a gate/up or down launch over `n` output rows: a block per `rows` rows per hit-expert slot (Y of them), or the resident blocks."
+    return (BLOCKS_PER_SM * n_sm, 1) if rows is None else ((n + rows - 1) // rows, Y)
+
+def _combine_grid(T: int, H: int) -> tuple[int, int]:
+    "moe_combine's grid: 256 columns per block in x, tokens in y capped at MAX_GRID_Y (the kernel strides over the rest)."
+    return ((H + 255) // 256, min(T, MAX_GRID_Y))
+
 def _moe_cuda(x, topk_idx, topk_w, ex: PackedExperts, rsf: float, out: torch.Tensor, ws: MoEWorkspace, version: int=CUDA_VERSION,
               marks: list|None=None):
     "The four launches (no checks, no host sync). v1 keeps act in fp32, v2+ as bf16 in the same workspace. `marks`: 5 CUDA events recorded around the launches (benchmark breakdown)."
     T, k = topk_idx.shape
     P, E, H, I, d = T * k, ex.n_experts, ex.hidden, ex.inter, x.device.index
     (fu, tu, ru), (fd, td, rd) = _VERSIONS[version]
+    n_sm = _sm_count(d) if None in (ru, rd) else 0
     ld = lambda fn, sig: _kernel(fn, sig, d)
     mark = (lambda i: marks[i].record()) if marks is not None else (lambda i: None)
     Y = min(E, P)
@@ -202,13 +219,14 @@ def _moe_cuda(x, topk_idx, topk_w, ex: PackedExperts, rsf: float, out: torch.Ten
     ld('moe_group', _SIG_GROUP)(topk_idx, P, E, ws.counts, ws.offsets, ws.hit, ws.n_hit, ws.sorted_pair, ws.pos, grid=1, block=1024)
     mark(1)
     ld(fu, _SIG_GU)(x, H, I, k, ws.sorted_pair, ws.offsets, ws.hit, ws.n_hit, ex.gate_packed, ex.gate_scale,
-                                     ex.up_packed, ex.up_scale, ws.act, grid=((I + ru - 1) // ru, Y), block=tu)
+                                     ex.up_packed, ex.up_scale, ws.act, grid=_launch_grid(ru, I, Y, n_sm), block=tu)
     mark(2)
     ld(fd, _SIG_DOWN)(ws.act, I, H, ws.sorted_pair, topk_w, ws.offsets, ws.hit, ws.n_hit, ex.down_packed,
-                                    ex.down_scale, ws.ybuf, grid=((H + rd - 1) // rd, Y), block=td)
+                                    ex.down_scale, ws.ybuf, grid=_launch_grid(rd, H, Y, n_sm), block=td)
     mark(3)
-    ld('moe_combine', _SIG_COMB)(ws.ybuf, ws.pos, k, H, float(rsf), out, grid=((H + 255) // 256, T), block=256)
+    ld('moe_combine', _SIG_COMB)(ws.ybuf, ws.pos, T, k, H, float(rsf), out, grid=_combine_grid(T, H), block=256)
     mark(4)
+
 
 # %% ../nbs/03a_moe_w4a16.ipynb #e3b1d535
 def check_moe_inputs(x, topk_idx, topk_w, ex: PackedExperts, out=None, check_values: bool=True):

@@ -208,16 +208,19 @@ moe_down(const float *__restrict__ act, int I, int H, const int *__restrict__ so
 // ---------------------------------------------------------------------------------------------------------
 // 4. combine: each token sums its k pair rows in order (deterministic), scaled, to bf16
 // ---------------------------------------------------------------------------------------------------------
+// grid (ceil(H/256), min(T, 65535)): block y takes tokens y, y + gridDim.y, ... (grid.y caps at 65,535: a long prefill)
 extern "C" __global__ void __launch_bounds__(256)
-moe_combine(const float *__restrict__ ybuf, const int *__restrict__ pos, int k, int H, float rsf, bf16 *__restrict__ out) {
-    const int t = blockIdx.y, n = blockIdx.x * 256 + threadIdx.x;
+moe_combine(const float *__restrict__ ybuf, const int *__restrict__ pos, int T, int k, int H, float rsf, bf16 *__restrict__ out) {
+    const int n = blockIdx.x * 256 + threadIdx.x;
     if (n >= H) return;
-    float s = 0.f;
-    for (int j = 0; j < k; ++j) {
-        const int slot = pos[t * k + j];
-        if (slot >= 0) s += ybuf[(size_t)slot * H + n];
+    for (int t = blockIdx.y; t < T; t += gridDim.y) {
+        float s = 0.f;
+        for (int j = 0; j < k; ++j) {
+            const int slot = pos[(size_t)t * k + j];
+            if (slot >= 0) s += ybuf[(size_t)slot * H + n];
+        }
+        out[(size_t)t * H + n] = __float2bfloat16(rsf * s);
     }
-    out[(size_t)t * H + n] = __float2bfloat16(rsf * s);
 }
 
 // =========================================================================================================
@@ -269,8 +272,9 @@ template <int NT> struct StageV2 { uint4 w[NT][2]; uint32_t s[NT][2]; uint4 x[4]
 template <int NT> struct PtrsV2 { const uint4 *w[NT][2]; const unsigned short *s[NT][2]; };
 
 // one chunk for this thread: group q of rows g and g+8 of each tile, and x[token g][32q .. 32q+31]
+// (split in two for v11, which issues a chunk's weights before the load chain that finds x)
 template <int NT, bool PF>
-__device__ __forceinline__ void v2_load(StageV2<NT> &st, const PtrsV2<NT> &p, const uint4 *xrow, int q, int G) {
+__device__ __forceinline__ void load_chunk_w(StageV2<NT> &st, const PtrsV2<NT> &p, int q, int G) {
     const bool ok = q < G;
 #pragma unroll
     for (int i = 0; i < NT; ++i)
@@ -279,9 +283,17 @@ __device__ __forceinline__ void v2_load(StageV2<NT> &st, const PtrsV2<NT> &p, co
             st.w[i][r] = ok ? (PF ? ldw_pf(p.w[i][r] + q) : ldw(p.w[i][r] + q)) : make_uint4(0, 0, 0, 0);
             st.s[i][r] = ok ? (uint32_t)__ldg(p.s[i][r] + q) : 0u;
         }
-    const bool okx = ok && xrow != nullptr;
+}
+template <int NT>
+__device__ __forceinline__ void load_chunk_x(StageV2<NT> &st, const uint4 *xrow, int q, int G) {
+    const bool okx = q < G && xrow != nullptr;
 #pragma unroll
     for (int j = 0; j < 4; ++j) st.x[j] = okx ? __ldg(xrow + 4 * q + j) : make_uint4(0, 0, 0, 0);
+}
+template <int NT, bool PF>
+__device__ __forceinline__ void v2_load(StageV2<NT> &st, const PtrsV2<NT> &p, const uint4 *xrow, int q, int G) {
+    load_chunk_w<NT, PF>(st, p, q, G);
+    load_chunk_x<NT>(st, xrow, q, G);
 }
 
 template <int NT>
@@ -578,3 +590,161 @@ extern "C" __global__ void __launch_bounds__(128, 5) moe_down_v7(DN_ARGS) { down
 extern "C" __global__ void __launch_bounds__(64) moe_down_v8(DN_ARGS) { down_v2<2, true>(DN_PASS); }
 extern "C" __global__ void __launch_bounds__(32) moe_down_v9(DN_ARGS) { down_v2<1, true>(DN_PASS); }
 extern "C" __global__ void __launch_bounds__(64) moe_gate_up_v10(GU_ARGS) { gate_up_v2<2, true>(GU_PASS); }
+
+// =========================================================================================================
+// v11 (aimed at T <= 16, where v4 pays per-block fixed costs and a wave tail: at T = 1 gate/up runs 1024 blocks
+// and down 1792 over 528 resident, each block waits on the chain n_hit -> hit -> offsets -> sorted_pair -> x
+// before its first chunk, and reduces through a barrier after only 14 (gate/up) or 4 (down) chunks per warp).
+// v4's math (mma.sync swap-AB, one chunk prefetched in registers, L2::256B hint), scheduled differently:
+//   * persistent: the grid is the resident block count (4 blocks of 4 warps per SM, launch bounds (128, 4)),
+//     and block b takes the b-th equal share of the n_hit x row-tile work items (expert-major), i.e. one or two
+//     runs of consecutive row tiles of one expert: no wave tail, and the load chain is paid once per run;
+//   * each warp streams its share of K of all the run's tiles back to back with the next chunk in flight across
+//     tile boundaries; a finished tile's partial sums go to one of two shared-memory slots, one barrier, and
+//     warp (r mod 4) reduces tile r and writes it while the others stream on (slot r & 1 is written again only
+//     after the next barrier, which that warp reaches after its reads);
+//   * a run's first chunk of weights is issued before offsets -> sorted_pair -> x resolves;
+//   * every warp runs the same number of chunks per tile (past-the-end chunks load nothing and add zeros), so
+//     all warps meet the same barriers.
+// gate/up: a tile = 16 rows of gate and of up; down: a tile = 32 rows (two 16-row mma tiles sharing x).
+// Launch: grid (resident blocks, 1), 128 threads; tokens of an expert beyond 8 loop over 8-token tiles.
+// =========================================================================================================
+
+// One run of R consecutive row tiles (starting at row n0) of one expert with m tokens: tile r's sub-tile i is rows
+// n0 + r*RS + i*IS + {g, g + 8} of matrix W[i] (clamped to N - 1, outputs past N masked by `epi`). `xrow_of(t0, mt)`
+// gives this lane's x row for the 8-token tile at t0 (nullptr past mt); `epi(r, t0, mt, acc)` writes tile r.
+template <int NT, int NW, int RS, int IS, class XRow, class Epi>
+__device__ __forceinline__ void v11_run(const uint4 *const (&W)[NT], const unsigned short *const (&S)[NT], int n0, int N, int G,
+                                        int R, const int *mp, float *red, XRow xrow_of, Epi epi) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int nloc = (((G + 3) >> 2) + NW - 1) / NW;    // chunks per warp per tile, the same for every warp
+    uint32_t off[NT][2];                                 // row * G of the tile being loaded (32 bits: fewer registers)
+    auto point = [&](int r) {
+#pragma unroll
+        for (int i = 0; i < NT; ++i)
+#pragma unroll
+            for (int rr = 0; rr < 2; ++rr) off[i][rr] = (uint32_t)min(n0 + r * RS + i * IS + 8 * rr + g, N - 1) * (uint32_t)G;
+    };
+    auto load_w = [&](StageV2<NT> &st, int q) {
+        PtrsV2<NT> p;
+#pragma unroll
+        for (int i = 0; i < NT; ++i)
+#pragma unroll
+            for (int rr = 0; rr < 2; ++rr) { p.w[i][rr] = W[i] + off[i][rr]; p.s[i][rr] = S[i] + off[i][rr]; }
+        load_chunk_w<NT, true>(st, p, q, G);
+    };
+    StageV2<NT> A, B;
+    point(0);
+    load_w(A, 4 * warp + t);                             // in flight while the token chain below resolves
+    const int start = mp[0], m = mp[1] - start;
+    for (int t0 = 0; t0 < m; t0 += 8) {
+        const int mt = min(8, m - t0);
+        const uint4 *xrow = xrow_of(start + t0, mt);
+        if (t0 > 0) { point(0); load_w(A, 4 * warp + t); }
+        load_chunk_x<NT>(A, xrow, 4 * warp + t, G);
+        float acc[NT][4];
+#pragma unroll
+        for (int i = 0; i < NT; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+        int nr = 0, nj = 0, cr = 0, cj = 0;              // tile and local chunk of the last stage loaded / next computed
+        auto next = [&](StageV2<NT> &st) {
+            if (++nj == nloc) { nj = 0; if (++nr < R) point(nr); }
+            if (nr < R) {
+                const int q = 4 * (warp + nj * NW) + t;
+                load_w(st, q); load_chunk_x<NT>(st, xrow, q, G);
+            }
+        };
+        auto finish = [&](const StageV2<NT> &st) {
+            v2_compute<NT>(st, acc);
+            if (++cj < nloc) return;
+            cj = 0;
+            float *slot = red + (cr & 1) * (NW * NT * 4 * 32);
+#pragma unroll
+            for (int i = 0; i < NT; ++i)
+#pragma unroll
+                for (int q = 0; q < 4; ++q) { slot[((warp * NT + i) * 4 + q) * 32 + lane] = acc[i][q]; acc[i][q] = 0.f; }
+            __syncthreads();
+            if (warp == (cr & (NW - 1))) {
+                float s[NT][4];
+#pragma unroll
+                for (int i = 0; i < NT; ++i)
+#pragma unroll
+                    for (int q = 0; q < 4; ++q) {
+                        float v = 0.f;
+#pragma unroll
+                        for (int w = 0; w < NW; ++w) v += slot[((w * NT + i) * 4 + q) * 32 + lane];
+                        s[i][q] = v;
+                    }
+                epi(cr, t0, mt, s);
+            }
+            ++cr;
+        };
+        while (true) {
+            next(B); finish(A);
+            if (cr >= R) break;
+            next(A); finish(B);
+            if (cr >= R) break;
+        }
+        __syncthreads();   // the slots start over with the next token tile or run
+    }
+}
+
+// block b's share [a, b) of the n_hit x tiles work items, walked as runs within one expert: run(y, r0, R)
+template <class Run>
+__device__ __forceinline__ void v11_items(int nh, int tiles, Run run) {
+    const long long items = (long long)nh * tiles;
+    int a = (int)(items * blockIdx.x / gridDim.x);
+    const int b = (int)(items * (blockIdx.x + 1) / gridDim.x);
+    while (a < b) {
+        const int y = a / tiles, r0 = a - y * tiles, R = min(b - a, tiles - r0);
+        run(y, r0, R);
+        a += R;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v11(GU_ARGS) {
+    __shared__ float red[2 * 4 * 2 * 4 * 32];
+    const int G = H / 32;
+    v11_items(n_hit[0], (I + 15) >> 4, [&](int y, int r0, int R) {
+        const int e = hit[y];
+        const size_t base = (size_t)e * I * G;
+        const uint4 *const W[2] = {gate_packed + base, up_packed + base};
+        const unsigned short *const S[2] = {reinterpret_cast<const unsigned short *>(gate_scale) + base,
+                                            reinterpret_cast<const unsigned short *>(up_scale) + base};
+        const int n0 = r0 * 16, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+        v11_run<2, 4, 16, 0>(W, S, n0, I, G, R, offsets + e, red,
+            [&](int s0, int mt) { return g < mt ? reinterpret_cast<const uint4 *>(x + (size_t)(sorted_pair[s0 + g] / k) * H) : nullptr; },
+            [&](int r, int t0, int mt, const float (&s)[2][4]) {
+                const int slot0 = offsets[e] + t0;
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {   // c0,c1: row g, tokens 2t, 2t+1; c2,c3: row g+8
+                    const int n = n0 + 16 * r + g + (q >= 2 ? 8 : 0), tok = 2 * t + (q & 1);
+                    if (n < I && tok < mt) act[(size_t)(slot0 + tok) * I + n] = __float2bfloat16(s[0][q] / (1.f + __expf(-s[0][q])) * s[1][q]);
+                }
+            });
+    });
+}
+
+extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v11(DN_ARGS) {
+    __shared__ float red[2 * 4 * 2 * 4 * 32];
+    const int G = I / 32;
+    v11_items(n_hit[0], (H + 31) >> 5, [&](int y, int r0, int R) {
+        const int e = hit[y];
+        const size_t base = (size_t)e * H * G;
+        const uint4 *const W[2] = {down_packed + base, down_packed + base};
+        const unsigned short *const S[2] = {reinterpret_cast<const unsigned short *>(down_scale) + base,
+                                            reinterpret_cast<const unsigned short *>(down_scale) + base};
+        const int n0 = r0 * 32, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+        v11_run<2, 4, 32, 16>(W, S, n0, H, G, R, offsets + e, red,
+            [&](int s0, int mt) { return g < mt ? reinterpret_cast<const uint4 *>(act + (size_t)(s0 + g) * I) : nullptr; },
+            [&](int r, int t0, int mt, const float (&s)[2][4]) {
+                const int slot0 = offsets[e] + t0;
+#pragma unroll
+                for (int i = 0; i < 2; ++i)
+#pragma unroll
+                    for (int q = 0; q < 4; ++q) {
+                        const int n = n0 + 32 * r + 16 * i + g + (q >= 2 ? 8 : 0), tok = 2 * t + (q & 1);
+                        if (n < H && tok < mt) ybuf[(size_t)(slot0 + tok) * H + n] = topk_w[sorted_pair[slot0 + tok]] * s[i][q];
+                    }
+            });
+    });
+}
