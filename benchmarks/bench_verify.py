@@ -231,8 +231,10 @@ def main():
     t_start = time.time()
     dev = torch.cuda.get_device_properties(0)
     print(f"GPU: {dev.name}, {dev.multi_processor_count} SMs, {device_arch()}, torch {torch.__version__}", flush=True)
-    try: commit = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip() or '?'
-    except Exception: commit = '?'
+    try: commit = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()
+    except Exception: commit = ''
+    dc = Path(__file__).resolve().parent.parent / '.device' / 'commit'   # the GPU machine gets no .git
+    commit = commit or (dc.read_text().strip() if dc.is_file() else '?')
     res = dict(gpu=dev.name, sms=dev.multi_processor_count, torch=torch.__version__, commit=commit, date=time.strftime('%Y-%m-%d'),
                command=' '.join(sys.argv), checks=[], validate_sm90=None, bench=[], extra=[])
     impls = {}
