@@ -174,7 +174,7 @@ def kernel_report(out: Path):
     with tempfile.TemporaryDirectory() as td:
         cub = Path(td) / 'v.cubin'
         p = subprocess.run([nvcc, '-cubin', '-gencode=arch=compute_90a,code=sm_90a', '-std=c++17', '-O3', '--use_fast_math', '-lineinfo',
-                            '-Xptxas', '-v', '-o', str(cub), str(src)], capture_output=True, text=True)
+                            '-Xptxas', '-v', '-I', str(src.parent), '-o', str(cub), str(src)], capture_output=True, text=True)
         (out / 'ptxas_sm90.txt').write_text(p.stdout + p.stderr)
         print('\n'.join(l for l in (p.stdout + p.stderr).splitlines() if 'registers' in l or 'spill' in l or 'error' in l or 'warning' in l), flush=True)
         cuobj = shutil.which('cuobjdump')

@@ -35,8 +35,7 @@
 // canonical K-major SW128 layout (8-row groups 1024 B apart = SBO) and, read the other way, the MN-major SW128
 // layout (8 keys x 64 columns atoms; next 8 keys at SBO = 1024; next 64 columns at LBO = 8192). A k16 step
 // inside a K-major atom advances the descriptor's start address by 32 B.
-#include <cuda_bf16.h>
-#include <stdint.h>
+#include "verify_attn_common.cuh"  // dims, prefix clamp, tree mask, split ranges, cp.async, the edge-case rules
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "verify_attn_sm90.cu uses wgmma: build it for sm_90a only (the runtime does; verify_attn.cu serves other GPUs)"
@@ -46,7 +45,6 @@ typedef __nv_bfloat16 bf16;
 typedef __nv_bfloat162 bf162;
 
 namespace {
-constexpr int DC = 512, DR = 64, DQK = DC + DR, CHUNKS = DQK * 2 / 16;  // 72 16-byte chunks per row
 constexpr int BM = 64, BN = 64;                      // query rows, keys per tile
 constexpr int CBLK = 64 * 128;                       // one 64-column block of a 64-row tile (bytes)
 constexpr int TILE = 9 * CBLK;                       // 73,728 B: a [64 x 576] bf16 tile
@@ -55,24 +53,13 @@ constexpr int RMAX_OFF = P_OFF + BM * BN * 2, RSUM_OFF = RMAX_OFF + 2 * BM * 4, 
 constexpr int BAD_OFF = MFIN_OFF + BM * 4, SMEM_USED = BAD_OFF + 8;
 constexpr int SMEM = SMEM_USED + 1024;               // 231,688 B with the slack that aligns the base to 1024 B
 static_assert(SMEM <= 232448, "over the 227 KB a block may opt in to on sm_90");
-constexpr float LOG2E = 1.4426950408889634f, LN2 = 0.6931471805599453f;
 }
 
-__device__ __forceinline__ int clamp_prefix(int p, int T, int S) { return max(0, min(p, S - T)); }
-__device__ __forceinline__ bool tree_visible(const uint32_t *__restrict__ vis, int W, int t, int j) {
-    return (vis[(size_t)t * W + (j >> 5)] >> (j & 31)) & 1u;
-}
-__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 // byte offset of (row, 16-byte chunk) in a 64-row tile: column block, row, swizzled chunk
 __device__ __forceinline__ uint32_t toff(int row, int ch) {
     return (uint32_t)((ch >> 3) * CBLK + row * 128 + (((ch & 7) ^ (row & 7)) << 4));
 }
 
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 // generic-proxy writes to shared memory (st.shared, cp.async) made visible to the async proxy (wgmma reads)
 __device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
@@ -128,8 +115,9 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
     const int tid = threadIdx.x, wg = tid >> 7, wq = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
     const int M = T * H, m0 = blockIdx.x * BM, split = blockIdx.y;
     if (p_dev) P = clamp_prefix(*p_dev, T, S);
-    const int n_keys = P + T, nt = (n_keys + BN - 1) / BN, tps = (nt + splits - 1) / splits;
-    const int tile0 = split * tps, tile1 = min(nt, tile0 + tps);
+    const int n_keys = P + T;
+    int tile0, tile1;
+    split_tiles((n_keys + BN - 1) / BN, splits, split, tile0, tile1);
     const uint32_t sQ = base + Q_OFF, sK0 = base + K_OFF, sP = base + P_OFF;
     float *sRmax = reinterpret_cast<float *>(smem + RMAX_OFF), *sRsum = reinterpret_cast<float *>(smem + RSUM_OFF);
     float *sMfin = reinterpret_cast<float *>(smem + MFIN_OFF);
@@ -176,24 +164,10 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
         const uint32_t sK = sK0 + buf * TILE;
         const bool need_mask = (it + 1) * BN > P;  // tile reaches the tree part or the tail
 
-        // Masked keys only live in the tree part [P, n_keys): zero their non-finite V chunks and mark the key
-        // (as v2 does), so p = 0 never multiplies a NaN/inf in PV. Only tiles that reach the tree part pay.
+        // Masked keys only live in the tree part [P, n_keys): scrub its rows as v2 does (verify_attn_common.cuh),
+        // then make the zeroed chunks visible to the tensor cores. Only tiles that reach the tree part pay.
         if (need_mask) {
-            const int r0 = max(P - it * BN, 0), r1 = min(n_keys - it * BN, BN);
-            unsigned char *kt = smem + K_OFF + buf * TILE;
-            for (int c = tid; c < (r1 - r0) * (DC / 8); c += 256) {
-                const int row = r0 + c / (DC / 8), ch = c % (DC / 8);
-                uint4 *p16 = reinterpret_cast<uint4 *>(kt + toff(row, ch));
-                const uint4 v = *p16;
-                const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-                bool bad = false;
-#pragma unroll
-                for (int i = 0; i < 4; ++i) bad |= ((w[i] & 0x7F80u) == 0x7F80u) | ((w[i] & 0x7F800000u) == 0x7F800000u);
-                if (bad) {
-                    *p16 = make_uint4(0u, 0u, 0u, 0u);
-                    atomicOr(&sBad[row >> 5], 1u << (row & 31));
-                }
-            }
+            scrub_tree_rows(smem + K_OFF + buf * TILE, max(P - it * BN, 0), min(n_keys - it * BN, BN), tid, 256, sBad, toff);
             fence_async_smem();
             __syncthreads();
         }
@@ -223,22 +197,13 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
             float v = s[i] * sl2;
             if (need_mask) {
                 const int key = kb + 8 * (i >> 2) + (i & 1);
-                bool ok = key < n_keys;
-                if (ok && key >= P) {
-                    if (tq[row] >= 0) ok = tree_visible(vis, W, tq[row], key - P);
-                    const int kr = key - it * BN;
-                    if (ok && ((sBad[kr >> 5] >> (kr & 31)) & 1u)) v = __int_as_float(0x7fc00000);  // sees a NaN/inf row
-                }
-                if (!ok) v = -INFINITY;
+                v = mask_score(v, key, key - it * BN, P, n_keys, tq[row], vis, W, sBad);
             }
             s[i] = v;
             mx[row] = fmaxf(mx[row], v);
         }
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            mx[e] = fmaxf(mx[e], __shfl_xor_sync(0xffffffffu, mx[e], 1));
-            mx[e] = fmaxf(mx[e], __shfl_xor_sync(0xffffffffu, mx[e], 2));
-        }
+        for (int e = 0; e < 2; ++e) mx[e] = quad_max(mx[e]);
         if (t4 == 0) { sRmax[wg * BM + lr0] = mx[0]; sRmax[wg * BM + lr0 + 8] = mx[1]; }
         __syncthreads();
         if (need_mask && tid < 2) sBad[tid] = 0u;  // last read above; the next scrub comes after the next loop barrier
@@ -246,14 +211,7 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
         // online softmax: both warpgroups compute the same running max; P = exp2(s - m) as bf16 into shared memory
         float al[2], mu[2];
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            const float mt = fmaxf(sRmax[lr0 + 8 * e], sRmax[BM + lr0 + 8 * e]);
-            const float mn = fmaxf(mr[e], mt);
-            mu[e] = mn == -INFINITY ? 0.f : mn;
-            al[e] = exp2f(mr[e] - mu[e]);
-            mr[e] = mn;
-            lr[e] *= al[e];
-        }
+        for (int e = 0; e < 2; ++e) mu[e] = softmax_step(mr[e], lr[e], fmaxf(sRmax[lr0 + 8 * e], sRmax[BM + lr0 + 8 * e]), al[e]);
         unsigned char *pt = smem + P_OFF;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
@@ -293,10 +251,7 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
 
     // epilogue: total row sums, normalise, write bf16 (direct) or a bf16 partial + lse per split
 #pragma unroll
-    for (int e = 0; e < 2; ++e) {
-        lr[e] += __shfl_xor_sync(0xffffffffu, lr[e], 1);
-        lr[e] += __shfl_xor_sync(0xffffffffu, lr[e], 2);
-    }
+    for (int e = 0; e < 2; ++e) lr[e] = quad_sum(lr[e]);
     if (t4 == 0) {
         sRsum[wg * BM + lr0] = lr[0];
         sRsum[wg * BM + lr0 + 8] = lr[1];
@@ -320,7 +275,7 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
     }
     if (tid < BM && m0 + tid < M) {
         const float L = sRsum[tid] + sRsum[BM + tid];
-        const float ls = L == 0.f ? -INFINITY : (sMfin[tid] + log2f(L)) * LN2;
+        const float ls = row_lse(sMfin[tid], L);
         if (direct) lse[m0 + tid] = ls;
         else ws_lse[(size_t)split * M + m0 + tid] = ls;
     }
