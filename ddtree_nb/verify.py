@@ -233,6 +233,7 @@ def check_workspace(workspace, splits: int, M: int, device):
 def _pick_impl(impl: str, dev: int, version: int, config) -> str:
     "'v2' or 'sm90' for the requested `impl` on CUDA device `dev`; 'sm90' on a GPU that cannot run it raises `CudaUnavailable`."
     if impl not in IMPLS: raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
+    if impl == 'v2': return impl                      # the default costs no device query
     fits = sm90_fits(device_arch(dev), _device_info(dev)['smem_block'])
     if impl == 'auto': return 'sm90' if fits and version == 2 and config is None else 'v2'
     if impl == 'sm90':
