@@ -133,6 +133,9 @@ def validate_sm90(out: Path) -> dict:
             line = f"sm90 pv_n={n:3d} T={r['T']:5d} H={r['H']:3d} P={r['P']:6d} {r['kind']:6s} {kw} rel={r['rel']:.2e} dlse={r['lse']:.2e} " + ('ok' if r['ok'] else f"FAIL first_bad={r['first_bad']}")
             print(line, flush=True)
             if not r['ok']: fails.append(line)
+            if c == SM90_CASES[0] and 'splits' not in kw:   # one key: out = its c_kv row (PV alone), lse = its score (QK alone)
+                print(f"  one-key case: PV path {'ok' if r['rel'] <= 1e-2 else 'WRONG'} (out rel {r['rel']:.1e}), "
+                      f"QK path {'ok' if r['lse'] <= 1e-2 else 'WRONG'} (lse err {r['lse']:.1e})", flush=True)
         edges = [dict(nan_slots=(2,)), dict(P=0, dead_rows=(1, 4)), dict(P=0, dead_rows=(5,), nan_slots=(1, 4)), dict(P=200, nan_slots=(3, 5)),
                  dict(P=0, dead_rows=tuple(range(6))), dict(P=70, T=40, parents=tuple(range(-1, 39)), nan_slots=(30,))]
         for i, e in enumerate(edges):

@@ -379,7 +379,8 @@ VERIFY_CASES = [  # (T, H, P, kind): every T, H and P of issue 5 appears
     (257, 64, 4096, 'tree'), (257, 1, 32768, 'star'), (257, 8, 0, 'chain'), (1025, 8, 1, 'tree'),
     (1025, 1, 32768, 'chain'), (1025, 64, 100, 'tree')]
 
-SM90_CASES = [  # (T, H, P, kind) for the sm_90a kernel: the decode shapes (T <= 64; H = 64, and 16 / 8 as served on 4 / 8 GPUs), then a few beyond
+SM90_CASES = [  # (T, H, P, kind) for the sm_90a kernel: the decode shapes (T <= 64; H = 64, and 16 / 8 as served on 4 / 8 GPUs), then a few beyond.
+    # The first sees one key: out is that key's c_kv row whatever the scores (PV alone) and lse its score (QK alone).
     (1, 64, 0, 'chain'), (1, 64, 4096, 'chain'), (1, 64, 32768, 'chain'), (1, 16, 4096, 'chain'), (1, 8, 32768, 'chain'), (1, 8, 1, 'chain'),
     (2, 64, 100, 'chain'), (2, 16, 0, 'star'), (2, 8, 63, 'star'), (16, 64, 4096, 'tree'), (16, 16, 8192, 'tree'), (16, 8, 0, 'star'),
     (16, 8, 1000, 'tree'), (64, 64, 100, 'tree'), (64, 64, 8192, 'tree'), (64, 16, 32768, 'tree'), (64, 8, 0, 'chain'), (64, 8, 65, 'tree'),
