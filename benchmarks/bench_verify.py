@@ -17,7 +17,7 @@ DIR/validate_sm90.json (the child's checks), DIR/ptxas_sm90.txt and, where cuobj
 import argparse, json, math, shutil, statistics, subprocess, sys, tempfile, time
 from pathlib import Path
 import torch
-from ddtree_nb.verify import (DC, DQK, H200_BW, H200_BF16, SM90_KERNELS, SM90_CASES, VERIFY_CASES, mla_tree_attention,
+from ddtree_nb.verify import (DC, DQK, H200_BW, H200_BF16, SM90_KERNELS, SM90_CASES, SM90_BRUTE_CASES, VERIFY_CASES, brute_case, mla_tree_attention,
                               vis_to_bits, verify_cost, verify_plan, verify_workspace, verify_error, first_mismatch,
                               verify_selftest_case, tree_parents, edge_case_inputs, check_edge_case, sm90_fits, _device_info)
 from ddtree_nb.reference import ancestor_mask, mla_tree_attention_ref
@@ -136,6 +136,11 @@ def validate_sm90(out: Path) -> dict:
             if c == SM90_CASES[0] and 'splits' not in kw:   # one key: out = its c_kv row (PV alone), lse = its score (QK alone)
                 print(f"  one-key case: PV path {'ok' if r['rel'] <= 1e-2 else 'WRONG'} (out rel {r['rel']:.1e}), "
                       f"QK path {'ok' if r['lse'] <= 1e-2 else 'WRONG'} (lse err {r['lse']:.1e})", flush=True)
+        for i, c in enumerate(SM90_BRUTE_CASES):
+            count += 1
+            try: brute_case(*c, seed=800 + i, impl='sm90', pv_n=n)
+            except AssertionError as x:
+                fails.append(f"sm90 pv_n={n} brute {c}: {x}"); print(fails[-1], flush=True)
         edges = [dict(nan_slots=(2,)), dict(P=0, dead_rows=(1, 4)), dict(P=0, dead_rows=(5,), nan_slots=(1, 4)), dict(P=200, nan_slots=(3, 5)),
                  dict(P=0, dead_rows=tuple(range(6))), dict(P=70, T=40, parents=tuple(range(-1, 39)), nan_slots=(30,))]
         for i, e in enumerate(edges):

@@ -12,11 +12,11 @@ from .runtime import load_kernel, require_cuda, cuda_context, engine_stream, dev
 
 # %% auto #0
 __all__ = ['DC', 'DR', 'DQK', 'H200_BW', 'H200_BF16', 'V2_CONFIGS', 'SM90_KERNELS', 'SM90_PV_N', 'IMPLS', 'SIG_V1', 'SIG_V2',
-           'SIG_COMBINE', 'MAX_SPLITS', 'VERIFY_CASES', 'SM90_CASES', 'verify_cost', 'check_aligned',
-           'check_verify_inputs', 'tree_visible', 'tree_attention_torch', 'v2_smem', 'pick_config', 'choose_splits',
-           'sm90_smem', 'sm90_fits', 'combine_shape', 'verify_plan', 'verify_workspace', 'check_workspace',
-           'mla_tree_attention', 'verify_error', 'first_mismatch', 'edge_case_inputs', 'check_edge_case',
-           'tree_parents', 'verify_selftest_case']
+           'SIG_COMBINE', 'MAX_SPLITS', 'VERIFY_CASES', 'SM90_CASES', 'SM90_BRUTE_CASES', 'verify_cost',
+           'check_aligned', 'check_verify_inputs', 'tree_visible', 'tree_attention_torch', 'v2_smem', 'pick_config',
+           'choose_splits', 'sm90_smem', 'sm90_fits', 'combine_shape', 'verify_plan', 'verify_workspace',
+           'check_workspace', 'mla_tree_attention', 'verify_error', 'first_mismatch', 'edge_case_inputs',
+           'check_edge_case', 'tree_parents', 'verify_selftest_case', 'brute_case']
 
 # %% ../nbs/03_verify.ipynb #2e46cf25
 DC, DR = 512, 64                      # latent and rope widths the kernel is built for
@@ -373,6 +373,15 @@ def verify_selftest_case(T: int, H: int, P: int, kind: str='tree', seed: int=0, 
     first_bad = None if ok else (first_mismatch(out.view(T, H, DC), ro) or first_mismatch(lse, rl))   # where to look: (t, h, column)
     return dict(T=T, H=H, P=P, kind=kind, kw=kw, written=written, rel=rel, lse=dl, ok=ok, first_bad=first_bad)
 
+def brute_case(T: int, H: int, P: int, kind: str='tree', seed: int=0, **kw):
+    "Run the cuda face (`kw`: impl, pv_n, splits, ...) on `edge_case_inputs` over a `kind` tree of T nodes; assert every row matches the fp64 brute-force oracle (`check_edge_case`)."
+    g = torch.Generator().manual_seed(seed)
+    a = edge_case_inputs(T=T, H=H, P=P, parents=tuple(tree_parents(kind, T, g).tolist()), device='cuda', seed=seed)
+    o = torch.full_like(a['q_latent'], float('nan')); l = torch.full((T, H), float('nan'), device='cuda')
+    mla_tree_attention(**a, out=o, lse=l, **kw)
+    torch.cuda.synchronize()
+    check_edge_case(a, o, l)
+
 VERIFY_CASES = [  # (T, H, P, kind): every T, H and P of issue 5 appears
     (1, 64, 32768, 'chain'), (1, 1, 0, 'chain'), (1, 8, 4096, 'chain'), (2, 64, 1, 'chain'), (2, 1, 100, 'star'),
     (16, 64, 4096, 'tree'), (16, 8, 0, 'star'), (64, 8, 32768, 'tree'), (64, 64, 100, 'chain'), (64, 1, 1, 'tree'),
@@ -385,3 +394,7 @@ SM90_CASES = [  # (T, H, P, kind) for the sm_90a kernel: the decode shapes (T <=
     (2, 64, 100, 'chain'), (2, 16, 0, 'star'), (2, 8, 63, 'star'), (16, 64, 4096, 'tree'), (16, 16, 8192, 'tree'), (16, 8, 0, 'star'),
     (16, 8, 1000, 'tree'), (64, 64, 100, 'tree'), (64, 64, 8192, 'tree'), (64, 16, 32768, 'tree'), (64, 8, 0, 'chain'), (64, 8, 65, 'tree'),
     (3, 1, 5, 'star'), (257, 8, 4096, 'tree'), (1025, 1, 100, 'tree')]
+SM90_BRUTE_CASES = [  # small enough for the per-(query, head) fp64 oracle on the CPU
+    (1, 64, 0, 'chain'), (1, 64, 300, 'chain'), (1, 16, 1000, 'chain'), (1, 8, 64, 'chain'), (2, 16, 100, 'star'),
+    (16, 64, 64, 'tree'), (16, 8, 200, 'tree'), (64, 8, 65, 'tree'), (64, 16, 0, 'tree')]
+
