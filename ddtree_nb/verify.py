@@ -251,12 +251,12 @@ def _verify_cuda(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, vers
     if isinstance(prefix_len, torch.Tensor): P_arg, p_ptr, P_bound = 0, prefix_len, S - T
     else: P_arg, p_ptr, P_bound = int(prefix_len), 0, int(prefix_len)
     with torch.cuda.device(dev):
+        impl = _pick_impl(impl, dev, version, config)   # before v1, so impl='sm90' with version=1 is refused, not ignored
         if version == 1:
             _kernel('verify_attn_v1', SIG_V1)(q_latent, q_pe, kv, vis_bits, W, T, H, P_arg, p_ptr, S, float(scale),
                                               out, lse, grid=(M,), block=(128,))
             return
         if version != 2: raise ValueError(f"version must be 1 or 2, got {version!r}")
-        impl = _pick_impl(impl, dev, version, config)
         plan = verify_plan(T, H, P_bound, dev, config, splits, impl, pv_n)
         s = plan['splits']
         if not 1 <= s <= MAX_SPLITS: raise ValueError(f"splits must be in [1, {MAX_SPLITS}], got {s}")
