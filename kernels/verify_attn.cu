@@ -15,10 +15,7 @@
 //     tile, all heads sharing one latent K tile in shared memory (K and V are the same c_kv rows), online
 //     softmax, and a split of the key range across blocks (flash-decoding) merged by verify_attn_combine.
 // Only sm_80 instructions (cp.async, ldmatrix, mma.sync): builds for sm_80, sm_90 and sm_120.
-#include "verify_attn_common.cuh"  // dims, prefix clamp, tree mask, split ranges, cp.async, the edge-case rules
-
-typedef __nv_bfloat16 bf16;
-typedef __nv_bfloat162 bf162;
+#include "verify_attn_common.cuh"  // bf16, dims, prefix clamp, tree mask, split ranges, tile loads, the edge-case rules
 
 // ---------------------------------------------------------------------------------------------------------
 // v1: block = one query row, 4 warps; each warp takes every 4th key, lane i holds dims i + 32k.
@@ -139,23 +136,8 @@ __device__ __forceinline__ void verify_v2(const bf16 *__restrict__ q_lat, const 
     uint32_t *sBad = reinterpret_cast<uint32_t *>(smem + C::BAD_OFF);  // bit i: key tile row i had a non-finite V chunk
     if (tid < 2) sBad[tid] = 0u;  // ordered before the first scrub by the first barrier of the key loop
 
-    // Q tile (rows past M are zero-filled)
-    for (int c = tid; c < BM * CHUNKS; c += 256) {
-        const int row = c / CHUNKS, ch = c - row * CHUNKS, gr = m0 + row;
-        const bool ok = gr < M;
-        const bf16 *src = !ok ? q_lat : ch < 64 ? q_lat + (size_t)gr * DC + ch * 8 : q_pe + (size_t)gr * DR + (ch - 64) * 8;
-        cp_async16(sQ + swz(row, ch), src, ok ? 16 : 0);
-    }
-    // K/V tile (rows past n_keys are zero-filled, so a masked p = 0 never meets garbage)
-    auto load_k = [&](int tile, int buf) {
-        const int kb = tile * BN;
-        const uint32_t dst = sK0 + buf * (BN * ROW_BYTES);
-        for (int c = tid; c < BN * CHUNKS; c += 256) {
-            const int row = c / CHUNKS, ch = c - row * CHUNKS, s = kb + row;
-            const bool ok = s < n_keys;
-            cp_async16(dst + swz(row, ch), kv + (size_t)(ok ? s : 0) * DQK + ch * 8, ok ? 16 : 0);
-        }
-    };
+    load_q_tile(sQ, q_lat, q_pe, m0, M, BM, tid, 256, swz);  // rows past M zero-filled
+    auto load_k = [&](int tile, int buf) { load_kv_tile(sK0 + buf * (BN * ROW_BYTES), kv, tile * BN, n_keys, BN, tid, 256, swz); };
     if (NS == 2 && tile0 < tile1) load_k(tile0, 0);
     cp_async_commit();
 
@@ -256,10 +238,7 @@ __device__ __forceinline__ void verify_v2(const bf16 *__restrict__ q_lat, const 
                 sc[j][e] = v;
                 mx[e >> 1] = fmaxf(mx[e >> 1], v);
             }
-#pragma unroll
-        for (int e = 0; e < 2; ++e) mx[e] = quad_max(mx[e]);
-        if (tig == 0) { sRmax[wn * BM + lr0] = mx[0]; sRmax[wn * BM + lr0 + 8] = mx[1]; }
-        __syncthreads();
+        publish_row_max(sRmax, wn, BM, lr0, mx, tig == 0);
         if (need_mask && tid < 2) sBad[tid] = 0u;  // last read above; the next scrub comes after the next loop barrier
 
         // online softmax: new running max, rescale factor, P = exp2(s - m) as bf16 into shared memory
@@ -309,16 +288,9 @@ __device__ __forceinline__ void verify_v2(const bf16 *__restrict__ q_lat, const 
     cp_async_wait_all();
 
     // epilogue: total row sums, normalise, write bf16 (direct) or a bf16 partial + lse per split
-#pragma unroll
-    for (int e = 0; e < 2; ++e) lr[e] = quad_sum(lr[e]);
-    if (tig == 0) {
-        sRsum[wn * BM + lr0] = lr[0];
-        sRsum[wn * BM + lr0 + 8] = lr[1];
-        if (wn == 0) { sMfin[lr0] = mr[0]; sMfin[lr0 + 8] = mr[1]; }
-    }
-    __syncthreads();
+    publish_row_stats(sRsum, sMfin, wn, BM, lr0, lr, mr, tig == 0);
     const bool direct = splits == 1;
-    bf16 *dst = direct ? out : ws_o + (size_t)split * M * DC;
+    bf16 *dst = row_dst(out, ws_o, splits, split, M);
 #pragma unroll
     for (int mt = 0; mt < C::MT; ++mt)
 #pragma unroll

@@ -5,6 +5,9 @@
 #include <cuda_bf16.h>
 #include <stdint.h>
 
+typedef __nv_bfloat16 bf16;
+typedef __nv_bfloat162 bf162;
+
 namespace {
 constexpr int DC = 512, DR = 64, DQK = DC + DR;  // latent width, rope width, score width (= kv row)
 constexpr int ROW_BYTES = DQK * 2;               // 1152 bytes: one cache row, one query row
@@ -31,6 +34,29 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int sr
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+// cp.async of a [rows x 576] bf16 tile into shared memory, 16-byte chunk (row, ch) at dst + off(row, ch), all threads:
+// query rows m0 + row (q_latent | q_pe), zero-filled from row M on ...
+template <class Off>
+__device__ __forceinline__ void load_q_tile(uint32_t dst, const bf16 *__restrict__ q_lat, const bf16 *__restrict__ q_pe, int m0,
+                                            int M, int rows, int tid, int nthreads, Off off) {
+    for (int c = tid; c < rows * CHUNKS; c += nthreads) {
+        const int row = c / CHUNKS, ch = c - row * CHUNKS, gr = m0 + row;
+        const bool ok = gr < M;
+        const bf16 *src = !ok ? q_lat : ch < 64 ? q_lat + (size_t)gr * DC + ch * 8 : q_pe + (size_t)gr * DR + (ch - 64) * 8;
+        cp_async16(dst + off(row, ch), src, ok ? 16 : 0);
+    }
+}
+// ... and cache rows kb + row, zero-filled from key n_keys on (so a masked p = 0 never meets garbage)
+template <class Off>
+__device__ __forceinline__ void load_kv_tile(uint32_t dst, const bf16 *__restrict__ kv, int kb, int n_keys, int rows, int tid,
+                                             int nthreads, Off off) {
+    for (int c = tid; c < rows * CHUNKS; c += nthreads) {
+        const int row = c / CHUNKS, ch = c - row * CHUNKS, s = kb + row;
+        const bool ok = s < n_keys;
+        cp_async16(dst + off(row, ch), kv + (size_t)(ok ? s : 0) * DQK + ch * 8, ok ? 16 : 0);
+    }
+}
 
 __device__ __forceinline__ float quad_max(float x) {  // over the 4 lanes that share a row of an mma fragment
     x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
@@ -89,3 +115,31 @@ __device__ __forceinline__ float softmax_step(float &m, float &l, float mt, floa
 
 // natural-log lse of a row from its max (log2 units) and sum: -inf when it saw nothing; a NaN sum stays NaN
 __device__ __forceinline__ float row_lse(float m, float L) { return L == 0.f ? -INFINITY : (m + log2f(L)) * LN2; }
+
+// per tile, called by every thread of the block: the quad's row maxima of rows r and r + 8 over column group `grp`,
+// published by lane 0 of the quad, then a block barrier
+__device__ __forceinline__ void publish_row_max(float *rmax, int grp, int bm, int r, float (&mx)[2], bool quad_lead) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) mx[e] = quad_max(mx[e]);
+    if (quad_lead) { rmax[grp * bm + r] = mx[0]; rmax[grp * bm + r + 8] = mx[1]; }
+    __syncthreads();
+}
+
+// epilogue, called by every thread of the block: the thread holding rows r and r + 8 of column group `grp` sums its
+// quad's row sums l, lane 0 of the quad publishes them (group 0 the row maxima m too), then a block barrier
+__device__ __forceinline__ void publish_row_stats(float *sum, float *mfin, int grp, int bm, int r, float (&l)[2],
+                                                  const float (&m)[2], bool quad_lead) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) l[e] = quad_sum(l[e]);
+    if (quad_lead) {
+        sum[grp * bm + r] = l[0];
+        sum[grp * bm + r + 8] = l[1];
+        if (grp == 0) { mfin[r] = m[0]; mfin[r + 8] = m[1]; }
+    }
+    __syncthreads();
+}
+
+// where a block writes its rows: out when the key range is not split, else split `split`'s partial in the workspace
+__device__ __forceinline__ bf16 *row_dst(bf16 *out, bf16 *ws_o, int splits, int split, int M) {
+    return splits == 1 ? out : ws_o + (size_t)split * M * DC;
+}

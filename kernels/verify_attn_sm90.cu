@@ -35,14 +35,11 @@
 // canonical K-major SW128 layout (8-row groups 1024 B apart = SBO) and, read the other way, the MN-major SW128
 // layout (8 keys x 64 columns atoms; next 8 keys at SBO = 1024; next 64 columns at LBO = 8192). A k16 step
 // inside a K-major atom advances the descriptor's start address by 32 B.
-#include "verify_attn_common.cuh"  // dims, prefix clamp, tree mask, split ranges, cp.async, the edge-case rules
+#include "verify_attn_common.cuh"  // bf16, dims, prefix clamp, tree mask, split ranges, tile loads, the edge-case rules
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "verify_attn_sm90.cu uses wgmma: build it for sm_90a only (the runtime does; verify_attn.cu serves other GPUs)"
 #endif
-
-typedef __nv_bfloat16 bf16;
-typedef __nv_bfloat162 bf162;
 
 namespace {
 constexpr int BM = 64, BN = 64;                      // query rows, keys per tile
@@ -124,23 +121,8 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
     uint32_t *sBad = reinterpret_cast<uint32_t *>(smem + BAD_OFF);  // bit i: key row i of the tile had a non-finite V chunk
     if (tid < 2) sBad[tid] = 0u;  // ordered before the first scrub by the first barrier of the key loop
 
-    // Q tile (rows past M are zero-filled), 128-byte swizzled
-    for (int c = tid; c < BM * CHUNKS; c += 256) {
-        const int row = c / CHUNKS, ch = c - row * CHUNKS, gr = m0 + row;
-        const bool ok = gr < M;
-        const bf16 *src = !ok ? q_lat : ch < 64 ? q_lat + (size_t)gr * DC + ch * 8 : q_pe + (size_t)gr * DR + (ch - 64) * 8;
-        cp_async16(sQ + toff(row, ch), src, ok ? 16 : 0);
-    }
-    // K/V tile (rows past n_keys are zero-filled, so a masked p = 0 never meets garbage)
-    auto load_k = [&](int tile, int buf) {
-        const int kb = tile * BN;
-        const uint32_t dst = sK0 + buf * TILE;
-        for (int c = tid; c < BN * CHUNKS; c += 256) {
-            const int row = c / CHUNKS, ch = c - row * CHUNKS, s = kb + row;
-            const bool ok = s < n_keys;
-            cp_async16(dst + toff(row, ch), kv + (size_t)(ok ? s : 0) * DQK + ch * 8, ok ? 16 : 0);
-        }
-    };
+    load_q_tile(sQ, q_lat, q_pe, m0, M, BM, tid, 256, toff);  // rows past M zero-filled, 128-byte swizzled
+    auto load_k = [&](int tile, int buf) { load_kv_tile(sK0 + buf * TILE, kv, tile * BN, n_keys, BN, tid, 256, toff); };
     if (tile0 < tile1) load_k(tile0, 0);
     cp_async_commit();
 
@@ -202,10 +184,7 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
             s[i] = v;
             mx[row] = fmaxf(mx[row], v);
         }
-#pragma unroll
-        for (int e = 0; e < 2; ++e) mx[e] = quad_max(mx[e]);
-        if (t4 == 0) { sRmax[wg * BM + lr0] = mx[0]; sRmax[wg * BM + lr0 + 8] = mx[1]; }
-        __syncthreads();
+        publish_row_max(sRmax, wg, BM, lr0, mx, t4 == 0);
         if (need_mask && tid < 2) sBad[tid] = 0u;  // last read above; the next scrub comes after the next loop barrier
 
         // online softmax: both warpgroups compute the same running max; P = exp2(s - m) as bf16 into shared memory
@@ -250,16 +229,9 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
     cp_async_wait_all();
 
     // epilogue: total row sums, normalise, write bf16 (direct) or a bf16 partial + lse per split
-#pragma unroll
-    for (int e = 0; e < 2; ++e) lr[e] = quad_sum(lr[e]);
-    if (t4 == 0) {
-        sRsum[wg * BM + lr0] = lr[0];
-        sRsum[wg * BM + lr0 + 8] = lr[1];
-        if (wg == 0) { sMfin[lr0] = mr[0]; sMfin[lr0 + 8] = mr[1]; }
-    }
-    __syncthreads();
+    publish_row_stats(sRsum, sMfin, wg, BM, lr0, lr, mr, t4 == 0);
     const bool direct = splits == 1;
-    bf16 *dst = direct ? out : ws_o + (size_t)split * M * DC;
+    bf16 *dst = row_dst(out, ws_o, splits, split, M);
 #pragma unroll
     for (int h2 = 0; h2 < 2; ++h2) {
         const int lrow = lr0 + 8 * h2, gr = m0 + lrow;
