@@ -8,10 +8,11 @@
 #   bash benchmarks/gpu_next.sh sanitize  "$OUT"   # compute-sanitizer, all four tools, kernel notebooks     (<= 9 min)
 #   bash benchmarks/gpu_next.sh tree      "$OUT"   # the tree builder alone: its GPU tests + bench_tree        (~2 min)
 #   bash benchmarks/gpu_next.sh profile_tree "$OUT" # ncu of one B=256 build, with per-line stall samples       (~2 min)
+#   bash benchmarks/gpu_next.sh verify90  "$OUT"   # the sm_90a verify kernel: its checks, then v2 vs sm_90a timings (<= 9 min)
 #   bash benchmarks/gpu_next.sh sanitize_kernels "$OUT"   # compute-sanitizer x 4 tools over direct calls of our kernels (<= 9 min)
 # Each step has its own timeout, so a slow one leaves the others' logs in $OUT; the summary is $OUT/gpu_next.log.
 set -uo pipefail
-part=${1:?part: validate, long, bench, sanitize, sanitize_kernels, tree or profile_tree}
+part=${1:?part: validate, long, bench, sanitize, sanitize_kernels, tree, profile_tree or verify90}
 out=${2:-${OUT:-/tmp}}
 mkdir -p "$out" && out=$(cd "$out" && pwd)
 cd "$(dirname "$0")/.."
@@ -45,6 +46,8 @@ case $part in
   profile_tree)   # ncu of one B=256 build: the details page and per-source-line stall samples (SASS + CUDA), xz-compressed
     step ncu_tree 200 ncu --kernel-name regex:tb_ --launch-skip 4 --launch-count 14 --set full --import-source yes -f -o "$out/tree" python benchmarks/ncu_tree.py
     step ncu_pages 200 bash -c "ncu -i '$out/tree.ncu-rep' --page details > '$out/ncu_tree_details.txt' && ncu -i '$out/tree.ncu-rep' --page source --csv --print-source cuda,sass > '$out/ncu_tree_source.csv'; xz -T4 '$out/ncu_tree_source.csv'; rm -f '$out/tree.ncu-rep'" ;;
+  verify90)
+    step bench_verify 560 python benchmarks/bench_verify.py --impl both --budget 480 --out "$out/verify" ;;
   tree)
     step tree_tests 120 nbdev_test --flags cuda --do_print --path nbs/02_tree_builder.ipynb
     step bench_tree 90 python benchmarks/bench_tree.py --iters 100 --commit "$commit" --out "$out/bench_tree.md" ;;

@@ -22,7 +22,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 KERNELS_DIR = REPO / 'kernels'
-GROUP_OF_FILE = {'smoke': 'smoke', 'tree_build': 'tree', 'verify_attn': 'verify', 'tree_accept': 'accept', 'moe_w4a16': 'moe'}
+GROUP_OF_FILE = {'smoke': 'smoke', 'tree_build': 'tree', 'verify_attn': 'verify', 'verify_attn_sm90': 'verify', 'tree_accept': 'accept', 'moe_w4a16': 'moe'}
 GROUPS = ('smoke', 'tree', 'verify', 'accept', 'moe')
 TOOLS = ('memcheck', 'racecheck', 'synccheck', 'initcheck')
 CANARY = 'sanitize_canary'
@@ -224,6 +224,17 @@ def _verify_configs():
     return ' / '.join(_verify_run(16, 4, 100, seed=11 + i, config=c, splits=s) for i, c in enumerate(V2_CONFIGS) for s in (1, 5))
 case('verify_configs', 'verify', [_v2(c) for c in ((64, 64, 2), (64, 32, 2), (32, 32, 1))] + [_COMB],
      'every v2 tile config, splits 1 and 5: T=16 H=4 P=100')(_verify_configs)
+
+def _verify_sm90():
+    if BACKEND == 'cuda':
+        from ddtree_nb.runtime import device_arch
+        if device_arch() != 'sm_90': return f"skipped: the sm_90a kernel needs an sm_90 GPU, this one is {device_arch()}"
+    runs = [_verify_run(16, 8, 300, seed=20 + i, impl='sm90', pv_n=n, splits=s) for i, (n, s) in enumerate([(256, 1), (256, 7), (64, 1), (64, 7)])]
+    runs.append(_verify_run(1, 64, 2000, 'chain', seed=24, impl='sm90', splits=20))
+    runs.append(_verify_edge(dict(P=0, dead_rows=(1, 4), nan_slots=(2,)), [dict(impl='sm90'), dict(impl='sm90', pv_n=64, splits=7)], 25))
+    return ' / '.join(runs)
+case('verify_sm90', 'verify', ['verify_attn_sm90_n256', 'verify_attn_sm90_n64', _COMB],
+     'sm_90a kernel (sm_90 GPUs only): both PV widths x splits 1 and 7, AR step with 20 splits, edge cases')(_verify_sm90)
 
 # ---- accept + compaction (nbs/04)
 def _accept_run(V, B, T, seed, compact=None, max_budget=None):

@@ -131,6 +131,7 @@ def test_kernel_names():
     assert len(n) == 43 and '__launch_bounds__' not in n and '__cluster_dims__' not in n
     assert {k for k, f in n.items() if f == 'verify_attn'} == {
         'verify_attn_v1', 'verify_attn_combine', 'verify_attn_v2_64x64x2', 'verify_attn_v2_64x32x2', 'verify_attn_v2_32x32x1'}
+    assert {k for k, f in n.items() if f == 'verify_attn_sm90'} == {'verify_attn_sm90_n256', 'verify_attn_sm90_n64'}
     assert sum(f == 'tree_build' for f in n.values()) == 15 and n['moe_group'] == 'moe_w4a16' and n['axpy'] == 'smoke'
     h = sk.device_functions()
     assert h['hist_body'] == 'tree_build' and h['verify_v2'] == 'verify_attn' and 'tb_tree' not in h

@@ -8,9 +8,9 @@ import os, re, sys, json, shutil, hashlib, tempfile, warnings, threading, subpro
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['CudaUnavailable', 'KernelCompileError', 'kernels_dir', 'kernel_path', 'find_nvcc', 'nvcc_version', 'nvcc_compile',
-           'check_kernels', 'cuda_ok', 'require_cuda', 'cuda_context', 'device_arch', 'EngineStream', 'engine_stream',
-           'Kernel', 'load_kernel', 'releasing_on_oom']
+__all__ = ['ARCH_SPECIFIC', 'CudaUnavailable', 'KernelCompileError', 'kernels_dir', 'kernel_path', 'find_nvcc', 'nvcc_version',
+           'nvcc_compile', 'kernel_archs', 'check_kernels', 'cuda_ok', 'require_cuda', 'cuda_context', 'device_arch',
+           'EngineStream', 'engine_stream', 'Kernel', 'load_kernel', 'releasing_on_oom']
 
 # %% ../nbs/00a_runtime.ipynb #feedfc0a
 class CudaUnavailable(RuntimeError):
@@ -94,8 +94,9 @@ def _nvcc_diagnostics(stderr: str, rename: dict[str,str]|None=None) -> list[str]
 
 # %% ../nbs/00a_runtime.ipynb #c5309612
 def _arch_flag(arch: str) -> str:
-    "nvcc flag for a real arch: `'sm_90'` -> `-arch=sm_90`."
+    "nvcc flag for a real arch: `'sm_90'` -> `-arch=sm_90`; an arch-specific target (`'sm_90a'`: wgmma) as one `-gencode` pair."
     if not re.fullmatch(r'sm_\d+[a-z]?', arch): raise ValueError(f"arch must look like 'sm_90' or 'sm_90a', got {arch!r}")
+    if arch[-1].isalpha(): return f'-gencode=arch=compute_{arch[3:]},code={arch}'   # -arch=sm_90a also runs a plain sm_90 pass on some nvcc
     return f'-arch={arch}'
 
 def _cache_dir() -> Path:
@@ -161,11 +162,19 @@ def nvcc_compile(source: str|Path, arch: str='sm_90', options: tuple=(), name: s
     return data
 
 # %% ../nbs/00a_runtime.ipynb #d67b97a5
+ARCH_SPECIFIC = {'_sm90.cu': 'sm_90a'}  # kernel files that use one arch's own instructions: name suffix -> the only target
+
+def kernel_archs(name: str, archs=('sm_80', 'sm_90', 'sm_120')) -> tuple:
+    "The targets kernel file `name` is built for out of `archs`: all of them, or for an arch-specific file (`*_sm90.cu`) its own target when its family is in `archs`."
+    for suffix, target in ARCH_SPECIFIC.items():
+        if name.endswith(suffix): return (target,) if target in archs or target.rstrip('a') in archs else ()
+    return tuple(archs)
+
 def check_kernels(archs=('sm_80', 'sm_90', 'sm_120'), verbose=True) -> dict:
-    "Compile every `kernels/*.cu` for each arch in `archs`; return `{(file, arch): error or None}`, raising if any failed."
+    "Compile every `kernels/*.cu` for each arch in `archs` (`kernel_archs`); return `{(file, arch): error or None}`, raising if any failed."
     res = {}
     for f in sorted(kernels_dir().glob('*.cu')):
-        for arch in archs:
+        for arch in kernel_archs(f.name, archs):
             try: nvcc_compile(f, arch, name=f.stem, cache=False); res[(f.name, arch)] = None
             except KernelCompileError as e: res[(f.name, arch)] = str(e)
             if verbose: print(f"{'ok  ' if res[(f.name, arch)] is None else 'FAIL'} {f.name} {arch}")

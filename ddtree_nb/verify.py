@@ -8,14 +8,15 @@ import math, numbers
 import torch
 from .reference import mla_tree_attention_ref, mla_tree_attention_brute, ancestor_mask
 from .tree import vis_words, pack_visibility as vis_to_bits, unpack_visibility as bits_to_vis
-from .runtime import load_kernel, require_cuda, cuda_context, engine_stream, CudaUnavailable
+from .runtime import load_kernel, require_cuda, cuda_context, engine_stream, device_arch, CudaUnavailable
 
 # %% auto #0
-__all__ = ['DC', 'DR', 'DQK', 'H200_BW', 'H200_BF16', 'V2_CONFIGS', 'SIG_V1', 'SIG_V2', 'SIG_COMBINE', 'MAX_SPLITS',
-           'VERIFY_CASES', 'verify_cost', 'check_aligned', 'check_verify_inputs', 'tree_visible',
-           'tree_attention_torch', 'v2_smem', 'pick_config', 'choose_splits', 'combine_shape', 'verify_plan',
-           'verify_workspace', 'check_workspace', 'mla_tree_attention', 'verify_error', 'edge_case_inputs',
-           'check_edge_case', 'tree_parents', 'verify_selftest_case']
+__all__ = ['DC', 'DR', 'DQK', 'H200_BW', 'H200_BF16', 'V2_CONFIGS', 'SM90_KERNELS', 'SM90_PV_N', 'IMPLS', 'SIG_V1', 'SIG_V2',
+           'SIG_COMBINE', 'MAX_SPLITS', 'VERIFY_CASES', 'SM90_CASES', 'SM90_BRUTE_CASES', 'verify_cost',
+           'check_aligned', 'check_verify_inputs', 'tree_visible', 'tree_attention_torch', 'v2_smem', 'pick_config',
+           'choose_splits', 'sm90_smem', 'sm90_fits', 'combine_shape', 'verify_plan', 'verify_workspace',
+           'check_workspace', 'mla_tree_attention', 'verify_error', 'first_mismatch', 'edge_case_inputs',
+           'check_edge_case', 'tree_parents', 'verify_selftest_case', 'brute_case']
 
 # %% ../nbs/03_verify.ipynb #2e46cf25
 DC, DR = 512, 64                      # latent and rope widths the kernel is built for
@@ -150,6 +151,20 @@ def choose_splits(m_tiles: int, n_tiles: int, slots: int, max_splits: int=1024) 
         if cost < best[0]: best = (cost, s)
     return best[1]
 
+# %% ../nbs/03_verify.ipynb #0f4403c5
+SM90_KERNELS = {256: 'verify_attn_sm90_n256', 64: 'verify_attn_sm90_n64'}  # PV wgmma width -> kernel
+SM90_PV_N = 256          # the default PV issue width of the sm_90a kernel
+IMPLS = ('v2', 'sm90', 'auto')
+
+def sm90_smem() -> int:
+    "Dynamic shared memory (bytes) of the sm_90a kernel; mirrors `SMEM` in `verify_attn_sm90.cu`."
+    tile = 64 * DQK * 2                                              # a [64 x 576] bf16 tile: Q, and each of 2 K/V stages
+    return 3 * tile + 64 * 64 * 2 + 2 * 64 * 4 * 2 + 64 * 4 + 8 + 1024   # + P, row max/sum x 2 warpgroups, final max, bad keys, 1024-B alignment slack
+
+def sm90_fits(arch: str, smem_per_block: int) -> bool:
+    "True when a GPU of compute arch `arch` (e.g. `'sm_90'`) with `smem_per_block` opt-in bytes can run the sm_90a kernel."
+    return arch == 'sm_90' and sm90_smem() <= smem_per_block
+
 # %% ../nbs/03_verify.ipynb #d373a7e1
 SIG_V1, SIG_V2, SIG_COMBINE = 'PPPPiiiiPifPP', 'PPPPiiiiPifPPPPi', 'PPiiPP'
 MAX_SPLITS = 1024  # the combine kernel holds one lse per split in shared memory
@@ -160,11 +175,11 @@ def combine_shape(splits: int) -> tuple:
     if splits >= 16: return 8, 32
     return 64, min(4, 1 << (splits - 1).bit_length())
 
-def _kernel(name: str, sig: str, smem: int=0):
-    "Compiled kernel `name` of `verify_attn.cu` on the current device (cached), with `smem` bytes of dynamic shared memory allowed."
+def _kernel(name: str, sig: str, smem: int=0, source: str='verify_attn.cu', arch: str|None=None):
+    "Compiled kernel `name` of `source` on the current device (cached), with `smem` bytes of dynamic shared memory allowed."
     dev = torch.cuda.current_device()
     if (name, dev) not in _kernels:
-        k = load_kernel('verify_attn.cu', name, sig, device=dev)
+        k = load_kernel(source, name, sig, device=dev, arch=arch)
         if smem > 48 * 1024: k.set_max_dynamic_shared(smem)
         _kernels[(name, dev)] = k
     return _kernels[(name, dev)]
@@ -180,17 +195,23 @@ def _device_info(dev: int) -> dict:
                               smem_sm=d.get_attribute(A.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR))
     return _dev_info[dev]
 
-def verify_plan(T: int, H: int, P: int, device: int|None=None, config: tuple|None=None, splits: int|None=None) -> dict:
-    "How the v2 kernel runs `T` tree tokens x `H` heads over `P` prefix rows on `device`: kernel name, config, splits, grid, smem."
+def verify_plan(T: int, H: int, P: int, device: int|None=None, config: tuple|None=None, splits: int|None=None,
+                impl: str='v2', pv_n: int=SM90_PV_N) -> dict:
+    "How kernel `impl` ('v2' or 'sm90') runs `T` tree tokens x `H` heads over `P` prefix rows on `device`: kernel name, config, splits, grid, smem."
     dev = torch.cuda.current_device() if device is None else device
     info = _device_info(dev)
-    bm, bn, ns = config or pick_config(info['smem_block'])
-    smem = v2_smem(bm, bn, ns)
+    if impl == 'sm90':
+        if pv_n not in SM90_KERNELS: raise ValueError(f"pv_n must be one of {sorted(SM90_KERNELS)}, got {pv_n!r}")
+        (bm, bn, ns), smem = (64, 64, 2), sm90_smem()
+    else:
+        bm, bn, ns = config or pick_config(info['smem_block'])
+        smem = v2_smem(bm, bn, ns)
     M = T * H
     m_tiles, n_tiles = -(-M // bm), -(-(P + T) // bn)
     slots = info['sms'] * max(1, info['smem_sm'] // (smem + 1024))
     s = splits or choose_splits(m_tiles, n_tiles, slots)
-    return dict(kernel=f'verify_attn_v2_{bm}x{bn}x{ns}', config=(bm, bn, ns), splits=s, grid=(m_tiles, s), smem=smem, M=M)
+    name = SM90_KERNELS[pv_n] if impl == 'sm90' else f'verify_attn_v2_{bm}x{bn}x{ns}'
+    return dict(kernel=name, config=(bm, bn, ns), splits=s, grid=(m_tiles, s), smem=smem, M=M, impl=impl)
 
 def verify_workspace(T: int, H: int, splits: int, device=None) -> tuple:
     "Workspace for `splits` partials: (`[splits, T*H, 512]` bf16, `[splits, T*H]` fp32)."
@@ -209,8 +230,20 @@ def check_workspace(workspace, splits: int, M: int, device):
         if not w.is_contiguous(): raise ValueError(f"{k} must be contiguous")
         check_aligned(k, w)
 
-def _verify_cuda(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, version=2, config=None, splits=None, workspace=None):
-    "Cuda face: launch v1, or v2 (+ the split combine) on the engine stream, with the tensors' GPU current."
+def _pick_impl(impl: str, dev: int, version: int, config) -> str:
+    "'v2' or 'sm90' for the requested `impl` on CUDA device `dev`; 'sm90' on a GPU that cannot run it raises `CudaUnavailable`."
+    if impl not in IMPLS: raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
+    if impl == 'v2': return impl                      # the default costs no device query
+    fits = sm90_fits(device_arch(dev), _device_info(dev)['smem_block'])
+    if impl == 'auto': return 'sm90' if fits and version == 2 and config is None else 'v2'
+    if impl == 'sm90':
+        if version != 2 or config is not None: raise ValueError("impl='sm90' has one tile config and no version=1; leave version and config unset")
+        if not fits: raise CudaUnavailable(f"impl='sm90' needs an sm_90 GPU (H100/H200) with {sm90_smem()} B of shared memory per block; device {dev} is {device_arch(dev)}")
+    return impl
+
+def _verify_cuda(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, version=2, config=None, splits=None, workspace=None,
+                 impl='v2', pv_n=SM90_PV_N):
+    "Cuda face: launch v1, v2 or the sm_90a kernel (+ the split combine) on the engine stream, with the tensors' GPU current."
     require_cuda()
     T, H, _ = q_latent.shape
     S, W, M = kv.shape[0], vis_bits.shape[1], T * H
@@ -218,15 +251,17 @@ def _verify_cuda(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, vers
     if isinstance(prefix_len, torch.Tensor): P_arg, p_ptr, P_bound = 0, prefix_len, S - T
     else: P_arg, p_ptr, P_bound = int(prefix_len), 0, int(prefix_len)
     with torch.cuda.device(dev):
+        impl = _pick_impl(impl, dev, version, config)   # before v1, so impl='sm90' with version=1 is refused, not ignored
         if version == 1:
             _kernel('verify_attn_v1', SIG_V1)(q_latent, q_pe, kv, vis_bits, W, T, H, P_arg, p_ptr, S, float(scale),
                                               out, lse, grid=(M,), block=(128,))
             return
         if version != 2: raise ValueError(f"version must be 1 or 2, got {version!r}")
-        plan = verify_plan(T, H, P_bound, dev, config, splits)
+        plan = verify_plan(T, H, P_bound, dev, config, splits, impl, pv_n)
         s = plan['splits']
         if not 1 <= s <= MAX_SPLITS: raise ValueError(f"splits must be in [1, {MAX_SPLITS}], got {s}")
-        k = _kernel(plan['kernel'], SIG_V2, plan['smem'])
+        src = ('verify_attn_sm90.cu', 'sm_90a') if impl == 'sm90' else ('verify_attn.cu', None)
+        k = _kernel(plan['kernel'], SIG_V2, plan['smem'], *src)
         if s == 1: ws_o = ws_lse = 0
         else:
             if workspace is None: workspace = verify_workspace(T, H, s, q_latent.device)
@@ -248,7 +283,7 @@ def mla_tree_attention(q_latent: torch.Tensor,  # [T, H, 512] queries with W_UK 
                        out: torch.Tensor|None=None,  # [T, H, 512] preallocated output (same dtype as q)
                        lse: torch.Tensor|None=None,  # [T, H] fp32 preallocated log-sum-exp
                        backend: str='cuda',     # 'cuda' (the kernel) or 'torch' (the reference)
-                       **kw,                    # cuda only: version=2 (1 = CUDA-core kernel), config=(BM, BN, stages), splits, workspace
+                       **kw,                    # cuda only: version=2 (1 = CUDA-core kernel), config=(BM, BN, stages), splits, workspace, impl='v2' ('sm90': wgmma kernel, sm_90 only; 'auto'), pv_n
                       ) -> tuple:               # (out [T, H, 512], lse [T, H] fp32, natural log)
     "Tree-masked absorbed-MLA attention of `T` tree tokens over the latent cache layer `kv`."
     T, H, S, W = check_verify_inputs(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, backend)
@@ -263,6 +298,14 @@ def verify_error(out, lse, ref_out, ref_lse) -> tuple:
     "(‖out−ref‖/‖ref‖, max |lse−ref_lse|) in fp64: the two numbers the acceptance bounds (1e-2 each) apply to."
     rel = ((out.double() - ref_out.double()).norm() / ref_out.double().norm()).item()
     return rel, (lse.double() - ref_lse.double()).abs().max().item()
+
+def first_mismatch(out, ref, rtol: float=0.05, atol_frac: float=0.02) -> dict|None:
+    "First element (row-major) of `out` off `ref` by more than `rtol`·|ref| + `atol_frac`·max|ref| (NaN counts), as its index, got, want, and how many are off; None if none."
+    o, r = out.double().cpu(), ref.double().cpu()
+    bad = ~((o - r).abs() <= rtol * r.abs() + atol_frac * r.abs().max())
+    if not bad.any(): return None
+    at = tuple(int(x) for x in bad.nonzero()[0])
+    return dict(at=at, got=o[at].item(), want=r[at].item(), n_bad=int(bad.sum()), of=bad.numel())
 
 # %% ../nbs/03_verify.ipynb #08305c9c
 def edge_case_inputs(T: int=6, H: int=3, P: int=4, pad: int=3, parents=(-1, 0, 1, 0, 3, 3), dead_rows=(), nan_slots=(),
@@ -326,10 +369,32 @@ def verify_selftest_case(T: int, H: int, P: int, kind: str='tree', seed: int=0, 
     written = bool(out.isfinite().all() and lse.isfinite().all())
     ro, rl = mla_tree_attention_ref(ql.double(), qp.double(), kv[:, :DC].double(), kv[:, DC:].double(), P, vis, scale)
     rel, dl = verify_error(out, lse, ro, rl)
-    return dict(T=T, H=H, P=P, kind=kind, kw=kw, written=written, rel=rel, lse=dl, ok=written and rel <= 1e-2 and dl <= 1e-2)
+    ok = written and rel <= 1e-2 and dl <= 1e-2
+    first_bad = None if ok else (first_mismatch(out.view(T, H, DC), ro) or first_mismatch(lse, rl))   # where to look: (t, h, column)
+    return dict(T=T, H=H, P=P, kind=kind, kw=kw, written=written, rel=rel, lse=dl, ok=ok, first_bad=first_bad)
+
+def brute_case(T: int, H: int, P: int, kind: str='tree', seed: int=0, **kw):
+    "Run the cuda face (`kw`: impl, pv_n, splits, ...) on `edge_case_inputs` over a `kind` tree of T nodes; assert every row matches the fp64 brute-force oracle (`check_edge_case`)."
+    g = torch.Generator().manual_seed(seed)
+    a = edge_case_inputs(T=T, H=H, P=P, parents=tuple(tree_parents(kind, T, g).tolist()), device='cuda', seed=seed)
+    o = torch.full_like(a['q_latent'], float('nan')); l = torch.full((T, H), float('nan'), device='cuda')
+    mla_tree_attention(**a, out=o, lse=l, **kw)
+    torch.cuda.synchronize()
+    check_edge_case(a, o, l)
 
 VERIFY_CASES = [  # (T, H, P, kind): every T, H and P of issue 5 appears
     (1, 64, 32768, 'chain'), (1, 1, 0, 'chain'), (1, 8, 4096, 'chain'), (2, 64, 1, 'chain'), (2, 1, 100, 'star'),
     (16, 64, 4096, 'tree'), (16, 8, 0, 'star'), (64, 8, 32768, 'tree'), (64, 64, 100, 'chain'), (64, 1, 1, 'tree'),
     (257, 64, 4096, 'tree'), (257, 1, 32768, 'star'), (257, 8, 0, 'chain'), (1025, 8, 1, 'tree'),
     (1025, 1, 32768, 'chain'), (1025, 64, 100, 'tree')]
+
+SM90_CASES = [  # (T, H, P, kind) for the sm_90a kernel: the decode shapes (T <= 64; H = 64, and 16 / 8 as served on 4 / 8 GPUs), then a few beyond.
+    # The first sees one key: out is that key's c_kv row whatever the scores (PV alone) and lse its score (QK alone).
+    (1, 64, 0, 'chain'), (1, 64, 4096, 'chain'), (1, 64, 32768, 'chain'), (1, 16, 4096, 'chain'), (1, 8, 32768, 'chain'), (1, 8, 1, 'chain'),
+    (2, 64, 100, 'chain'), (2, 16, 0, 'star'), (2, 8, 63, 'star'), (16, 64, 4096, 'tree'), (16, 16, 8192, 'tree'), (16, 8, 0, 'star'),
+    (16, 8, 1000, 'tree'), (64, 64, 100, 'tree'), (64, 64, 8192, 'tree'), (64, 16, 32768, 'tree'), (64, 8, 0, 'chain'), (64, 8, 65, 'tree'),
+    (3, 1, 5, 'star'), (257, 8, 4096, 'tree'), (1025, 1, 100, 'tree')]
+SM90_BRUTE_CASES = [  # small enough for the per-(query, head) fp64 oracle on the CPU
+    (1, 64, 0, 'chain'), (1, 64, 300, 'chain'), (1, 16, 1000, 'chain'), (1, 8, 64, 'chain'), (2, 16, 100, 'star'),
+    (16, 64, 64, 'tree'), (16, 8, 200, 'tree'), (64, 8, 65, 'tree'), (64, 16, 0, 'tree')]
+

@@ -15,24 +15,7 @@
 //     tile, all heads sharing one latent K tile in shared memory (K and V are the same c_kv rows), online
 //     softmax, and a split of the key range across blocks (flash-decoding) merged by verify_attn_combine.
 // Only sm_80 instructions (cp.async, ldmatrix, mma.sync): builds for sm_80, sm_90 and sm_120.
-#include <cuda_bf16.h>
-#include <stdint.h>
-
-typedef __nv_bfloat16 bf16;
-typedef __nv_bfloat162 bf162;
-
-namespace {
-constexpr int DC = 512, DR = 64, DQK = DC + DR;  // latent width, rope width, score width (= kv row)
-constexpr int ROW_BYTES = DQK * 2;               // 1152 bytes: one cache row, one query row
-constexpr int CHUNKS = ROW_BYTES / 16;           // 72 16-byte chunks per row
-constexpr float LOG2E = 1.4426950408889634f, LN2 = 0.6931471805599453f;
-}
-
-__device__ __forceinline__ int clamp_prefix(int p, int T, int S) { return max(0, min(p, S - T)); }
-
-__device__ __forceinline__ bool tree_visible(const uint32_t *__restrict__ vis, int W, int t, int j) {
-    return (vis[(size_t)t * W + (j >> 5)] >> (j & 31)) & 1u;
-}
+#include "verify_attn_common.cuh"  // bf16, dims, prefix clamp, tree mask, split ranges, tile loads, the edge-case rules
 
 // ---------------------------------------------------------------------------------------------------------
 // v1: block = one query row, 4 warps; each warp takes every 4th key, lane i holds dims i + 32k.
@@ -86,20 +69,12 @@ verify_attn_v1(const bf16 *__restrict__ q_lat, const bf16 *__restrict__ q_pe, co
         for (int w = 0; w < 4; ++w) o += sacc[w][c] * f[w];
         out[(size_t)r * DC + c] = __float2bfloat16(o * inv);
     }
-    if (threadIdx.x == 0) lse[r] = L == 0.f ? -INFINITY : (mx + log2f(L)) * LN2;
+    if (threadIdx.x == 0) lse[r] = row_lse(mx, L);
 }
 
 // ---------------------------------------------------------------------------------------------------------
 // v2 building blocks (sm_80+ PTX)
 // ---------------------------------------------------------------------------------------------------------
-__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
-
 __device__ __forceinline__ void ldsm_x4(uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3, uint32_t addr) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
@@ -150,8 +125,9 @@ __device__ __forceinline__ void verify_v2(const bf16 *__restrict__ q_lat, const 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3, x7 = lane & 7;
     const int M = T * H, m0 = blockIdx.x * BM, split = blockIdx.y;
     if (p_dev) P = clamp_prefix(*p_dev, T, S);
-    const int n_keys = P + T, nt = (n_keys + BN - 1) / BN, tps = (nt + splits - 1) / splits;
-    const int tile0 = split * tps, tile1 = min(nt, tile0 + tps);
+    const int n_keys = P + T;
+    int tile0, tile1;
+    split_tiles((n_keys + BN - 1) / BN, splits, split, tile0, tile1);
 
     const uint32_t sQ = smem_u32(smem + C::Q_OFF), sK0 = smem_u32(smem + C::K_OFF), sPb = smem_u32(smem + C::P_OFF);
     bf16 *sP = reinterpret_cast<bf16 *>(smem + C::P_OFF);
@@ -160,23 +136,8 @@ __device__ __forceinline__ void verify_v2(const bf16 *__restrict__ q_lat, const 
     uint32_t *sBad = reinterpret_cast<uint32_t *>(smem + C::BAD_OFF);  // bit i: key tile row i had a non-finite V chunk
     if (tid < 2) sBad[tid] = 0u;  // ordered before the first scrub by the first barrier of the key loop
 
-    // Q tile (rows past M are zero-filled)
-    for (int c = tid; c < BM * CHUNKS; c += 256) {
-        const int row = c / CHUNKS, ch = c - row * CHUNKS, gr = m0 + row;
-        const bool ok = gr < M;
-        const bf16 *src = !ok ? q_lat : ch < 64 ? q_lat + (size_t)gr * DC + ch * 8 : q_pe + (size_t)gr * DR + (ch - 64) * 8;
-        cp_async16(sQ + swz(row, ch), src, ok ? 16 : 0);
-    }
-    // K/V tile (rows past n_keys are zero-filled, so a masked p = 0 never meets garbage)
-    auto load_k = [&](int tile, int buf) {
-        const int kb = tile * BN;
-        const uint32_t dst = sK0 + buf * (BN * ROW_BYTES);
-        for (int c = tid; c < BN * CHUNKS; c += 256) {
-            const int row = c / CHUNKS, ch = c - row * CHUNKS, s = kb + row;
-            const bool ok = s < n_keys;
-            cp_async16(dst + swz(row, ch), kv + (size_t)(ok ? s : 0) * DQK + ch * 8, ok ? 16 : 0);
-        }
-    };
+    load_q_tile(sQ, q_lat, q_pe, m0, M, BM, tid, 256, swz);  // rows past M zero-filled
+    auto load_k = [&](int tile, int buf) { load_kv_tile(sK0 + buf * (BN * ROW_BYTES), kv, tile * BN, n_keys, BN, tid, 256, swz); };
     if (NS == 2 && tile0 < tile1) load_k(tile0, 0);
     cp_async_commit();
 
@@ -224,24 +185,11 @@ __device__ __forceinline__ void verify_v2(const bf16 *__restrict__ q_lat, const 
         const bool need_mask = (it + 1) * BN > P;  // tile reaches the tree part or the tail
 
         // Masked keys only live in the tree part [P, n_keys) (the tail is zero-filled, the prefix is seen by all):
-        // zero non-finite V chunks of those rows and mark the key, so p = 0 never multiplies a NaN/inf in PV.
-        // Only tiles that reach the tree part pay for it (one tile of the AR step, T rows of a verify).
+        // scrub its rows (verify_attn_common.cuh). Only tiles that reach the tree part pay for it (one tile of the AR
+        // step, T rows of a verify).
         if (need_mask) {
-            const int r0 = max(P - it * BN, 0), r1 = min(n_keys - it * BN, BN);
-            unsigned char *kt = smem + C::K_OFF + buf * (BN * ROW_BYTES);
-            for (int c = tid; c < (r1 - r0) * (DC / 8); c += 256) {
-                const int row = r0 + c / (DC / 8), ch = c % (DC / 8);
-                uint4 *p16 = reinterpret_cast<uint4 *>(kt + swz(row, ch));
-                const uint4 v = *p16;
-                const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-                bool bad = false;
-#pragma unroll
-                for (int i = 0; i < 4; ++i) bad |= ((w[i] & 0x7F80u) == 0x7F80u) | ((w[i] & 0x7F800000u) == 0x7F800000u);
-                if (bad) {
-                    *p16 = make_uint4(0u, 0u, 0u, 0u);
-                    atomicOr(&sBad[row >> 5], 1u << (row & 31));
-                }
-            }
+            scrub_tree_rows(smem + C::K_OFF + buf * (BN * ROW_BYTES), max(P - it * BN, 0), min(n_keys - it * BN, BN), tid, 256,
+                            sBad, swz);
             __syncthreads();
         }
 
@@ -284,25 +232,13 @@ __device__ __forceinline__ void verify_v2(const bf16 *__restrict__ q_lat, const 
             for (int e = 0; e < 4; ++e) {
                 float v = sc[j][e] * sl2;
                 if (need_mask) {
-                    const int key = kb + j * 8 + (e & 1), row = e >> 1;
-                    bool ok = key < n_keys;
-                    if (ok && key >= P) {
-                        if (tq[row] >= 0) ok = tree_visible(vis, W, tq[row], key - P);
-                        const int kr = key - it * BN;
-                        if (ok && ((sBad[kr >> 5] >> (kr & 31)) & 1u)) v = __int_as_float(0x7fc00000);  // sees a NaN/inf row
-                    }
-                    if (!ok) v = -INFINITY;
+                    const int key = kb + j * 8 + (e & 1);
+                    v = mask_score(v, key, key - it * BN, P, n_keys, tq[e >> 1], vis, W, sBad);
                 }
                 sc[j][e] = v;
                 mx[e >> 1] = fmaxf(mx[e >> 1], v);
             }
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            mx[e] = fmaxf(mx[e], __shfl_xor_sync(0xffffffffu, mx[e], 1));
-            mx[e] = fmaxf(mx[e], __shfl_xor_sync(0xffffffffu, mx[e], 2));
-        }
-        if (tig == 0) { sRmax[wn * BM + lr0] = mx[0]; sRmax[wn * BM + lr0 + 8] = mx[1]; }
-        __syncthreads();
+        publish_row_max(sRmax, wn, BM, lr0, mx, tig == 0);
         if (need_mask && tid < 2) sBad[tid] = 0u;  // last read above; the next scrub comes after the next loop barrier
 
         // online softmax: new running max, rescale factor, P = exp2(s - m) as bf16 into shared memory
@@ -312,11 +248,7 @@ __device__ __forceinline__ void verify_v2(const bf16 *__restrict__ q_lat, const 
             float mt = sRmax[lr0 + 8 * e];
 #pragma unroll
             for (int w = 1; w < C::WN; ++w) mt = fmaxf(mt, sRmax[w * BM + lr0 + 8 * e]);
-            const float mn = fmaxf(mr[e], mt);
-            mu[e] = mn == -INFINITY ? 0.f : mn;
-            al[e] = exp2f(mr[e] - mu[e]);
-            mr[e] = mn;
-            lr[e] *= al[e];
+            mu[e] = softmax_step(mr[e], lr[e], mt, al[e]);
         }
 #pragma unroll
         for (int j = 0; j < C::NTQ; ++j) {
@@ -356,19 +288,9 @@ __device__ __forceinline__ void verify_v2(const bf16 *__restrict__ q_lat, const 
     cp_async_wait_all();
 
     // epilogue: total row sums, normalise, write bf16 (direct) or a bf16 partial + lse per split
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-        lr[e] += __shfl_xor_sync(0xffffffffu, lr[e], 1);
-        lr[e] += __shfl_xor_sync(0xffffffffu, lr[e], 2);
-    }
-    if (tig == 0) {
-        sRsum[wn * BM + lr0] = lr[0];
-        sRsum[wn * BM + lr0 + 8] = lr[1];
-        if (wn == 0) { sMfin[lr0] = mr[0]; sMfin[lr0 + 8] = mr[1]; }
-    }
-    __syncthreads();
+    publish_row_stats(sRsum, sMfin, wn, BM, lr0, lr, mr, tig == 0);
     const bool direct = splits == 1;
-    bf16 *dst = direct ? out : ws_o + (size_t)split * M * DC;
+    bf16 *dst = row_dst(out, ws_o, splits, split, M);
 #pragma unroll
     for (int mt = 0; mt < C::MT; ++mt)
 #pragma unroll
@@ -390,7 +312,7 @@ __device__ __forceinline__ void verify_v2(const bf16 *__restrict__ q_lat, const 
         float L = 0.f;
 #pragma unroll
         for (int w = 0; w < C::WN; ++w) L += sRsum[w * BM + tid];
-        const float ls = L == 0.f ? -INFINITY : (sMfin[tid] + log2f(L)) * LN2;
+        const float ls = row_lse(sMfin[tid], L);
         if (direct) lse[m0 + tid] = ls;
         else ws_lse[(size_t)split * M + m0 + tid] = ls;
     }

@@ -1,0 +1,267 @@
+// verify_attn_sm90.cu: the Hopper (sm_90a) version of the tree-masked absorbed-MLA verify attention (issue 19).
+//
+// Same contract as kernels/verify_attn.cu (read its header): queries q_latent [T, H, 512] and q_pe [T, H, 64] (bf16),
+// flattened to M = T*H rows r = t*H + h; cache layer kv [S, 576] (c_kv = keys AND values | k_pe = keys only);
+// key s < P seen by every row, key P + j seen by row r iff bit j of vis[t, :]; out [M, 512] bf16, lse [M] fp32.
+// Same edge cases: a row that sees nothing gets out 0 / lse -inf; a non-finite c_kv value poisons exactly the rows
+// that see its key (masked keys' V chunks are zeroed in shared memory and the key marked, as in v2). Same split-KV
+// partial layout (ws_o [splits, M, 512] bf16, ws_lse [splits, M]), merged by verify_attn_combine of verify_attn.cu.
+// The prefix length may live on the device (p_dev), so the launch is graph-capturable.
+//
+// Design (first sm_90a step):
+// - Block = 2 warpgroups (256 threads), BM = 64 query rows (the wgmma M: heads x tree nodes) x BN = 64 keys per tile,
+//   one block per SM (230 KB of shared memory).
+// - QK^T: warpgroup w computes S[64 x 32] for keys 32w..32w+31 of the tile with 36 wgmma.m64n32k16 (576 deep),
+//   A = Q and B = the key tile, both K-major in shared memory with the 128-byte swizzle.
+// - Online softmax: the two warpgroups exchange their row maxima through shared memory (one barrier), so both hold
+//   the same running max; each writes its half of P (bf16) to shared memory as a K-major, 128-byte-swizzled
+//   64 x 64 tile (generic stores, then fence.proxy.async so the tensor cores see them).
+// - PV: warpgroup w owns output columns 256w..256w+255 (64 x 256 fp32 accumulators = 128 registers a thread) and
+//   runs O += P . V[:, 256w:256w+256] with B = the same c_kv tile read MN-major (imm-trans-b = 1), so K and V are
+//   one copy in shared memory. PVN = 256 issues 4 wgmma.m64n256k16 per tile; PVN = 64 issues 16 wgmma.m64n64k16,
+//   each inside one 64-column swizzle atom, so it does not depend on the leading-byte-offset field (LBO = SBO =
+//   1024 there): a cross-check for the descriptor layout of the MN-major operand.
+// - Loads: cp.async (16 B a thread) into a 2-stage ring, tile i+1 in flight while tile i is computed. Chosen over
+//   TMA for this first step because (a) the tensor map (cuTensorMapEncodeTiled) would have to be encoded per cache
+//   pointer on the host through the driver API, which the PyCUDA launcher does not expose, and passed as a 64-byte
+//   aligned __grid_constant__ parameter through PyCUDA's packed argument buffer, none of which can be tried without
+//   a GPU here; (b) cp.async's src-size 0 zero-fills the rows past P + T, which the masking relies on. The
+//   shared-memory layout is exactly what TMA's SWIZZLE_128B writes for a {64 columns, 64 rows} box, so a TMA
+//   producer can replace load_k without touching the MMA side.
+//
+// Shared memory layout of a [64 rows x 576] bf16 tile (Q, and each K/V stage): 9 column blocks of 64 columns
+// (128 B), block b at b * 8192; in a block, row r at r * 128, its 16-byte chunk c at ((c ^ (r & 7)) << 4). With
+// 1024-byte aligned blocks this is the hardware's 128-byte swizzle (address bits 4..6 ^= bits 7..9): the wgmma
+// canonical K-major SW128 layout (8-row groups 1024 B apart = SBO) and, read the other way, the MN-major SW128
+// layout (8 keys x 64 columns atoms; next 8 keys at SBO = 1024; next 64 columns at LBO = 8192). A k16 step
+// inside a K-major atom advances the descriptor's start address by 32 B.
+#include "verify_attn_common.cuh"  // bf16, dims, prefix clamp, tree mask, split ranges, tile loads, the edge-case rules
+
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "verify_attn_sm90.cu uses wgmma: build it for sm_90a only (the runtime does; verify_attn.cu serves other GPUs)"
+#endif
+
+namespace {
+constexpr int BM = 64, BN = 64;                      // query rows, keys per tile
+constexpr int CBLK = 64 * 128;                       // one 64-column block of a 64-row tile (bytes)
+constexpr int TILE = 9 * CBLK;                       // 73,728 B: a [64 x 576] bf16 tile
+constexpr int Q_OFF = 0, K_OFF = TILE, P_OFF = K_OFF + 2 * TILE;           // Q | 2 K/V stages | P [64 x 64] bf16
+constexpr int RMAX_OFF = P_OFF + BM * BN * 2, RSUM_OFF = RMAX_OFF + 2 * BM * 4, MFIN_OFF = RSUM_OFF + 2 * BM * 4;
+constexpr int BAD_OFF = MFIN_OFF + BM * 4, SMEM_USED = BAD_OFF + 8;
+constexpr int SMEM = SMEM_USED + 1024;               // 231,688 B with the slack that aligns the base to 1024 B
+static_assert(SMEM <= 232448, "over the 227 KB a block may opt in to on sm_90");
+}
+
+// byte offset of (row, 16-byte chunk) in a 64-row tile: column block, row, swizzled chunk
+__device__ __forceinline__ uint32_t toff(int row, int ch) {
+    return (uint32_t)((ch >> 3) * CBLK + row * 128 + (((ch & 7) ^ (row & 7)) << 4));
+}
+
+// generic-proxy writes to shared memory (st.shared, cp.async) made visible to the async proxy (wgmma reads)
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// wgmma shared-memory matrix descriptor: start address, leading / stride byte offsets (>> 4), 128-byte swizzle (1 << 62)
+__device__ __forceinline__ uint64_t gdesc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+    return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)((lbo >> 4) & 0x3FFFu) << 16) |
+           ((uint64_t)((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// pins accumulator registers at this point, so the compiler moves no read or write of them across a wgmma fence/wait
+template <int N> __device__ __forceinline__ void reg_fence(float *d) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// D[64 x 32] += A[64 x 16] (smem, K-major) * B (smem, K-major), bf16 in, fp32 accumulate
+__device__ __forceinline__ void wgmma_m64n32k16(float *d, uint64_t da, uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                 : "l"(da), "l"(db), "r"(1));
+}
+
+// D[64 x 64] += A[64 x 16] (smem, K-major) * B (smem, MN-major), bf16 in, fp32 accumulate
+__device__ __forceinline__ void wgmma_m64n64k16_tb(float *d, uint64_t da, uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "l"(da), "l"(db), "r"(1));
+}
+
+// D[64 x 256] += A[64 x 16] (smem, K-major) * B (smem, MN-major), bf16 in, fp32 accumulate
+__device__ __forceinline__ void wgmma_m64n256k16_tb(float *d, uint64_t da, uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+                 : "l"(da), "l"(db), "r"(1));
+}
+
+
+template <int PVN>
+__device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, const bf16 *__restrict__ q_pe,
+                                            const bf16 *__restrict__ kv, const uint32_t *__restrict__ vis, int W,
+                                            int T, int H, int P, const int *__restrict__ p_dev, int S, float scale,
+                                            bf16 *__restrict__ out, float *__restrict__ lse, bf16 *__restrict__ ws_o,
+                                            float *__restrict__ ws_lse, int splits) {
+    static_assert(PVN == 64 || PVN == 256, "PV wgmma width");
+    extern __shared__ __align__(16) unsigned char smem_raw[];  // only 16 B promised: the base is aligned by hand below
+    const uint32_t raw = smem_u32(smem_raw), base = (raw + 1023u) & ~1023u;
+    unsigned char *smem = smem_raw + (base - raw);
+    const int tid = threadIdx.x, wg = tid >> 7, wq = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+    const int M = T * H, m0 = blockIdx.x * BM, split = blockIdx.y;
+    if (p_dev) P = clamp_prefix(*p_dev, T, S);
+    const int n_keys = P + T;
+    int tile0, tile1;
+    split_tiles((n_keys + BN - 1) / BN, splits, split, tile0, tile1);
+    const uint32_t sQ = base + Q_OFF, sK0 = base + K_OFF, sP = base + P_OFF;
+    float *sRmax = reinterpret_cast<float *>(smem + RMAX_OFF), *sRsum = reinterpret_cast<float *>(smem + RSUM_OFF);
+    float *sMfin = reinterpret_cast<float *>(smem + MFIN_OFF);
+    uint32_t *sBad = reinterpret_cast<uint32_t *>(smem + BAD_OFF);  // bit i: key row i of the tile had a non-finite V chunk
+    if (tid < 2) sBad[tid] = 0u;  // ordered before the first scrub by the first barrier of the key loop
+
+    load_q_tile(sQ, q_lat, q_pe, m0, M, BM, tid, 256, toff);  // rows past M zero-filled, 128-byte swizzled
+    auto load_k = [&](int tile, int buf) { load_kv_tile(sK0 + buf * TILE, kv, tile * BN, n_keys, BN, tid, 256, toff); };
+    if (tile0 < tile1) load_k(tile0, 0);
+    cp_async_commit();
+
+    const int lr0 = wq * 16 + g;  // this thread's accumulator rows: lr0 and lr0 + 8 (wgmma D fragment)
+    int tq[2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e) { const int gr = m0 + lr0 + 8 * e; tq[e] = gr < M ? gr / H : -1; }
+    float o[128];  // O[64 x 256]: n8 block j = i / 4, element (row lr0 + 8 * ((i >> 1) & 1), col 256 wg + 8 j + 2 t4 + (i & 1))
+#pragma unroll
+    for (int i = 0; i < 128; ++i) o[i] = 0.f;
+    float mr[2] = {-INFINITY, -INFINITY}, lr[2] = {0.f, 0.f};
+    const float sl2 = scale * LOG2E;
+
+    for (int it = tile0; it < tile1; ++it) {
+        const int buf = (it - tile0) & 1;
+        cp_async_wait_all();
+        fence_async_smem();
+        __syncthreads();  // tile `it` (and Q) visible to the tensor cores; every PV of tile it-1 has completed
+        if (it + 1 < tile1) load_k(it + 1, buf ^ 1);
+        cp_async_commit();
+        const uint32_t sK = sK0 + buf * TILE;
+        const bool need_mask = (it + 1) * BN > P;  // tile reaches the tree part or the tail
+
+        // Masked keys only live in the tree part [P, n_keys): scrub its rows as v2 does (verify_attn_common.cuh),
+        // then make the zeroed chunks visible to the tensor cores. Only tiles that reach the tree part pay.
+        if (need_mask) {
+            scrub_tree_rows(smem + K_OFF + buf * TILE, max(P - it * BN, 0), min(n_keys - it * BN, BN), tid, 256, sBad, toff);
+            fence_async_smem();
+            __syncthreads();
+        }
+
+        // S = Q K^T: this warpgroup's 32 keys, 36 k16 steps over the 576-deep rows
+        float s[16];
+#pragma unroll
+        for (int i = 0; i < 16; ++i) s[i] = 0.f;
+        reg_fence<16>(s);
+        wgmma_fence();
+#pragma unroll
+        for (int cb = 0; cb < 9; ++cb)
+#pragma unroll
+            for (int kk = 0; kk < 4; ++kk)
+                wgmma_m64n32k16(s, gdesc(sQ + cb * CBLK + kk * 32, 16, 1024),
+                                gdesc(sK + cb * CBLK + wg * 32 * 128 + kk * 32, 16, 1024));
+        wgmma_commit();
+        wgmma_wait0();
+        reg_fence<16>(s);
+
+        // scale to log2 units, mask, row max (quad, then the two warpgroups through shared memory)
+        const int kb = it * BN + wg * 32 + 2 * t4;
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+            const int row = (i >> 1) & 1;
+            float v = s[i] * sl2;
+            if (need_mask) {
+                const int key = kb + 8 * (i >> 2) + (i & 1);
+                v = mask_score(v, key, key - it * BN, P, n_keys, tq[row], vis, W, sBad);
+            }
+            s[i] = v;
+            mx[row] = fmaxf(mx[row], v);
+        }
+        publish_row_max(sRmax, wg, BM, lr0, mx, t4 == 0);
+        if (need_mask && tid < 2) sBad[tid] = 0u;  // last read above; the next scrub comes after the next loop barrier
+
+        // online softmax: both warpgroups compute the same running max; P = exp2(s - m) as bf16 into shared memory
+        float al[2], mu[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) mu[e] = softmax_step(mr[e], lr[e], fmaxf(sRmax[lr0 + 8 * e], sRmax[BM + lr0 + 8 * e]), al[e]);
+        unsigned char *pt = smem + P_OFF;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const float p0 = exp2f(s[4 * j] - mu[0]), p1 = exp2f(s[4 * j + 1] - mu[0]);
+            const float p2 = exp2f(s[4 * j + 2] - mu[1]), p3 = exp2f(s[4 * j + 3] - mu[1]);
+            lr[0] += p0 + p1;
+            lr[1] += p2 + p3;
+            // key 32 wg + 8 j + 2 t4 -> chunk 4 wg + j of the 128-byte row; rows lr0 and lr0 + 8 share (row & 7)
+            const uint32_t off = (uint32_t)((((4 * wg + j) ^ (lr0 & 7)) << 4) + 4 * t4);
+            *reinterpret_cast<bf162 *>(pt + lr0 * 128 + off) = __floats2bfloat162_rn(p0, p1);
+            *reinterpret_cast<bf162 *>(pt + (lr0 + 8) * 128 + off) = __floats2bfloat162_rn(p2, p3);
+        }
+#pragma unroll
+        for (int i = 0; i < 128; ++i) o[i] *= al[(i >> 1) & 1];
+        fence_async_smem();
+        __syncthreads();  // all of P written (both halves) before either warpgroup's PV reads it
+
+        // O += P V: this warpgroup's 256 columns, 4 k16 steps over the tile's 64 keys
+        reg_fence<128>(o);
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) {
+            const uint64_t da = gdesc(sP + ks * 32, 16, 1024);
+            if constexpr (PVN == 256) {
+                wgmma_m64n256k16_tb(o, da, gdesc(sK + 4 * wg * CBLK + ks * 2048, CBLK, 1024));
+            } else {
+#pragma unroll
+                for (int nb = 0; nb < 4; ++nb)
+                    wgmma_m64n64k16_tb(o + 32 * nb, da, gdesc(sK + (4 * wg + nb) * CBLK + ks * 2048, 1024, 1024));
+            }
+        }
+        wgmma_commit();
+        wgmma_wait0();
+        reg_fence<128>(o);
+    }
+    cp_async_wait_all();
+
+    // epilogue: total row sums, normalise, write bf16 (direct) or a bf16 partial + lse per split
+    publish_row_stats(sRsum, sMfin, wg, BM, lr0, lr, mr, t4 == 0);
+    const bool direct = splits == 1;
+    bf16 *dst = row_dst(out, ws_o, splits, split, M);
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2) {
+        const int lrow = lr0 + 8 * h2, gr = m0 + lrow;
+        if (gr >= M) continue;
+        const float L = sRsum[lrow] + sRsum[BM + lrow];
+        const float inv = L == 0.f ? 0.f : 1.f / L;  // nothing visible: 0 (o is 0 too); NaN stays NaN
+#pragma unroll
+        for (int j = 0; j < 32; ++j) {
+            const int col = 256 * wg + 8 * j + 2 * t4;
+            *reinterpret_cast<bf162 *>(dst + (size_t)gr * DC + col) =
+                __floats2bfloat162_rn(o[4 * j + 2 * h2] * inv, o[4 * j + 2 * h2 + 1] * inv);
+        }
+    }
+    if (tid < BM && m0 + tid < M) {
+        const float L = sRsum[tid] + sRsum[BM + tid];
+        const float ls = row_lse(sMfin[tid], L);
+        if (direct) lse[m0 + tid] = ls;
+        else ws_lse[(size_t)split * M + m0 + tid] = ls;
+    }
+}
+
+// Same arguments as verify_attn_v2_*; grid (ceil(M / 64), splits), block 256, dynamic shared memory SMEM.
+#define VERIFY_SM90(NAME, PVN)                                                                                  \
+    extern "C" __global__ void __launch_bounds__(256, 1)                                                        \
+    NAME(const bf16 *__restrict__ q_lat, const bf16 *__restrict__ q_pe, const bf16 *__restrict__ kv,             \
+         const uint32_t *__restrict__ vis, int W, int T, int H, int P, const int *__restrict__ p_dev, int S,      \
+         float scale, bf16 *__restrict__ out, float *__restrict__ lse, bf16 *__restrict__ ws_o,                  \
+         float *__restrict__ ws_lse, int splits) {                                                               \
+        verify_sm90<PVN>(q_lat, q_pe, kv, vis, W, T, H, P, p_dev, S, scale, out, lse, ws_o, ws_lse, splits);     \
+    }
+
+VERIFY_SM90(verify_attn_sm90_n256, 256)  // PV as 4 x wgmma.m64n256k16 (uses the MN-major LBO)
+VERIFY_SM90(verify_attn_sm90_n64, 64)    // PV as 16 x wgmma.m64n64k16 (one swizzle atom each: LBO-independent)
