@@ -8,34 +8,14 @@ import sys, time, json, argparse, contextlib, dataclasses
 from pathlib import Path
 from dataclasses import dataclass, field
 import torch
-from .tree import DraftTree, build_tree_ref, load_tree, MAX_BUDGET
+from .tree import TreeBuffers, build_tree_ref, load_tree, pack_visibility, MAX_BUDGET
 from .accept import Accepted, MAX_PATH, gumbel_keys, target_choice, _pack
 
 # %% auto #0
-__all__ = ['STAGES', 'METHODS', 'DENSE_MAX_EXPERTS', 'chain_tree', 'root_tree', 'sample_token', 'TorchStages',
-           'check_decode_params', 'check_generate_args', 'resolve_backend', 'GenerationConfig', 'Generation', 'Round',
-           'Decoder', 'generate', 'start_clock', 'generation_of', 'moe_plan', 'CudaStages', 'TextStreamer',
-           'format_summary', 'keeps_experts_packed', 'load_target_for', 'run_generate', 'torch_device', 'cpu_threads',
-           'generate_main']
-
-# %% ../nbs/05_decode.ipynb #3886d218
-def chain_tree(draft_logits: torch.Tensor, # [L, V] per-depth draft logits
-               length: int,                # chain length (clipped to L)
-              ) -> DraftTree:
-    "The drafter's top-1 chain of `min(length, L)` nodes as a `DraftTree` (DFlash's verify input)."
-    n = min(length, draft_logits.shape[0])
-    logq = torch.log_softmax(draft_logits[:n].double(), -1)
-    top = logq.argmax(-1)
-    ar = torch.arange(n + 1, device=draft_logits.device)
-    return DraftTree(tokens=top, depths=ar[1:].clone(), parents=ar - 1,
-                     visibility=torch.ones(n + 1, n + 1, dtype=torch.bool, device=draft_logits.device).tril(),
-                     scores=logq.gather(1, top[:, None])[:, 0].cumsum(0))
-
-def root_tree(device=None) -> DraftTree:
-    "A tree with only the root: verifying it is one autoregressive step."
-    z = torch.zeros(0, dtype=torch.int64, device=device)
-    return DraftTree(tokens=z, depths=z.clone(), parents=torch.full((1,), -1, dtype=torch.int64, device=device),
-                     visibility=torch.ones(1, 1, dtype=torch.bool, device=device), scores=z.double())
+__all__ = ['METHODS', 'DENSE_MAX_EXPERTS', 'CudaStages', 'sample_token', 'check_decode_params', 'check_generate_args',
+           'resolve_backend', 'GenerationConfig', 'Generation', 'Round', 'Decoder', 'generate', 'start_clock',
+           'generation_of', 'moe_plan', 'Stages', 'TextStreamer', 'format_summary', 'keeps_experts_packed',
+           'load_target_for', 'run_generate', 'torch_device', 'cpu_threads', 'generate_main']
 
 # %% ../nbs/05_decode.ipynb #ca14f372
 def sample_token(logits: torch.Tensor, temperature: float, generator: torch.Generator|None=None) -> int:
@@ -43,42 +23,6 @@ def sample_token(logits: torch.Tensor, temperature: float, generator: torch.Gene
     rows = torch.zeros(1, dtype=torch.int64, device=logits.device)
     keys = gumbel_keys(generator, logits.device) if temperature > 0 else None
     return int(target_choice(logits[None], rows, temperature, keys)[0])
-
-# %% ../nbs/05_decode.ipynb #4102cf54
-class TorchStages:
-    "The stages of a round on torch tensors (any device); other backends override stages one by one."
-    name = 'torch'
-
-    def prefill(self, target, prompt: torch.Tensor, cache, hidden_layers):
-        "Run the prompt causally into cache slots [0, P); last-row logits and all rows' features."
-        out = target(prompt, torch.arange(len(prompt), device=prompt.device), cache, 0, None, hidden_layers=hidden_layers)
-        return out.logits[-1], out.hidden
-
-    def draft(self, drafter, dcache, features, root: int) -> torch.Tensor:
-        return drafter.draft(dcache, features, root)
-
-    def build(self, draft_logits, method: str, budget: int) -> DraftTree:
-        if method == 'dflash': return chain_tree(draft_logits, budget)
-        return build_tree_ref(draft_logits, budget)
-
-    def verify(self, target, cache, tree: DraftTree, root: int, prefix_len: int, hidden_layers):
-        "Target forward of [root, nodes] at positions prefix_len + depth under the tree's visibility."
-        dev = cache.kv.device
-        ids = tree.input_ids(root).to(dev)
-        return target(ids, tree.positions(prefix_len).to(dev), cache, prefix_len, tree.visibility.to(dev), hidden_layers=hidden_layers)
-
-    def accept(self, tree: DraftTree, logits, temperature: float, generator) -> Accepted:
-        "The accept stage's `Accepted`: path (root first, -1 padded), `accepted_len` (nodes incl. the root), bonus."
-        from ddtree_nb.accept import accept
-        return accept(tree, logits, temperature, generator, 'torch')
-
-    def compact(self, cache, prefix_len: int, path: torch.Tensor, hidden):
-        "Move the path's latent rows to slots prefix_len.. and return the path's features."
-        path = path.to(cache.kv.device, torch.int64)
-        cache.kv[:, prefix_len:prefix_len + len(path)] = cache.kv[:, prefix_len + path]
-        return hidden[path] if hidden is not None else None
-
-STAGES = {'torch': TorchStages}
 
 # %% ../nbs/05_decode.ipynb #9fd12910
 METHODS = ('ddtree', 'dflash', 'ar')
@@ -130,12 +74,11 @@ def resolve_backend(backend: str, device) -> str:
     "'auto' -> 'cuda' on a GPU where the kernels can run (pycuda, nvcc), else 'torch'; an unknown or unavailable backend raises."
     dev = torch.device(device)
     if backend == 'auto':
-        if 'cuda' in STAGES and dev.type == 'cuda':
+        if dev.type == 'cuda':
             from ddtree_nb.runtime import cuda_ok
             if cuda_ok()[0]: return 'cuda'
         return 'torch'
     if backend not in ('torch', 'cuda'): raise ValueError(f"backend must be 'auto', 'torch' or 'cuda', got {backend!r}")
-    if backend not in STAGES: raise NotImplementedError(f"backend {backend!r} has no decode round yet; use backend='torch'")
     if backend == 'cuda':
         if dev.type != 'cuda': raise ValueError(f"backend 'cuda' needs the models on a CUDA device, they are on {dev}"
                                         + ('' if torch.cuda.is_available() else ' (and torch sees no CUDA GPU here)'))
@@ -212,24 +155,26 @@ class Round:
     index: int                        # 1-based round number
     prefix_len: int                   # committed tokens in the target's cache before the round (P)
     root: int                         # the round's root token (the previous round's bonus, or the first token)
-    tree: DraftTree                   # the verified tree (n drafted nodes + root; root only for 'ar' or depth 0); cuda: the static TreeBuffers (*)
-    draft_logits: torch.Tensor|None   # [L, V] the drafter's logits (None for 'ar'); cuda: static under a graph replay (*)
-    logits: torch.Tensor              # [n+1, V] the target's verify logits, root first (cuda: the static [n_max+1, V] rows (*))
-    accepted: Accepted                # the accept stage's output (cuda: host tensors from the round's record)
-    path: torch.Tensor                # accepted node indices, root first (int64; its length is the acceptance length; cuda: on the host)
+    tree: TreeBuffers                 # the verified tree, root = node 0 (n_nodes drafted nodes; 0 for 'ar' or depth 0) (*)
+    draft_logits: torch.Tensor|None   # [L, V] the drafter's logits (None for 'ar'); static under a graph replay (*)
+    logits: torch.Tensor              # [n_max+1, V] the target's verify logits, root first; rows past the tree's n_nodes are unused (*)
+    accepted: Accepted                # the accept stage's output, host tensors from the round's record
+    path: torch.Tensor                # accepted node indices, root first (int64, on the host; its length is the acceptance length)
     bonus: int                        # the target's token after the path: the next round's root
     new_tokens: list                  # tokens this round emitted (drafts on the path + bonus, cut at a stop id / max_new_tokens)
     done: bool                        # generation has ended
     rng_state: torch.Tensor|None = None  # the generator's state before accept (only with `Decoder.keep_rng_state`)
-    # (*) device buffers the next round rewrites: read them before the next `step()`
+    # (*) buffers the next round may rewrite: read them (e.g. `tree.to_draft_tree()`) before the next `step()`
 
 def _untimed(stage, f, *a): return f(*a)
 
+# %% ../nbs/05_decode.ipynb #0e1a2b3c
 class Decoder:
     "The state of one generation: `prefill()` gives the first token, each `step()` runs one round and returns its `Round`."
     def __init__(self, target, drafter, prompt_ids, method: str='ddtree', budget: int=64, temperature: float=0.0,
                  max_new_tokens: int=128, stop_ids=(), backend: str='auto', generator: torch.Generator|None=None,
-                 max_cache_tokens: int|None=None, stages=None,
+                 max_cache_tokens: int|None=None,
+                 stages=None,                   # a `Stages` to run the round with (default: `Stages(backend)`)
                  timed=None,                    # called as timed(stage, f, *args) for every stage; None = a plain call
                  keep_rng_state: bool=False):   # record the generator's state before each accept in `Round.rng_state`
         prompt, self.rows = check_generate_args(target, drafter, prompt_ids, method, budget, temperature, max_new_tokens,
@@ -237,14 +182,27 @@ class Decoder:
         self.target, self.drafter, self.method, self.budget, self.temperature = target, drafter, method, budget, temperature
         self.max_new_tokens, self.stop, self.generator, self.prompt = max_new_tokens, {int(s) for s in stop_ids}, generator, prompt
         self.device = target.embed_tokens.weight.device
-        self.backend = resolve_backend(backend, self.device)
-        self.stages = stages or STAGES[self.backend]()
-        if hasattr(self.stages, 'check'): self.stages.check(self)   # before any work, not after the prefill
+        be = resolve_backend(backend, self.device)                     # checked also when `stages` is given
+        self.stages = stages or Stages(be)
+        self.backend = self.stages.faces                                # the faces that run, whatever `backend` said
+        self.stages.check(self)                                         # before any work, not after the prefill
         self.use_drafter = method != 'ar'
         self.layers = tuple(drafter.target_layer_ids) if self.use_drafter else ()
         self.timed, self.keep_rng_state = timed or _untimed, keep_rng_state
-        self.cache = self.dcache = self.features = self.root = None
+        self.cache = self.dcache = self.root = None
         self.P, self.tokens, self.acceptance_lengths, self.stopped, self.done = len(prompt), [], [], False, False
+
+    @torch.no_grad()
+    def prefill(self) -> list:
+        "Allocate the caches, run the prompt, sample the first token and set up the round's buffers; the tokens emitted (that one token)."
+        if self.cache is not None: raise RuntimeError("prefill() was already run")
+        self.cache = self.target.new_cache(self.rows)
+        slack = self.drafter.block_size if self.use_drafter else 0      # every draft writes a block of scratch rows past the context
+        self.dcache = self.drafter.new_cache(len(self.prompt) + self.max_new_tokens + slack) if self.use_drafter else None
+        logits, features = self.timed('prefill', self.stages.prefill, self.target, self.prompt.to(self.device), self.cache, self.layers)
+        self.root = sample_token(logits, self.temperature, self.generator)
+        self.stages.setup(self, features)
+        return self._emit([self.root])
 
     def _emit(self, toks) -> list:
         "Append `toks` up to the first stop id or `max_new_tokens`; the tokens appended."
@@ -257,66 +215,24 @@ class Decoder:
         self.done = self.stopped or len(self.tokens) == self.max_new_tokens
         return new
 
-    def _commit(self, A: int, bonus: int, drafted: list) -> list:
-        "Book a round that committed `A` nodes (root first) and chose `bonus`: prefix length, acceptance length, next root; the tokens emitted."
-        self.P += A
-        self.acceptance_lengths.append(A)
-        self.root = bonus
-        return self._emit(drafted + [bonus])
-
-    @torch.no_grad()
-    def prefill(self) -> list:
-        "Allocate the caches, run the prompt and sample the first token; the tokens emitted (that one token)."
-        if self.cache is not None: raise RuntimeError("prefill() was already run")
-        self.cache = self.target.new_cache(self.rows)
-        static = getattr(self.stages, 'static', False)
-        slack = self.stages.drafter_slack(self.drafter) if static and self.use_drafter else 0
-        self.dcache = self.drafter.new_cache(len(self.prompt) + self.max_new_tokens + slack) if self.use_drafter else None
-        logits, self.features = self.timed('prefill', self.stages.prefill, self.target, self.prompt.to(self.device), self.cache, self.layers)
-        self.root = sample_token(logits, self.temperature, self.generator)
-        if static: self.stages.setup(self)
-        return self._emit([self.root])
-
     def _depth(self) -> int:
         "Draft depth of the next round: L, or fewer when fewer tokens are still wanted."
         return min(self.drafter.block_size - 1 if self.use_drafter else 0, self.max_new_tokens - len(self.tokens) - 1)
 
-    def _step_static(self) -> Round:
-        "A round of device-resident stages (`CudaStages`): enqueue it, then one host read of its record."
+    @torch.no_grad()
+    def step(self) -> Round|None:
+        "Run one round (enqueue it, then one host read of its record); None once generation has ended."
+        if self.cache is None: raise RuntimeError("call prefill() before step()")
+        if self.done: return None
         st, P, root = self.stages, self.P, self.root
-        if st.dec is not self: raise RuntimeError("this CudaStages object was set up by another Decoder since: use one stages object per live Decoder")
+        if st.dec is not self: raise RuntimeError("this Stages object was set up by another Decoder since: use one stages object per live Decoder")
         state = self.generator.get_state() if self.keep_rng_state and self.generator is not None else None
         dl, logits = st.run_round(self._depth(), self.timed)
         A, bonus, drafted, nodes = st.read()
-        self.features = None                             # the prompt's features went to the drafter in round 1 (and `read` waited for it)
-        new = self._commit(A, bonus, drafted)
+        self.P += A; self.acceptance_lengths.append(A); self.root = bonus
+        new = self._emit(drafted + [bonus])
         acc = _pack(nodes, bonus, 'cpu')                 # a snapshot: `st.acc` is rewritten by the next round
         return Round(len(self.acceptance_lengths), P, root, st.buf, dl, logits, acc, acc.path[:A].long(), bonus, new, self.done, state)
-
-    @torch.no_grad()
-    def step(self) -> Round|None:
-        "Run one round; None once generation has ended."
-        if self.cache is None: raise RuntimeError("call prefill() before step()")
-        if self.done: return None
-        if getattr(self.stages, 'static', False): return self._step_static()
-        st, timed, P, root = self.stages, self.timed, self.P, self.root
-        depth = self._depth()
-        dl = None
-        if self.use_drafter:
-            dl = timed('draft', st.draft, self.drafter, self.dcache, self.features, root)
-            tree = timed('tree', st.build, dl[:depth], self.method, self.budget) if depth else root_tree(self.device)
-        else: tree = root_tree(self.device)
-        vo = timed('verify', st.verify, self.target, self.cache, tree, root, P, self.layers)
-        state = self.generator.get_state() if self.keep_rng_state and self.generator is not None else None
-        def _accept_compact():
-            a = st.accept(tree, vo.logits, self.temperature, self.generator)
-            path = a.path[:int(a.accepted_len[0])].long()        # accepted_len counts the root
-            feats = st.compact(self.cache, P, path, vo.hidden if self.use_drafter else None)
-            return a, path, int(a.bonus[0]), feats
-        a, path, bonus, self.features = timed('accept', _accept_compact)
-        drafted = tree.tokens[(path[1:] - 1).to(tree.tokens.device)].tolist()
-        new = self._commit(len(path), bonus, drafted)
-        return Round(len(self.acceptance_lengths), P, root, tree, dl, vo.logits, a, path, bonus, new, self.done, state)
 
 # %% ../nbs/05_decode.ipynb #ed11b087
 class _Clock:
@@ -359,7 +275,7 @@ def generate(target, drafter, prompt_ids,
              generator: torch.Generator|None=None, # temperature > 0: seeds every draw (on the target's device); None = torch's default
              max_cache_tokens: int|None=None,   # cap on target cache rows (memory); None = what the call needs
              on_tokens=None,                    # called with each round's new tokens (list[int]), e.g. to stream text
-             stages=None,                       # override the backend's stages object
+             stages=None,                       # a `Stages` to run the round with (default: `Stages(backend)`)
             ) -> Generation:
     "Speculative (or plain) decoding of `prompt_ids` with `target`, drafting with `drafter`."
     dec = Decoder(target, drafter, prompt_ids, method, budget, temperature, max_new_tokens, stop_ids, backend, generator,
@@ -373,9 +289,8 @@ def generate(target, drafter, prompt_ids,
     return generation_of(dec)
 
 def start_clock(dec: Decoder):
-    "Time `dec`'s stages from now on: CUDA events for the static cuda round, host clocks otherwise."
-    ev = getattr(dec.stages, 'static', False) and dec.device.type == 'cuda'
-    dec.timed, dec.t0 = (_EventClock if ev else _Clock)(dec.device), time.perf_counter()
+    "Time `dec`'s stages from now on: CUDA events on a GPU, host clocks on the CPU."
+    dec.timed, dec.t0 = (_EventClock if dec.device.type == 'cuda' else _Clock)(dec.device), time.perf_counter()
 
 def generation_of(dec: Decoder) -> Generation:
     "The `Generation` of `dec` so far: its tokens, acceptance lengths and stage times since `start_clock`."
@@ -384,15 +299,15 @@ def generation_of(dec: Decoder) -> Generation:
 
 # %% ../nbs/05_decode.ipynb #350e4dfd
 def _write_chain(buf, n: int):
-    "Make `buf` a chain of `n` nodes (the structure of a DFlash or root-only tree; tokens are written per round): device ops only, unlike `tree.load_tree`'s host loop, so an eager round stays sync-free."
-    from ddtree_nb.verify import vis_to_bits
+    "Make `buf` a chain of `n` nodes (the structure of a DFlash or root-only tree; tokens and scores are written per round): device ops only, unlike `tree.load_tree`'s host loop, so a captured round can hold it."
     i = torch.arange(buf.max_budget + 1, device=buf.device)
     on = i <= n
     buf.n_nodes.fill_(n); buf.next_sibling.fill_(-1)
     buf.depths.copy_(torch.where(on, i, 0)); buf.parents.copy_(torch.where(on, i - 1, -1))
     buf.first_child.copy_(torch.where(i < n, i + 1, -1))
-    buf.vis_bits.copy_(vis_to_bits((i[None, :] <= i[:, None]) & on[:, None], words=buf.W))
+    buf.vis_bits.copy_(pack_visibility((i[None, :] <= i[:, None]) & on[:, None], words=buf.W))
 
+# %% ../nbs/05_decode.ipynb #5a1b2c3d
 DENSE_MAX_EXPERTS = 32   # the dense dispatch runs every routed expert on every row: n_experts / top_k times the work
 
 class _Capturable:
@@ -401,7 +316,7 @@ class _Capturable:
     def __bool__(self): return not self.why
 
 def moe_plan(target, faces: str='cuda') -> tuple[str, _Capturable]:
-    "The MoE dispatch the cuda round gives `target` ('dense' or 'loop') and whether the round can then be graph-captured."
+    "The MoE dispatch the round gives `target` ('dense' or 'loop') and whether the round can then be graph-captured."
     from ddtree_nb.model import MoE
     from ddtree_nb.moe import PackedMoE
     mods = list(target.modules())
@@ -423,19 +338,14 @@ class _ModelMode:
         self.t.attn_backend, self.t.moe_dispatch = self.new
     def __exit__(self, *a): self.t.attn_backend, self.t.moe_dispatch = self.old
 
-class CudaStages(TorchStages):
-    "A round on static device buffers with one host read per round (the emitted tokens); optionally replayed as a CUDA graph."
-    name, static = 'cuda', True
-
-    def __init__(self, faces: str='cuda',        # 'cuda': the kernels; 'torch': their torch faces on the same buffers (CPU tests)
+# %% ../nbs/05_decode.ipynb #6b2c3d4e
+class Stages:
+    "The decode round on static buffers with one host read per round (the emitted tokens); optionally replayed as a CUDA graph."
+    def __init__(self, faces: str='cuda',        # 'cuda': the kernels; 'torch': their torch faces on the same buffers (any device)
                  graph: bool|None=None):         # capture full-depth rounds in a CUDA graph (None: when faces='cuda' and T=0)
         if faces not in ('cuda', 'torch'): raise ValueError(f"faces must be 'cuda' or 'torch', got {faces!r}")
         if graph and faces != 'cuda': raise ValueError("graph=True needs faces='cuda' (a graph replays GPU work only)")
-        self.faces, self.graph = faces, graph
-
-    def drafter_slack(self, drafter) -> int:
-        "Extra drafter-cache rows: every draft writes a whole block of feature rows past the context."
-        return drafter.block_size
+        self.faces, self.graph, self.dec = faces, graph, None
 
     def check(self, dec):
         "Refuse before the prefill what `setup` could only refuse after it: the cuda faces or a graph off a CUDA device, a graph the target can't give."
@@ -447,9 +357,13 @@ class CudaStages(TorchStages):
             capturable = moe_plan(dec.target, self.faces)[1]
             if not capturable: raise ValueError(f"graph=True: {capturable.why}")
 
-    def setup(self, dec):
-        "Allocate the round's buffers after the prefill (`dec`: the `Decoder`)."
-        from ddtree_nb.tree import TreeBuffers
+    def prefill(self, target, prompt: torch.Tensor, cache, hidden_layers):
+        "Run the prompt causally into cache slots [0, P); last-row logits and all rows' features."
+        out = target(prompt, torch.arange(len(prompt), device=prompt.device), cache, 0, None, hidden_layers=hidden_layers)
+        return out.logits[-1], out.hidden
+
+    def setup(self, dec, features):
+        "Allocate the round's buffers after the prefill (`dec`: the `Decoder`; `features`: the prompt's, drafted from in round 1)."
         from ddtree_nb.verify import DC, DR
         t, dev, i32 = dec.target, dec.device, torch.int32
         self.dec, self.L = dec, (dec.drafter.block_size - 1 if dec.use_drafter else 0)
@@ -458,7 +372,7 @@ class CudaStages(TorchStages):
         self.plen = torch.full((1,), dec.P, dtype=i32, device=dev)
         self.acc = Accepted(torch.full((MAX_PATH,), -1, dtype=i32, device=dev), torch.full((1,), dec.P, dtype=i32, device=dev),
                             torch.full((1,), dec.root, dtype=i32, device=dev))   # round 1: P prompt feature rows, root = first token
-        self.feats = dec.features.reshape(dec.P, -1) if dec.use_drafter else None   # round 1 drafts from the prompt's features
+        self.feats = features.reshape(dec.P, -1) if dec.use_drafter else None   # round 1 drafts from the prompt's features
         self.feats_buf = torch.zeros(MAX_PATH, self.feats.shape[1], dtype=self.feats.dtype, device=dev) if dec.use_drafter else None
         self.record = torch.zeros(2 + 2 * MAX_PATH, dtype=i32, device=dev)    # [A, bonus, path tokens, path nodes]
         self.host = torch.zeros(2 + 2 * MAX_PATH, dtype=i32, pin_memory=dev.type == 'cuda')
@@ -480,13 +394,15 @@ class CudaStages(TorchStages):
         if not dec.use_drafter or depth == 0 or dec.budget == 0: return 0
         return min(dec.budget, depth) if dec.method == 'dflash' else None
 
-    def build_static(self, draft_logits, depth: int):
+    def build(self, draft_logits, depth: int):
         "The round's tree into `buf` from `draft_logits [L, V]` (None for AR), rooted at `acc.bonus`."
         buf, bonus, dec = self.buf, self.acc.bonus, self.dec
         n = self._chain_nodes(depth)
         if n is not None:
             self._chain(n)
-            if n: buf.tokens[1:n + 1].copy_(draft_logits[:n].argmax(-1))
+            if n:                                           # the drafter's top-1 chain and its path log-probabilities
+                lq, top = torch.log_softmax(draft_logits[:n].double(), -1).max(-1)
+                buf.tokens[1:n + 1].copy_(top); buf.scores[1:n + 1].copy_(lq.cumsum(0))
         elif self.faces == 'cuda':
             from ddtree_nb.tree import fill_tree
             fill_tree(buf, draft_logits[:depth].contiguous(), dec.budget, root_token=bonus)
@@ -495,14 +411,14 @@ class CudaStages(TorchStages):
             load_tree(buf, build_tree_ref(draft_logits[:depth], dec.budget)); self.chain_n = None
         buf.tokens[:1].copy_(bonus)
 
-    def verify_static(self):
+    def verify(self):
         "Target forward of the buffer tree at positions `plen + depth`, prefix length and visibility on the device."
         b, T, dec = self.buf, self.T, self.dec
         with self.mode:
             out = dec.target(b.tokens[:T], self.plen + b.depths[:T], dec.cache, self.plen, b.vis_bits[:T], hidden_layers=dec.layers)
         return out.logits, (out.hidden.reshape(T, -1) if dec.use_drafter else None)
 
-    def accept_static(self, logits, hidden):
+    def accept(self, logits, hidden):
         "Accept walk + compaction + feature gather (`plen += A`), then the round's record `[A, bonus, path tokens, path nodes]`."
         from ddtree_nb.accept import accept_compact
         dec = self.dec
@@ -517,9 +433,9 @@ class CudaStages(TorchStages):
         if dec.use_drafter:
             feats = self.feats if self.rounds == 0 else self.feats_buf[:dec.drafter.block_size]
             dl = timed('draft', dec.drafter.draft_static, dec.dcache, feats, self.acc.accepted_len, self.acc.bonus)
-        timed('tree', self.build_static, dl, depth)
-        logits, hidden = timed('verify', self.verify_static)
-        timed('accept', self.accept_static, logits, hidden)
+        timed('tree', self.build, dl, depth)
+        logits, hidden = timed('verify', self.verify)
+        timed('accept', self.accept, logits, hidden)
         return dl, logits
 
     def _prepare(self, depth: int):
@@ -541,7 +457,7 @@ class CudaStages(TorchStages):
         self._graph_ws = live_workspaces()               # even if a larger forward elsewhere replaces them in the shared cache
 
     def run_round(self, depth: int, timed) -> tuple:
-        "Enqueue one round (eager or a graph replay) on the models' GPU; returns (draft_logits, logits): views of static buffers."
+        "Enqueue one round (eager or a graph replay) on the models' device; returns (draft_logits, logits): views of static buffers."
         dev = self.dec.device
         if dev.type != 'cuda': return self._run(depth, timed)
         with torch.cuda.device(dev):                    # streams and the `ready` event belong to the models' GPU, whichever is current
@@ -570,7 +486,7 @@ class CudaStages(TorchStages):
         A, K = v[0], 2 + MAX_PATH
         return A, v[1], v[3:2 + A], v[K:K + A]
 
-STAGES['cuda'] = CudaStages
+CudaStages = Stages   # the former name (08_reliability and older scripts use it)
 
 # %% ../nbs/05_decode.ipynb #baa5943a
 class TextStreamer:
