@@ -21,9 +21,9 @@ def _prompts(tok, n=2, k=32):
 
 
 def _variants():
-    from ddtree_nb.decode import CudaStages
-    return {'torch': dict(backend='torch'), 'cuda': dict(stages_fn=lambda: CudaStages(graph=False)),
-            'cuda+graph': dict(stages_fn=lambda: CudaStages(graph=True))}
+    from ddtree_nb.decode import Stages
+    return {'torch': dict(backend='torch'), 'cuda': dict(stages_fn=lambda: Stages(graph=False)),
+            'cuda+graph': dict(stages_fn=lambda: Stages(graph=True))}
 
 
 def _gen(t, d, p, variant, **kw):
@@ -84,11 +84,11 @@ def timing(t, d, prompts, n_new, log, reps=1):
 
 def sync_count(t, d, p, n_new, log):
     "Synchronising torch calls that torch's sync debug mode reports inside cuda rounds (the prefill excluded)."
-    from ddtree_nb.decode import Decoder, CudaStages
+    from ddtree_nb.decode import Decoder, Stages
     res = {}
     for m, B, graph in (('ddtree', 64, False), ('dflash', 16, False), ('ar', 0, False), ('ddtree', 64, True)):
         try:
-            dec = Decoder(t, d if m != 'ar' else None, p, method=m, budget=B, max_new_tokens=n_new, stages=CudaStages(graph=graph))
+            dec = Decoder(t, d if m != 'ar' else None, p, method=m, budget=B, max_new_tokens=n_new, stages=Stages(graph=graph))
             dec.prefill()
             n = 0
             with warnings.catch_warnings(record=True) as w:
@@ -110,7 +110,7 @@ def kimi_width(log, n_new=24):
     "A random bf16 target with Kimi's latent widths (512 + 64): the verify kernel inside the cuda round."
     from ddtree_nb.model import build_target, tiny_config
     from ddtree_nb.drafter import Drafter, DrafterConfig
-    from ddtree_nb.decode import generate, CudaStages
+    from ddtree_nb.decode import generate, Stages
     res = {}
     try:
         t = build_target(tiny_config(vocab_size=512, hidden_size=256, num_hidden_layers=3, num_attention_heads=8, kv_lora_rank=512,
@@ -126,7 +126,7 @@ def kimi_width(log, n_new=24):
         res['ar_cuda_vs_ar_torch_same'] = ar_c.tokens == ar_t.tokens
         for m, B in (('ddtree', 64), ('dflash', 16), ('ddtree', 256)):
             for graph in (False, True):
-                g = generate(t, d, p, method=m, budget=B, max_new_tokens=n_new, stages=CudaStages(graph=graph))
+                g = generate(t, d, p, method=m, budget=B, max_new_tokens=n_new, stages=Stages(graph=graph))
                 first = next((i for i, (a, b) in enumerate(zip(g.tokens, ar_c.tokens)) if a != b), None)
                 res[f"{m} B={B} graph={graph}"] = dict(same_as_ar_cuda=g.tokens == ar_c.tokens, first_diff=first, tau=g.mean_acceptance)
         log(f"kimi-width bf16: {json.dumps(res)}")

@@ -1,11 +1,12 @@
 """Losslessness sweep (issue 12): greedy DDTree and DFlash give exactly AR's tokens on the demo pair.
 
 For N held-out prompts of the demo pair's corpus (`ddtree_nb.demo.held_out_prompts`), every budget and both
-speculative methods, `generate(..., temperature=0)` must return AR's tokens. Backends: 'torch' (TorchStages),
-'cuda-faces' (the cuda backend's device-resident round, `CudaStages(faces='torch')`, on any device) and, on a GPU
-with pycuda, 'cuda' (the kernels; CUDA-graph replay at T=0). Writes OUT.json and OUT.md; exits 1 on any mismatch.
+speculative methods, `generate(..., temperature=0)` must return AR's tokens. Backends: 'torch' (the decode round with the
+kernels' torch faces, `Stages('torch')`, on any device) and, on a GPU with pycuda, 'cuda' (the kernels; CUDA-graph
+replay at T=0). 'cuda-faces' is the old name of 'torch' (until the one round, a second, eager round was 'torch').
+Writes OUT.json and OUT.md; exits 1 on any mismatch.
 
-  python benchmarks/lossless_sweep.py --prompts 50 --budgets 1,8,64,256 --backends torch,cuda-faces --out benchmarks/lossless_sweep
+  python benchmarks/lossless_sweep.py --prompts 50 --budgets 1,8,64,256 --backends torch --out benchmarks/lossless_sweep
 """
 from __future__ import annotations
 import argparse, datetime, json, sys, time
@@ -16,9 +17,7 @@ def _csv(t): return lambda s: [t(x) for x in s.split(',') if x.strip()]
 
 def stages_for(backend: str):
     "(backend argument, stages object) of `generate` for a sweep backend name."
-    from ddtree_nb.decode import CudaStages
-    if backend == 'torch': return 'torch', None
-    if backend == 'cuda-faces': return 'torch', CudaStages(faces='torch')
+    if backend in ('torch', 'cuda-faces'): return 'torch', None
     if backend == 'cuda': return 'cuda', None
     raise ValueError(f"backend must be torch, cuda-faces or cuda, got {backend!r}")
 
@@ -29,7 +28,7 @@ def main(argv=None) -> int:
     ap.add_argument('--max-new-tokens', type=int, default=32)
     ap.add_argument('--budgets', type=_csv(int), default=[1, 8, 64, 256])
     ap.add_argument('--methods', type=_csv(str), default=['ddtree', 'dflash'])
-    ap.add_argument('--backends', type=_csv(str), default=['torch', 'cuda-faces'])
+    ap.add_argument('--backends', type=_csv(str), default=['torch'])
     ap.add_argument('--device', default='cpu')
     ap.add_argument('--threads', type=int, default=1)
     ap.add_argument('--commit', default=None)

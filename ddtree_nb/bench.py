@@ -8,7 +8,7 @@ import sys, os, json, time, argparse, platform, shlex, subprocess, datetime, mat
 from pathlib import Path
 import torch
 from types import SimpleNamespace
-from .decode import generate, METHODS, STAGES, cpu_threads
+from .decode import generate, METHODS, cpu_threads
 from .env import missing_extra
 
 # %% auto #0
@@ -27,6 +27,9 @@ class OracleDrafter:
         self.pfeats = [target(torch.tensor(p, device=target.device), torch.arange(len(p), device=target.device), target.new_cache(len(p)), 0,
                               hidden_layers=tuple(hidden_layers)).hidden for p in prompts]
     def new_cache(self, n): return SimpleNamespace(length=0, seq=None)
+    def draft_static(self, cache, features, n_new, root):   # the decode round's call: the first n_new rows of `features` are new
+        k = int(n_new[0])
+        return self.draft(cache, features[:k].reshape(k, len(self.target_layer_ids), -1), int(root[0]))
     def draft(self, cache, features, root):
         if cache.seq is None:      # which prompt: the one whose features the first call brings
             cache.seq = next((s for s, f in zip(self.seqs, self.pfeats) if f.shape == features.shape and torch.allclose(f, features, atol=1e-5)), [])
@@ -89,7 +92,6 @@ def bench_configs(methods=METHODS,                 # subset of ('ddtree', 'dflas
 def _skip_reason(backend: str, device) -> str|None:
     "Why `backend` can't run on `device` (None if it can)."
     if backend == 'cuda' and torch.device(device).type != 'cuda': return f"backend 'cuda' needs a CUDA device; the target is on {torch.device(device)}"
-    if backend not in STAGES: return f"backend {backend!r} has no decode round in ddtree_nb.decode yet"
     return None
 
 def bench_run(target, drafter, prompt_ids, method: str, budget: int, temperature: float, backend: str='torch',

@@ -152,16 +152,14 @@ class DFlashLayer(nn.Module):
 
 # %% ../nbs/05a_drafter.ipynb #dca4b56e
 class DrafterCache:
-    "Per-layer context K/V of a drafter: `k, v [n_layers, max_tokens, nkv, head_dim]`, rows `[0, length)` valid."
+    "Per-layer context K/V of a drafter: `k, v [n_layers, max_tokens, nkv, head_dim]`, rows `[0, length)` valid (`length`: int32 [1] on the device)."
     def __init__(self, n_layers, max_tokens, nkv, hd, dtype, device):
         self.k = torch.zeros(n_layers, max_tokens, nkv, hd, dtype=dtype, device=device)
         self.v = torch.zeros_like(self.k)
-        self.length = 0
-        self.dlength = torch.zeros(1, dtype=torch.int32, device=device)
-        self.static = False           # set by `Drafter.draft_static`: the length then lives on the device only
+        self.length = torch.zeros(1, dtype=torch.int32, device=device)
     @property
     def max_tokens(self) -> int: return self.k.shape[1]
-    def reset(self): self.length = 0; self.dlength.zero_(); self.static = False
+    def reset(self): self.length.zero_()
 
 # %% ../nbs/05a_drafter.ipynb #40974906
 class Drafter(nn.Module):
@@ -216,73 +214,24 @@ class Drafter(nn.Module):
         c, w = self.config, self.fc.weight
         return DrafterCache(c.num_hidden_layers, max_tokens, c.num_key_value_heads, c.head_dim, w.dtype, w.device)
 
-    def _cos_sin(self, start: int, n: int):
-        pos = torch.arange(start, start + n, device=self.fc.weight.device)
-        return rope_cos_sin(pos, self.config.head_dim, self.config.rope_theta, self.fc.weight.dtype)
-
-    @torch.no_grad()
-    def append_context(self, cache: DrafterCache,
-                       features: torch.Tensor, # [C, len(target_layer_ids), hidden] or [C, len*hidden]: target features of the next C committed tokens
-                      ):
-        "Project the features of newly committed tokens and append their per-layer K/V to `cache`."
-        C, nf = features.shape[0], len(self.config.target_layer_ids) * self.config.hidden_size
-        n, H = len(self.config.target_layer_ids), self.config.hidden_size
-        if tuple(features.shape[1:]) not in ((n, H), (nf,)):
-            raise ValueError(f"features must be [C, {len(self.config.target_layer_ids)}, {self.config.hidden_size}], got {tuple(features.shape)}")
-        if cache.static:
-            raise ValueError("this drafter cache is driven by draft_static (its length lives on the device); reset() it before draft/append_context")
-        if cache.length + C > cache.max_tokens:
-            raise ValueError(f"drafter cache overflow: {cache.length} + {C} context rows > capacity {cache.max_tokens}")
-        if C == 0: return
-        th = self.hidden_norm(self.fc(features.reshape(C, nf).to(self.fc.weight.dtype)))
-        cos, sin = self._cos_sin(cache.length, C)
-        for l, layer in enumerate(self.layers):
-            k, v = layer.self_attn.kv(th, cos, sin)
-            cache.k[l, cache.length:cache.length + C] = k
-            cache.v[l, cache.length:cache.length + C] = v
-        cache.length += C
-
-    @torch.no_grad()
-    def forward_block(self, cache: DrafterCache, block_ids: torch.Tensor, start: int|None=None) -> torch.Tensor:
-        "Final-normed hidden states `[T, hidden]` of `block_ids [T]` at positions `start + t` (default `start = cache.length`); the cache is not changed."
-        h = self.embed_tokens(block_ids).to(self.fc.weight.dtype)
-        cos, sin = self._cos_sin(cache.length if start is None else start, len(block_ids))
-        n = cache.length
-        for l, layer in enumerate(self.layers): h = layer(h, cache.k[l, :n], cache.v[l, :n], cos, sin)
-        return self.norm(h)
-
-    @torch.no_grad()
-    def draft(self, cache: DrafterCache,
-              features: torch.Tensor,  # target features of the tokens committed since the last draft (appended first)
-              root_token,              # the bonus token: int or a 1-element integer tensor
-             ) -> torch.Tensor:        # draft_logits [block_size-1, vocab] fp32
-        "Append the new context, run the block [root, mask × (block_size−1)] and return per-depth draft logits."
-        self.append_context(cache, features)
-        dev = self.fc.weight.device
-        ids = torch.full((self.block_size,), self.mask_token_id, dtype=torch.long, device=dev)
-        ids[0] = torch.as_tensor(root_token, device=dev).reshape(())
-        h = self.forward_block(cache, ids)
-        return self._head(h[1:])
-
     @torch.no_grad()
     def draft_static(self, cache: DrafterCache,
                      features: torch.Tensor,    # [R, len(target_layer_ids)*hidden] (or [R, n, hidden]): rows [0, n_new) are new context, the rest scratch
                      n_new: torch.Tensor,       # int [1] on the device: how many feature rows are real (<= R)
                      root_token: torch.Tensor,  # int [1] on the device: the bonus token
                     ) -> torch.Tensor:          # draft_logits [block_size-1, vocab] fp32
-        "`draft` with the context length on the device (`cache.dlength`): static shapes, no host read. The caller keeps `dlength + max(R, n_new + block_size) <= max_tokens`."
+        "The one draft: append `n_new` context rows, run the block [root, mask × (block_size−1)] and return per-depth draft logits; static shapes, no host read. The caller keeps `length + max(R, n_new + block_size) <= max_tokens`."
         c, dev, dt = self.config, self.fc.weight.device, self.fc.weight.dtype
         R, B, S = features.shape[0], self.block_size, cache.max_tokens
-        start = cache.dlength.long()
-        cache.static = True
-        th = self.hidden_norm(self.fc(features.reshape(R, -1).to(dt)))
+        start = cache.length.long()
+        th = self.hidden_norm(self.fc(features.reshape(R, len(c.target_layer_ids) * c.hidden_size).to(dt)))
         slots = start + torch.arange(R, device=dev)       # all R rows are written; rows past n_new lie beyond the context
         cos, sin = rope_cos_sin(slots, c.head_dim, c.rope_theta, dt)
         for l, layer in enumerate(self.layers):
             k, v = layer.self_attn.kv(th, cos, sin)
             cache.k[l].index_copy_(0, slots, k); cache.v[l].index_copy_(0, slots, v)
-        cache.dlength += n_new.to(torch.int32)
-        n = cache.dlength.long()
+        cache.length += n_new.to(torch.int32)
+        n = cache.length.long()
         ids = torch.cat([root_token.reshape(1).long(), torch.full((B - 1,), self.mask_token_id, dtype=torch.long, device=dev)])
         h = self.embed_tokens(ids).to(dt)
         bslots = n + torch.arange(B, device=dev)            # the block's positions, and the scratch rows its K/V go to (dropped by the next draft)
@@ -290,6 +239,22 @@ class Drafter(nn.Module):
         mask = (torch.arange(S, device=dev) < n + B).expand(B, S)
         for l, layer in enumerate(self.layers): h = layer(h, cache.k[l], cache.v[l], cos, sin, mask, bslots)
         return self._head(self.norm(h)[1:])
+
+    def draft(self, cache: DrafterCache,
+              features: torch.Tensor,  # [C, len(target_layer_ids), hidden] or [C, len*hidden]: all C rows are new context
+              root_token,              # the bonus token: int or a 1-element integer tensor
+             ) -> torch.Tensor:        # draft_logits [block_size-1, vocab] fp32
+        "`draft_static` from host values, checked (tests, tools; reads the cache length back): append all of `features`, then draft."
+        n, H = len(self.config.target_layer_ids), self.config.hidden_size
+        C = features.shape[0]
+        if tuple(features.shape[1:]) not in ((n, H), (n * H,)): raise ValueError(f"features must be [C, {n}, {H}], got {tuple(features.shape)}")
+        have = int(cache.length[0])
+        if have + C + self.block_size > cache.max_tokens:
+            raise ValueError(f"drafter cache overflow: {have} + {C} context rows + {self.block_size} block rows > capacity {cache.max_tokens}")
+        dev = self.fc.weight.device
+        return self.draft_static(cache, features, torch.tensor([C], dtype=torch.int32, device=dev),
+                                 torch.as_tensor(root_token, device=dev).reshape(1))
+
 
 # %% ../nbs/05a_drafter.ipynb #2fdc5a40
 _BORROWED = ('embed_tokens.weight', 'lm_head.weight')

@@ -72,8 +72,9 @@ class RoundStepper:
         "Run one round; None once generation has ended."
         r = self.decoder.step()
         if r is None: return None
-        view = RoundView(r.index, r.prefix_len, r.root, r.tree, _node_probs(r.draft_logits, r.tree), r.tree.scores.double().exp().cpu(),
-                         self._choices(r.logits, r.rng_state), r.path.tolist(), r.bonus, r.new_tokens, r.done)
+        t = r.tree.to_draft_tree()                  # a host copy: the round's buffers are rewritten by the next round
+        view = RoundView(r.index, r.prefix_len, r.root, t, _node_probs(r.draft_logits, t), t.scores.double().exp(),
+                         self._choices(r.logits[:t.n + 1], r.rng_state), r.path.tolist(), r.bonus, r.new_tokens, r.done)
         self.rounds.append(view)
         return view
 

@@ -262,9 +262,10 @@ def check_main(argv=None) -> int:
 
 def generate_main(argv=None) -> int:
     "`generate`: `ddtree generate` with the target sharded over the torchrun ranks; rank 0 writes the output."
-    from ddtree_nb.decode import _generate_parser, run_generate, cpu_threads
+    from ddtree_nb.cli import generate_parser, run_generate
+    from ddtree_nb.decode import cpu_threads
     from ddtree_nb.drafter import load_drafter
-    args = _generate_parser().parse_args(argv)
+    args = generate_parser().parse_args(argv)
     if args.method != 'ar' and not args.drafter:
         print(f"generate: error: --method {args.method} needs --drafter", file=sys.stderr); return 2
     if args.threads is not None and args.threads < 1: print(f"generate: error: --threads must be >= 1, got {args.threads}", file=sys.stderr); return 2
