@@ -85,18 +85,20 @@ def decode_stream(target, drafter, tokenizer, prompt_ids: list, cfg: GenerationC
     dev = target.embed_tokens.weight.device
     dec = Decoder(target, drafter, prompt_ids, cfg.method, cfg.budget, cfg.temperature, cfg.max_new_tokens, stop_ids, backend,
                   torch.Generator(device=dev).manual_seed(cfg.seed))
-    start_clock(dec)
     text, cancelled = TextSoFar(tokenizer, cfg.stop), False
-    new = dec.prefill()
-    while True:
-        piece = text.add(new)
+    try:   # also when the consumer stops early (GeneratorExit): the caches and round buffers are freed at once
+        start_clock(dec)
+        new = dec.prefill()
+        while True:
+            piece = text.add(new)
+            if piece: yield piece
+            if dec.done or text.stopped_at is not None: break
+            if should_stop is not None and should_stop(): cancelled = True; break
+            new = dec.step().new_tokens
+        piece = text.finish()
         if piece: yield piece
-        if dec.done or text.stopped_at is not None: break
-        if should_stop is not None and should_stop(): cancelled = True; break
-        new = dec.step().new_tokens
-    piece = text.finish()
-    if piece: yield piece
-    g = generation_of(dec)
+        g = generation_of(dec)
+    finally: dec.close()
     why = 'cancelled' if cancelled else 'stop' if dec.stopped or text.stopped_at is not None else 'length'
     return GenerationOutput(text.text, text.token_ids, [int(i) for i in dec.prompt], why, g, cfg)
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import torch
 from .tree import TreeBuffers, build_tree_ref, load_tree, pack_visibility, MAX_BUDGET
 from .accept import Accepted, MAX_PATH, gumbel_keys, target_choice, _pack
+from .runtime import releasing_on_oom
 
 # %% auto #0
 __all__ = ['METHODS', 'DENSE_MAX_EXPERTS', 'CudaStages', 'sample_token', 'check_decode_params', 'check_generate_args',
@@ -196,13 +197,20 @@ class Decoder:
     def prefill(self) -> list:
         "Allocate the caches, run the prompt, sample the first token and set up the round's buffers; the tokens emitted (that one token)."
         if self.cache is not None: raise RuntimeError("prefill() was already run")
-        self.cache = self.target.new_cache(self.rows)
-        slack = self.drafter.block_size if self.use_drafter else 0      # every draft writes a block of scratch rows past the context
-        self.dcache = self.drafter.new_cache(len(self.prompt) + self.max_new_tokens + slack) if self.use_drafter else None
-        logits, features = self.timed('prefill', self.stages.prefill, self.target, self.prompt.to(self.device), self.cache, self.layers)
-        self.root = sample_token(logits, self.temperature, self.generator)
-        self.stages.setup(self, features)
+        with releasing_on_oom(f"the caches and the round's buffers ({self.rows} target cache rows, budget {self.budget})", self.close):
+            self.cache = self.target.new_cache(self.rows)
+            slack = self.drafter.block_size if self.use_drafter else 0      # every draft writes a block of scratch rows past the context
+            self.dcache = self.drafter.new_cache(len(self.prompt) + self.max_new_tokens + slack) if self.use_drafter else None
+            logits, features = self.timed('prefill', self.stages.prefill, self.target, self.prompt.to(self.device), self.cache, self.layers)
+            self.root = sample_token(logits, self.temperature, self.generator)
+            self.stages.setup(self, features)
         return self._emit([self.root])
+
+    def close(self):
+        "Release the caches and the round's buffers now, not at the garbage collector's next pass; the generation cannot go on."
+        self.cache = self.dcache = None
+        self.stages.release(self)
+        self.done = True
 
     def _emit(self, toks) -> list:
         "Append `toks` up to the first stop id or `max_new_tokens`; the tokens appended."
@@ -280,13 +288,15 @@ def generate(target, drafter, prompt_ids,
     "Speculative (or plain) decoding of `prompt_ids` with `target`, drafting with `drafter`."
     dec = Decoder(target, drafter, prompt_ids, method, budget, temperature, max_new_tokens, stop_ids, backend, generator,
                   max_cache_tokens, stages)
-    start_clock(dec)
-    new = dec.prefill()
-    while True:
-        if on_tokens and new: on_tokens(new)
-        if dec.done: break
-        new = dec.step().new_tokens
-    return generation_of(dec)
+    try:
+        start_clock(dec)
+        new = dec.prefill()
+        while True:
+            if on_tokens and new: on_tokens(new)
+            if dec.done: break
+            new = dec.step().new_tokens
+        return generation_of(dec)
+    finally: dec.close()   # the Decoder and its Stages point at each other: free the buffers now, also on an error
 
 def start_clock(dec: Decoder):
     "Time `dec`'s stages from now on: CUDA events on a GPU, host clocks on the CPU."
@@ -383,6 +393,12 @@ class Stages:
         self.mode = _ModelMode(t, 'cuda' if kernel_attn else 'torch', dispatch)
         self.chain_n, self.cuda_graph, self.rounds = None, None, 0
         self.use_graph = (self.graph if self.graph is not None else self.faces == 'cuda') and dec.temperature == 0 and bool(capturable)
+
+    def release(self, dec):
+        "Drop the round's buffers, its graph and the link to `dec` (the two point at each other), if `dec` is the Decoder set up last."
+        if self.__dict__.get('dec') is not dec: return
+        for k in ('dec', 'buf', 'plen', 'acc', 'feats', 'feats_buf', 'record', 'host', 'ready', 'cuda_graph', 'graph_out', '_graph_ws'):
+            self.__dict__.pop(k, None)
 
     def _chain(self, n: int):
         "Make `buf` a chain of `n` nodes (structure only; tokens are written per round), when `n` changed."
