@@ -154,7 +154,7 @@ def test_cli_list_and_names_need_no_gpu():
     r = subprocess.run([sys.executable, str(HERE / 'sanitize_kernels.py'), '--list', '--kernels', 'accept,moe_T1'],
                        capture_output=True, text=True, check=True)
     assert 'accept_root_only' in r.stdout and 'moe_T1' in r.stdout and 'tree_bf16' not in r.stdout
-    assert r.stdout.strip().splitlines()[-1].startswith('7 cases')
+    assert r.stdout.strip().splitlines()[-1].startswith('8 cases')
     r = subprocess.run([sys.executable, str(HERE / 'sanitize_kernels.py'), '--names'], capture_output=True, text=True, check=True)
     assert r.stdout.split() == [*sk.kernel_names(), sk.CANARY]
 
