@@ -11,8 +11,8 @@ from .tree import DraftTree, MAX_DEPTH, MAX_BUDGET, TreeBuffers, load_tree
 from .reference import ancestor_mask
 
 # %% auto #0
-__all__ = ['MAX_PATH', 'ERR_PAST_CACHE', 'plog', 'gumbel_keys', 'log_exp_noise', 'target_choice', 'chi2_pvalue', 'Accepted',
-           'tree_buffers_from', 'check_accept_inputs', 'accept_ref', 'check_compact_inputs', 'compact_ref',
+__all__ = ['MAX_PATH', 'ERR_PAST_CACHE', 'plog', 'gumbel_keys', 'log_exp_noise', 'round_keys', 'target_choice', 'chi2_pvalue',
+           'Accepted', 'tree_buffers_from', 'check_accept_inputs', 'accept_ref', 'check_compact_inputs', 'compact_ref',
            'blocks_per_sm', 'AcceptWorkspace', 'accept_workspace', 'accept', 'accept_compact']
 
 # %% ../nbs/04_accept.ipynb #65bea254
@@ -63,6 +63,14 @@ def log_exp_noise(keys: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) ->
     "log E for E = -log u ~ Exp(1) (so -log E is Gumbel), fp64 [..., R, V]."
     u = (2 * _uniform52(keys, rows, cols) + 1).to(torch.float64) * 2.0**-53
     return plog(-plog(u))
+
+# %% ../nbs/04_accept.ipynb #46d14c90
+def round_keys(seed: torch.Tensor, counter: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    "Round `counter`'s keys into `out` (int64 [2]) from a generation's `seed` (int64 [2]), then `counter += 1` (int64 [1]): device ops only."
+    out.copy_(_mix32(_mix32(seed ^ counter) ^ seed.flip(0)))
+    counter.add_(1)
+    return out
+
 
 # %% ../nbs/04_accept.ipynb #6cc7ce73
 def _first_argmax(x: torch.Tensor) -> torch.Tensor:

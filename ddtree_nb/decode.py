@@ -9,7 +9,7 @@ from pathlib import Path
 from dataclasses import dataclass, field
 import torch
 from .tree import TreeBuffers, build_tree_ref, load_tree, pack_visibility, MAX_BUDGET
-from .accept import Accepted, MAX_PATH, gumbel_keys, target_choice, _pack
+from .accept import Accepted, MAX_PATH, gumbel_keys, round_keys, target_choice, _pack
 from .runtime import releasing_on_oom
 
 # %% auto #0
@@ -164,7 +164,7 @@ class Round:
     bonus: int                        # the target's token after the path: the next round's root
     new_tokens: list                  # tokens this round emitted (drafts on the path + bonus, cut at a stop id / max_new_tokens)
     done: bool                        # generation has ended
-    rng_state: torch.Tensor|None = None  # the generator's state before accept (only with `Decoder.keep_rng_state`)
+    keys: torch.Tensor|None = None       # the accept stage's Gumbel keys this round (int64 [2], host; None at temperature 0)
     # (*) buffers the next round may rewrite: read them (e.g. `tree.to_draft_tree()`) before the next `step()`
 
 def _untimed(stage, f, *a): return f(*a)
@@ -176,8 +176,7 @@ class Decoder:
                  max_new_tokens: int=128, stop_ids=(), backend: str='auto', generator: torch.Generator|None=None,
                  max_cache_tokens: int|None=None,
                  stages=None,                   # a `Stages` to run the round with (default: `Stages(backend)`)
-                 timed=None,                    # called as timed(stage, f, *args) for every stage; None = a plain call
-                 keep_rng_state: bool=False):   # record the generator's state before each accept in `Round.rng_state`
+                 timed=None):                   # called as timed(stage, f, *args) for every stage; None = a plain call
         prompt, self.rows = check_generate_args(target, drafter, prompt_ids, method, budget, temperature, max_new_tokens,
                                                 stop_ids, max_cache_tokens, generator)
         self.target, self.drafter, self.method, self.budget, self.temperature = target, drafter, method, budget, temperature
@@ -189,7 +188,7 @@ class Decoder:
         self.stages.check(self)                                         # before any work, not after the prefill
         self.use_drafter = method != 'ar'
         self.layers = tuple(drafter.target_layer_ids) if self.use_drafter else ()
-        self.timed, self.keep_rng_state = timed or _untimed, keep_rng_state
+        self.timed = timed or _untimed
         self.cache = self.dcache = self.root = None
         self.P, self.tokens, self.acceptance_lengths, self.stopped, self.done = len(prompt), [], [], False, False
 
@@ -234,13 +233,12 @@ class Decoder:
         if self.done: return None
         st, P, root = self.stages, self.P, self.root
         if st.dec is not self: raise RuntimeError("this Stages object was set up by another Decoder since: use one stages object per live Decoder")
-        state = self.generator.get_state() if self.keep_rng_state and self.generator is not None else None
         dl, logits = st.run_round(self._depth(), self.timed)
-        A, bonus, drafted, nodes = st.read()
+        A, bonus, drafted, nodes, keys = st.read()
         self.P += A; self.acceptance_lengths.append(A); self.root = bonus
         new = self._emit(drafted + [bonus])
         acc = _pack(nodes, bonus, 'cpu')                 # a snapshot: `st.acc` is rewritten by the next round
-        return Round(len(self.acceptance_lengths), P, root, st.buf, dl, logits, acc, acc.path[:A].long(), bonus, new, self.done, state)
+        return Round(len(self.acceptance_lengths), P, root, st.buf, dl, logits, acc, acc.path[:A].long(), bonus, new, self.done, keys)
 
 # %% ../nbs/05_decode.ipynb #ed11b087
 class _Clock:
@@ -352,7 +350,7 @@ class _ModelMode:
 class Stages:
     "The decode round on static buffers with one host read per round (the emitted tokens); optionally replayed as a CUDA graph."
     def __init__(self, faces: str='cuda',        # 'cuda': the kernels; 'torch': their torch faces on the same buffers (any device)
-                 graph: bool|None=None):         # capture full-depth rounds in a CUDA graph (None: when faces='cuda' and T=0)
+                 graph: bool|None=None):         # capture full-depth rounds in a CUDA graph (None: when faces='cuda', any temperature)
         if faces not in ('cuda', 'torch'): raise ValueError(f"faces must be 'cuda' or 'torch', got {faces!r}")
         if graph and faces != 'cuda': raise ValueError("graph=True needs faces='cuda' (a graph replays GPU work only)")
         self.faces, self.graph, self.dec = faces, graph, None
@@ -384,20 +382,23 @@ class Stages:
                             torch.full((1,), dec.root, dtype=i32, device=dev))   # round 1: P prompt feature rows, root = first token
         self.feats = features.reshape(dec.P, -1) if dec.use_drafter else None   # round 1 drafts from the prompt's features
         self.feats_buf = torch.zeros(MAX_PATH, self.feats.shape[1], dtype=self.feats.dtype, device=dev) if dec.use_drafter else None
-        self.record = torch.zeros(2 + 2 * MAX_PATH, dtype=i32, device=dev)    # [A, bonus, path tokens, path nodes]
-        self.host = torch.zeros(2 + 2 * MAX_PATH, dtype=i32, pin_memory=dev.type == 'cuda')
+        self.record = torch.zeros(4 + 2 * MAX_PATH, dtype=i32, device=dev)    # [A, bonus, path tokens, path nodes, keys]
+        self.host = torch.zeros(4 + 2 * MAX_PATH, dtype=i32, pin_memory=dev.type == 'cuda')
+        # T > 0: one seed per generation from its generator; each round's keys come from it and a device counter
+        self.seed = gumbel_keys(dec.generator, dev) if dec.temperature > 0 else None
+        self.counter, self.keys = torch.zeros(1, dtype=torch.int64, device=dev), torch.zeros(2, dtype=torch.int64, device=dev)
         self.ready = torch.cuda.Event() if dev.type == 'cuda' else None   # recorded after each round's record copy
         c = t.config
         kernel_attn = self.faces == 'cuda' and (c.kv_lora_rank, c.qk_rope_head_dim) == (DC, DR) and t.dtype == torch.bfloat16
         dispatch, capturable = moe_plan(t, self.faces)
         self.mode = _ModelMode(t, 'cuda' if kernel_attn else 'torch', dispatch)
         self.chain_n, self.cuda_graph, self.rounds = None, None, 0
-        self.use_graph = (self.graph if self.graph is not None else self.faces == 'cuda') and dec.temperature == 0 and bool(capturable)
+        self.use_graph = (self.graph if self.graph is not None else self.faces == 'cuda') and bool(capturable)
 
     def release(self, dec):
         "Drop the round's buffers, its graph and the link to `dec` (the two point at each other), if `dec` is the Decoder set up last."
         if self.__dict__.get('dec') is not dec: return
-        for k in ('dec', 'buf', 'plen', 'acc', 'feats', 'feats_buf', 'record', 'host', 'ready', 'cuda_graph', 'graph_out', '_graph_ws'):
+        for k in ('dec', 'buf', 'plen', 'acc', 'feats', 'feats_buf', 'record', 'host', 'ready', 'cuda_graph', 'graph_out', '_graph_ws', 'seed', 'counter', 'keys'):
             self.__dict__.pop(k, None)
 
     def _chain(self, n: int):
@@ -435,13 +436,15 @@ class Stages:
         return out.logits, (out.hidden.reshape(T, -1) if dec.use_drafter else None)
 
     def accept(self, logits, hidden):
-        "Accept walk + compaction + feature gather (`plen += A`), then the round's record `[A, bonus, path tokens, path nodes]`."
+        "Accept walk + compaction + feature gather (`plen += A`), then the round's record `[A, bonus, path tokens, path nodes, keys]`."
         from ddtree_nb.accept import accept_compact
         dec = self.dec
+        if self.seed is not None: round_keys(self.seed, self.counter, self.keys)   # on the device: a replay draws fresh keys
         accept_compact(self.buf, logits, dec.cache.kv, self.plen, hidden, self.feats_buf if hidden is not None else None,
-                       temperature=dec.temperature, generator=dec.generator, backend=self.faces, out=self.acc, check_values=False)
+                       temperature=dec.temperature, backend=self.faces, out=self.acc, check_values=False,
+                       keys=self.keys if self.seed is not None else None)
         toks = self.buf.tokens[self.acc.path.clamp(min=0).long()]
-        torch.cat([self.acc.accepted_len, self.acc.bonus, toks.to(torch.int32), self.acc.path], out=self.record)
+        torch.cat([self.acc.accepted_len, self.acc.bonus, toks.to(torch.int32), self.acc.path, self.keys.to(torch.int32)], out=self.record)
 
     def _round(self, depth: int, timed):
         dec = self.dec
@@ -500,7 +503,8 @@ class Stages:
         self.feats = None       # round 1 consumed the prompt's features: free them (after the wait: the engine stream read them)
         v = self.host.tolist()
         A, K = v[0], 2 + MAX_PATH
-        return A, v[1], v[3:2 + A], v[K:K + A]
+        keys = torch.tensor([k & 0xFFFFFFFF for k in v[-2:]], dtype=torch.int64) if self.seed is not None else None
+        return A, v[1], v[3:2 + A], v[K:K + A], keys
 
 CudaStages = Stages   # the former name (08_reliability and older scripts use it)
 

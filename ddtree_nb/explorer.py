@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 from .tree import DraftTree
 from .decode import Decoder
-from .accept import gumbel_keys, target_choice
+from .accept import target_choice
 
 # %% auto #0
 __all__ = ['RoundView', 'RoundStepper', 'tree_layout', 'tree_svg', 'explore']
@@ -46,7 +46,7 @@ class RoundStepper:
                  max_new_tokens: int=64, stop_ids=(), seed: int=0, backend: str='torch', stages=None):
         gen = torch.Generator(device=target.embed_tokens.weight.device).manual_seed(seed)
         self.decoder = Decoder(target, drafter, prompt_ids, method, budget, temperature, max_new_tokens, stop_ids, backend, gen,
-                               stages=stages, keep_rng_state=True)
+                               stages=stages)
         self.prompt, self.rounds = self.decoder.prompt.tolist(), []
         self.decoder.prefill()
 
@@ -58,13 +58,10 @@ class RoundStepper:
     P = property(lambda self: self.decoder.P, doc="committed tokens in the target's cache")
     root = property(lambda self: self.decoder.root, doc="the next round's root token")
 
-    def _choices(self, logits, state) -> torch.Tensor:
-        "The target's token at every node, replaying accept's key draw from the generator state `state`."
+    def _choices(self, logits, keys) -> torch.Tensor:
+        "The target's token at every node: accept's draw replayed with the round's `keys` (None at temperature 0)."
         rows = torch.arange(logits.shape[0], device=logits.device)
-        keys = None
-        if self.temperature > 0:
-            g = torch.Generator(device=self.decoder.device); g.set_state(state)
-            keys = gumbel_keys(g, logits.device)
+        keys = keys.to(logits.device) if keys is not None else None
         return target_choice(logits, rows, self.temperature, keys).cpu()
 
     @torch.no_grad()
@@ -74,7 +71,7 @@ class RoundStepper:
         if r is None: return None
         t = r.tree.to_draft_tree()                  # a host copy: the round's buffers are rewritten by the next round
         view = RoundView(r.index, r.prefix_len, r.root, t, _node_probs(r.draft_logits, t), t.scores.double().exp(),
-                         self._choices(r.logits[:t.n + 1], r.rng_state), r.path.tolist(), r.bonus, r.new_tokens, r.done)
+                         self._choices(r.logits[:t.n + 1], r.keys), r.path.tolist(), r.bonus, r.new_tokens, r.done)
         self.rounds.append(view)
         return view
 
