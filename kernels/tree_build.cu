@@ -19,10 +19,11 @@
 // Scores are float64 sums in the reference's order (parent + own log q), so exact ties stay exact.
 #include <cuda_bf16.h>
 #include <stdint.h>
+#include "common.cuh"   // MAX_DEPTH, MAX_BUDGET
 
 #define NBINS 4096          // top 12 bits of the key
 #define CHUNK 4096          // logits per phase-1 block (256 threads x 16)
-#define KMAX 1024           // max k = max budget
+#define KMAX MAX_BUDGET     // max k = max budget
 #define CAPB 3072           // room for the threshold bin's logits
 #define CAND (KMAX + CAPB)  // candidates per row
 #define UCAP 8192           // prefixes the BFS may materialise
@@ -618,8 +619,8 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
     double *s_sc = (double *)off;                        // SORTCAP doubles
     int *s_slot = (int *)(s_sc + SORTCAP);               // SORTCAP ints
     __shared__ int ws[33], fout[2], hsel[256], sh_i[8];
-    __shared__ double chain[33], sh_d[4], wmin[32];
-    __shared__ int kd[32];
+    __shared__ double chain[MAX_DEPTH + 1], sh_d[4], wmin[32];
+    __shared__ int kd[MAX_DEPTH];
     __shared__ long long tst[13];  // clock64 at stage ends (thread 0): stats[4..15], cycles since start, -1 if skipped
     int tid = threadIdx.x, nt = blockDim.x;
 #define STAMP(i) do { if (tid == 0) tst[i] = clock64(); } while (0)
