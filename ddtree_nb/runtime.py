@@ -223,9 +223,8 @@ def _read_defines(path: Path, env: dict, seen: set) -> dict:
     return env
 
 def _kernel_defines(name: str) -> dict:
-    path = kernel_path(name)
-    if path not in _defines: _defines[path] = _read_defines(path, {}, set())   # parsed once per file
-    return _defines[path]
+    if name not in _defines: _defines[name] = _read_defines(kernel_path(name), {}, set())   # read once per process, like the kernels
+    return _defines[name]
 
 def kernel_defines(name: str) -> dict[str, int]:
     "The integer `#define`s and file-scope `constexpr int`s of kernel file `name` and the `kernels/` headers it includes: macro -> value."
@@ -362,7 +361,7 @@ _modules, _handles = {}, {}
 
 def _handle_key(source, name: str, signature: str, options, device, arch) -> tuple:
     import torch
-    return (source, name, signature, tuple(options), torch.cuda.current_device() if device is None else int(device), arch, os.environ.get('DDTREE_KERNELS_DIR'))
+    return (source, name, signature, tuple(options), torch.cuda.current_device() if device is None else int(device), arch)
 
 def load_kernel(source: str|Path, name: str, signature: str, options: tuple=(), device: int|None=None, arch: str|None=None,
                 limits: dict|None=None) -> Kernel:
