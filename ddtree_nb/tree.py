@@ -262,7 +262,7 @@ class TreeBuffers:
         self.vis_bits = i32(n, self.W)
         self.scores = torch.zeros(n, dtype=torch.float64, device=self.device)
         f64 = lambda *s: torch.zeros(s, dtype=torch.float64, device=self.device)
-        self.ws = dict(hist=i32(MAX_DEPTH * NBINS), stat=f64(MAX_DEPTH * 64 * 2),
+        self.ws = dict(hist=i32(MAX_DEPTH * NBINS), stat=f64(MAX_DEPTH * (MAX_VOCAB // CHUNK) * 2),
                        row_done=i32(MAX_DEPTH), rowinfo=i32(MAX_DEPTH * 8), rowlse=f64(MAX_DEPTH * 2),
                        cand=torch.zeros(MAX_DEPTH * CAND, dtype=torch.int64, device=self.device),
                        lq=f64(MAX_DEPTH * KMAX), ltok=i32(MAX_DEPTH * KMAX), kd=i32(MAX_DEPTH),
@@ -313,7 +313,7 @@ def check_tree_buffers(buf: TreeBuffers):
 
 # %% ../nbs/02_tree_builder.ipynb #6dd28112
 ROW_E, CLUSTER, ROW_THREADS = (8, 16, 24, 32), 8, 1024   # phase 1 v3: logits per thread, blocks per row, threads per block
-_KERNEL_LIMITS = dict(MAX_DEPTH=MAX_DEPTH, MAX_BUDGET=MAX_BUDGET, KMAX=KMAX, NBINS=NBINS, CAND=CAND, CHUNK=CHUNK, UCAP=UCAP,
+_KERNEL_LIMITS = dict(MAX_DEPTH=MAX_DEPTH, MAX_BUDGET=MAX_BUDGET, MAX_VOCAB=MAX_VOCAB, MAXC=MAX_VOCAB // CHUNK, KMAX=KMAX, NBINS=NBINS, CAND=CAND, CHUNK=CHUNK, UCAP=UCAP,
                       SORTCAP=SORTCAP, CL=CLUSTER, RT=ROW_THREADS)   # kernels/tree_build.cu's #defines (with common.cuh's), checked on load
 
 _kcache = {}   # one dict per (dtype, GPU): load_kernel caches the handles; this keeps the bundle and tb_tree's shared-memory limit (driver queries)

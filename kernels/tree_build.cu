@@ -23,6 +23,8 @@
 
 #define NBINS 4096          // top 12 bits of the key
 #define CHUNK 4096          // logits per phase-1 block (256 threads x 16)
+#define MAX_VOCAB 262144    // longest row of draft logits
+#define MAXC (MAX_VOCAB / CHUNK)   // phase-1 blocks per row: the row stride of stat
 #define KMAX MAX_BUDGET     // max k = max budget
 #define CAPB 3072           // room for the threshold bin's logits
 #define CAND (KMAX + CAPB)  // candidates per row
@@ -133,7 +135,7 @@ __device__ void hist_body(const T *__restrict__ logits, int V, int k, int *hist,
     }
     double s = sf;
     block_lse<8>(m, s, sm, ss);
-    if (tid == 0) stat[row * 64 + c] = make_double2((double)m, s);
+    if (tid == 0) stat[row * MAXC + c] = make_double2((double)m, s);
     for (int b = tid; b < NBINS; b += blockDim.x)
         if (sh[b]) atomicAdd(&hist[row * NBINS + b], sh[b]);
     __threadfence();
@@ -155,9 +157,9 @@ __device__ void hist_body(const T *__restrict__ logits, int V, int k, int *hist,
     if (kd > 0) find_desc(sh, NBINS, kd, ws, fout);
     if (tid < 32) {   // logsumexp from the C partials, one warp
         float M = -INFINITY; double S = 0.0;
-        for (int j = tid; j < C; j += 32) M = fmaxf(M, (float)__ldcg(&stat[row * 64 + j]).x);
+        for (int j = tid; j < C; j += 32) M = fmaxf(M, (float)__ldcg(&stat[row * MAXC + j]).x);
         for (int o = 16; o; o >>= 1) M = fmaxf(M, __shfl_xor_sync(FULL, M, o));
-        for (int j = tid; j < C; j += 32) { double2 p = __ldcg(&stat[row * 64 + j]); if (p.x != -INFINITY) S += p.y * (double)__expf((float)p.x - M); }
+        for (int j = tid; j < C; j += 32) { double2 p = __ldcg(&stat[row * MAXC + j]); if (p.x != -INFINITY) S += p.y * (double)__expf((float)p.x - M); }
         for (int o = 16; o; o >>= 1) S += __shfl_xor_sync(FULL, S, o);
         if (tid == 0) {
             int *ri = rowinfo + row * 8;
