@@ -313,8 +313,8 @@ def check_tree_buffers(buf: TreeBuffers):
 
 # %% ../nbs/02_tree_builder.ipynb #6dd28112
 ROW_E, CLUSTER, ROW_THREADS = (8, 16, 24, 32), 8, 1024   # phase 1 v3: logits per thread, blocks per row, threads per block
-_KERNEL_LIMITS = dict(MAX_DEPTH=MAX_DEPTH, MAX_BUDGET=MAX_BUDGET, MAX_VOCAB=MAX_VOCAB, MAXC=MAX_VOCAB // CHUNK, KMAX=KMAX, NBINS=NBINS, CAND=CAND, CHUNK=CHUNK, UCAP=UCAP,
-                      SORTCAP=SORTCAP, CL=CLUSTER, RT=ROW_THREADS)   # kernels/tree_build.cu's #defines (with common.cuh's), checked on load
+_KERNEL_LIMITS = dict(MAX_DEPTH=MAX_DEPTH, MAX_BUDGET=MAX_BUDGET, MAX_VOCAB=MAX_VOCAB, MAXC=MAX_VOCAB // CHUNK, KMAX=KMAX, NBINS=NBINS,
+                      CAND=CAND, CHUNK=CHUNK, UCAP=UCAP, SORTCAP=SORTCAP, CL=CLUSTER, RT=ROW_THREADS)   # tree_build.cu's #defines, checked on load
 
 _kcache = {}   # one dict per (dtype, GPU): load_kernel caches the handles; this keeps the bundle and tb_tree's shared-memory limit (driver queries)
 def _tree_kernels(dtype):
