@@ -195,6 +195,8 @@ def compact_ref(kv: torch.Tensor, prefix_len: torch.Tensor, accepted: Accepted, 
 # %% ../nbs/04_accept.ipynb #40a5afa9
 _CHAIN, _NT, _MAXG = 16, 512, 256           # CHAIN, NT and MAXG of kernels/tree_accept.cu
 ERR_PAST_CACHE = 1                          # status bit of the kernel's ERR_PAST_CACHE
+_KERNEL_LIMITS = dict(MAX_DEPTH=MAX_DEPTH, MAX_BUDGET=MAX_BUDGET, MAX_PATH=MAX_PATH, MAXN=MAX_BUDGET + 1, CHAIN=_CHAIN, NT=_NT, MAXG=_MAXG,
+                      ERR_PAST_CACHE=ERR_PAST_CACHE)   # kernels/tree_accept.cu's #defines (with common.cuh's), checked on load
 _SIG = 'PiiqPPPidiPPPPPPPPPiqiPPiP'
 
 def blocks_per_sm(threads: int, regs: int, smem: int, sm: dict) -> int:
@@ -207,14 +209,14 @@ def blocks_per_sm(threads: int, regs: int, smem: int, sm: dict) -> int:
     return max(0, min(by_thr, by_reg, sm['smem'] // per_block, sm['blocks']))
 
 # %% ../nbs/04_accept.ipynb #0c0476ad
-_kernels, _default_ws = {}, {}
+_grids, _default_ws = {}, {}
 
 def _accept_kernel(idx: int) -> tuple:
     "(kernel, grid, blocks per SM) on GPU `idx`, made once: grid = SM count, checked to be co-resident by occupancy."
-    if idx not in _kernels:      # loaded once per GPU: load_kernel's per-thread context lookup stays out of a captured round
+    if idx not in _grids:        # once per GPU: the attribute and occupancy queries are driver calls, kept out of a captured round
         from ddtree_nb.runtime import load_kernel
         import pycuda.driver as drv
-        k = load_kernel('tree_accept.cu', 'tree_accept', _SIG, device=idx)
+        k = load_kernel('tree_accept.cu', 'tree_accept', _SIG, device=idx, limits=_KERNEL_LIMITS)
         F, d = drv.function_attribute, drv.Device(idx)
         at = lambda nm, default=None: d.get_attribute(getattr(drv.device_attribute, nm)) if hasattr(drv.device_attribute, nm) else default
         k.fn.set_attribute(F.PREFERRED_SHARED_MEMORY_CARVEOUT, 100)   # a hint: the occupancy below assumes the full carveout
@@ -224,8 +226,8 @@ def _accept_kernel(idx: int) -> tuple:
         occ = blocks_per_sm(_NT, k.fn.get_attribute(F.NUM_REGS), k.fn.get_attribute(F.SHARED_SIZE_BYTES), sm)
         G = at('MULTIPROCESSOR_COUNT')
         if occ < 1 or G > _MAXG: raise RuntimeError(f"tree_accept: {G} SMs x {occ} blocks per SM can't hold a co-resident grid of one block per SM (at most {_MAXG} blocks)")
-        _kernels[idx] = (k, G, occ)
-    return _kernels[idx]
+        _grids[idx] = (k, G, occ)
+    return _grids[idx]
 
 class AcceptWorkspace(NamedTuple):
     "Scratch of accept launches: pass partials, the grid barrier (zeroed once, back to 0 arrivals after every use, so CUDA graph replays reuse it) and the status word."

@@ -184,14 +184,13 @@ _VERSIONS = {1: (('moe_gate_up', 256, 8), ('moe_down', 256, 8)),
              10: (('moe_gate_up_v10', 64, 16), ('moe_down_v9', 32, 32)),
              11: (('moe_gate_up_v11', 128, None), ('moe_down_v11', 128, None))}
 CUDA_VERSION = 4
-_kernels, _n_sm = {}, {}
+_KERNEL_LIMITS = dict(MAXE=MAX_EXPERTS)   # kernels/moe_w4a16.cu's #defines, checked on load
+_n_sm = {}
 
 def _kernel(fn: str, sig: str, device: int):
-    "The compiled kernel `fn` of kernels/moe_w4a16.cu on `device` (loaded once)."
-    if (fn, device) not in _kernels:
-        from ddtree_nb.runtime import load_kernel
-        _kernels[(fn, device)] = load_kernel('moe_w4a16.cu', fn, sig, device=device)
-    return _kernels[(fn, device)]
+    "The compiled kernel `fn` of kernels/moe_w4a16.cu on `device` (`load_kernel` caches it)."
+    from ddtree_nb.runtime import load_kernel
+    return load_kernel('moe_w4a16.cu', fn, sig, device=device, limits=_KERNEL_LIMITS)
 
 def _sm_count(device: int) -> int:
     if device not in _n_sm: _n_sm[device] = torch.cuda.get_device_properties(device).multi_processor_count
@@ -216,7 +215,7 @@ def _moe_cuda(x, topk_idx, topk_w, ex: PackedExperts, rsf: float, out: torch.Ten
     mark = (lambda i: marks[i].record()) if marks is not None else (lambda i: None)
     Y = min(E, P)
     mark(0)
-    ld('moe_group', _SIG_GROUP)(topk_idx, P, E, ws.counts, ws.offsets, ws.hit, ws.n_hit, ws.sorted_pair, ws.pos, grid=1, block=1024)
+    ld('moe_group', _SIG_GROUP)(topk_idx, P, E, ws.counts, ws.offsets, ws.hit, ws.n_hit, ws.sorted_pair, ws.pos, grid=1, block=MAX_EXPERTS)
     mark(1)
     ld(fu, _SIG_GU)(x, H, I, k, ws.sorted_pair, ws.offsets, ws.hit, ws.n_hit, ex.gate_packed, ex.gate_scale,
                                      ex.up_packed, ex.up_scale, ws.act, grid=_launch_grid(ru, I, Y, n_sm), block=tu)

@@ -4,13 +4,14 @@
 
 # %% ../nbs/00a_runtime.ipynb #65407d02
 from __future__ import annotations
-import os, re, sys, json, shutil, hashlib, tempfile, warnings, threading, subprocess, atexit, contextlib, traceback, importlib.util
+import os, re, sys, ast, operator, json, shutil, hashlib, tempfile, warnings, threading, subprocess, atexit, contextlib, traceback, importlib.util
 from pathlib import Path
 
 # %% auto #0
 __all__ = ['ARCH_SPECIFIC', 'CudaUnavailable', 'KernelCompileError', 'kernels_dir', 'kernel_path', 'find_nvcc', 'nvcc_version',
-           'nvcc_compile', 'kernel_archs', 'check_kernels', 'cuda_ok', 'require_cuda', 'cuda_context', 'device_arch',
-           'EngineStream', 'engine_stream', 'Kernel', 'load_kernel', 'releasing_on_oom']
+           'nvcc_compile', 'kernel_archs', 'check_kernels', 'kernel_defines', 'KernelLimitError', 'check_limits',
+           'cuda_ok', 'require_cuda', 'cuda_context', 'device_arch', 'EngineStream', 'engine_stream', 'Kernel',
+           'load_kernel', 'releasing_on_oom']
 
 # %% ../nbs/00a_runtime.ipynb #feedfc0a
 class CudaUnavailable(RuntimeError):
@@ -182,6 +183,66 @@ def check_kernels(archs=('sm_80', 'sm_90', 'sm_120'), verbose=True) -> dict:
     if bad: raise KernelCompileError('\n\n'.join(bad.values()))
     return res
 
+# %% ../nbs/00a_runtime.ipynb #974f08fc
+_directive_re = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"(?P<inc>[^"]+)"|^[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)[ \t]+(?P<val>[^\n]*)'
+                           r'|^constexpr[ \t]+int[ \t]+(?P<decl>[^;]*);', re.M)
+_c_ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.LShift: operator.lshift, ast.RShift: operator.rshift,
+          ast.BitAnd: operator.and_, ast.BitOr: operator.or_, ast.BitXor: operator.xor,
+          ast.Div: lambda a, b: abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1),     # C's division truncates toward zero
+          ast.Mod: lambda a, b: a - abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1) * b}
+
+def _c_int(expr: str, env: dict) -> int|None:
+    "Value of the C integer expression `expr` over the names in `env`, or None when it is not one."
+    def ev(n):
+        if isinstance(n, ast.Constant) and type(n.value) is int: return n.value
+        if isinstance(n, ast.Name) and n.id in env: return env[n.id][0]
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, (ast.USub, ast.UAdd, ast.Invert)): return {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert}[type(n.op)](ev(n.operand))
+        if isinstance(n, ast.BinOp) and type(n.op) in _c_ops: return _c_ops[type(n.op)](ev(n.left), ev(n.right))
+        raise ValueError(n)
+    expr = re.sub(r'\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]+\b', r'\1', expr.split('//')[0].strip())   # drop integer suffixes
+    try: return ev(ast.parse(expr, mode='eval').body)
+    except (SyntaxError, ValueError, ZeroDivisionError): return None
+
+# %% ../nbs/00a_runtime.ipynb #4d6f5cd0
+_defines = {}
+
+def _read_defines(path: Path, env: dict, seen: set) -> dict:
+    "Add the integer macros of `path` and of the `kernels/` headers it includes (in order) to `env`: name -> (value, file name)."
+    if path in seen: return env
+    seen.add(path)
+    text = re.sub(r'/\*.*?\*/', ' ', path.read_text(), flags=re.S)
+    for m in _directive_re.finditer(text):
+        if m['inc']:
+            if (kernels_dir()/m['inc']).is_file(): _read_defines(kernels_dir()/m['inc'], env, seen)
+        elif m['name']:
+            if (v := _c_int(m['val'], env)) is not None: env[m['name']] = (v, path.name)
+        else:
+            for d in m['decl'].split(','):
+                nm, _, val = d.partition('=')
+                if re.fullmatch(r'[A-Za-z_]\w*', nm.strip()) and (v := _c_int(val, env)) is not None: env[nm.strip()] = (v, path.name)
+    return env
+
+def _kernel_defines(name: str) -> dict:
+    if name not in _defines: _defines[name] = _read_defines(kernel_path(name), {}, set())   # read once per process, like the kernels
+    return _defines[name]
+
+def kernel_defines(name: str) -> dict[str, int]:
+    "The integer `#define`s and file-scope `constexpr int`s of kernel file `name` and the `kernels/` headers it includes: macro -> value."
+    return {k: v for k, (v, _) in _kernel_defines(name).items()}
+
+# %% ../nbs/00a_runtime.ipynb #b2f870af
+class KernelLimitError(RuntimeError):
+    "A limit a Python module uses disagrees with the kernel's `#define` of it."
+
+def check_limits(name: str, **expected: int):
+    "Raise `KernelLimitError` unless each macro in `expected` has that value in kernel file `name` (`kernel_defines`)."
+    have = _kernel_defines(name)
+    for k, v in expected.items():
+        if k not in have: raise KernelLimitError(f"{name} (with its headers) has no integer #define {k}; Python expects {k} = {v}")
+        if have[k][0] != v:
+            where = have[k][1] if have[k][1] == name else f"{have[k][1]} (included by {name})"
+            raise KernelLimitError(f"{where}: #define {k} is {have[k][0]} but Python has {v}; make the kernel and its module agree")
+
 # %% ../nbs/00a_runtime.ipynb #408a65f5
 def cuda_ok() -> tuple[bool, str]:
     "(True, '') when pycuda, a CUDA GPU and a working nvcc are all present, else (False, why + how to fix)."
@@ -258,13 +319,15 @@ def engine_stream(device: int|None=None) -> EngineStream:
 class Kernel:
     "A compiled `__global__` function, launched on torch tensors on the engine stream."
     def __init__(self, fn, name: str, signature: str, device: int):
-        self.fn, self.name, self.signature, self.device = fn, name, signature, device
+        self.fn, self.name, self.signature, self.device, self.max_dynamic_shared = fn, name, signature, device, 0
         fn.prepare(signature)
 
     def set_max_dynamic_shared(self, nbytes: int):
-        "Allow more than 48 KiB of dynamic shared memory for this kernel."
-        import pycuda.driver as drv
-        self.fn.set_attribute(drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, int(nbytes))
+        "Allow `nbytes` (more than 48 KiB) of dynamic shared memory for this kernel; a driver call only when it raises the allowance."
+        if int(nbytes) > self.max_dynamic_shared:
+            import pycuda.driver as drv
+            self.fn.set_attribute(drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, int(nbytes))
+            self.max_dynamic_shared = int(nbytes)
         return self
 
     def _arg(self, i, a, kind):
@@ -294,13 +357,21 @@ class Kernel:
         if not same: cur.wait_stream(es.torch)
 
 # %% ../nbs/00a_runtime.ipynb #61049fb3
-_modules = {}
+_modules, _handles = {}, {}
 
-def load_kernel(source: str|Path, name: str, signature: str, options: tuple=(), device: int|None=None, arch: str|None=None) -> Kernel:
-    "Compile (cached) `source` (a kernel file name in `kernels/`, a Path, or CUDA text) and return its `__global__` function `name`."
+def _handle_key(source, name: str, signature: str, options, device, arch) -> tuple:
+    import torch
+    return (source, name, signature, tuple(options), torch.cuda.current_device() if device is None else int(device), arch)
+
+def load_kernel(source: str|Path, name: str, signature: str, options: tuple=(), device: int|None=None, arch: str|None=None,
+                limits: dict|None=None) -> Kernel:
+    "Compile (cached) `source` (a kernel file name in `kernels/`, a Path, or CUDA text) and return its `__global__` function `name` (cached); `limits`: macro values the file must have (`check_limits`), checked on first load."
+    if _handles and (k := _handles.get(_handle_key(source, name, signature, options, device, arch))) is not None: return k   # no driver call
     require_cuda()
     import torch
     idx = torch.cuda.current_device() if device is None else int(device)
+    hkey = _handle_key(source, name, signature, options, idx, arch)
+    if limits: check_limits(source if isinstance(source, str) else source.name, **limits)
     cuda_context(idx)
     import pycuda.driver as drv
     if isinstance(source, str) and source.endswith(('.cu', '.cuh')) and '\n' not in source: source = kernel_path(source)
@@ -314,7 +385,8 @@ def load_kernel(source: str|Path, name: str, signature: str, options: tuple=(), 
             except drv.Error as e:
                 raise CudaUnavailable(f"the CUDA driver ({drv.get_driver_version()}) cannot load the cubin of {nm} for {arch} built by nvcc "
                                       f"({nvcc_version()}): {_last_line(str(e))}; a driver older than nvcc cannot load its cubins (update it or point DDTREE_NVCC at an older nvcc)") from None
-    return Kernel(_modules[key].get_function(name), name, signature, idx)
+    _handles[hkey] = Kernel(_modules[key].get_function(name), name, signature, idx)
+    return _handles[hkey]
 
 # %% ../nbs/00a_runtime.ipynb #e1a0c7d9
 def _oom_summary(msg: str) -> str:

@@ -246,7 +246,7 @@ def threshold_tree_sim(draft_logits: torch.Tensor, budget: int, ucap: int=UCAP, 
 
 
 # %% ../nbs/02_tree_builder.ipynb #6891d7f2
-KMAX, NBINS, CAND, CHUNK = 1024, 4096, 1024 + 3072, 4096
+KMAX, NBINS, CAND, CHUNK = MAX_BUDGET, 4096, MAX_BUDGET + 3072, 4096   # the kernel's KMAX, NBINS, CAND = KMAX + CAPB, CHUNK
 
 class TreeBuffers:
     "Preallocated GPU (or, for tests, CPU) buffers of one draft tree of at most `max_budget` nodes, plus the builder's workspace."
@@ -262,7 +262,7 @@ class TreeBuffers:
         self.vis_bits = i32(n, self.W)
         self.scores = torch.zeros(n, dtype=torch.float64, device=self.device)
         f64 = lambda *s: torch.zeros(s, dtype=torch.float64, device=self.device)
-        self.ws = dict(hist=i32(MAX_DEPTH * NBINS), stat=f64(MAX_DEPTH * 64 * 2),
+        self.ws = dict(hist=i32(MAX_DEPTH * NBINS), stat=f64(MAX_DEPTH * (MAX_VOCAB // CHUNK) * 2),
                        row_done=i32(MAX_DEPTH), rowinfo=i32(MAX_DEPTH * 8), rowlse=f64(MAX_DEPTH * 2),
                        cand=torch.zeros(MAX_DEPTH * CAND, dtype=torch.int64, device=self.device),
                        lq=f64(MAX_DEPTH * KMAX), ltok=i32(MAX_DEPTH * KMAX), kd=i32(MAX_DEPTH),
@@ -313,8 +313,10 @@ def check_tree_buffers(buf: TreeBuffers):
 
 # %% ../nbs/02_tree_builder.ipynb #6dd28112
 ROW_E, CLUSTER, ROW_THREADS = (8, 16, 24, 32), 8, 1024   # phase 1 v3: logits per thread, blocks per row, threads per block
+_KERNEL_LIMITS = dict(MAX_DEPTH=MAX_DEPTH, MAX_BUDGET=MAX_BUDGET, MAX_VOCAB=MAX_VOCAB, MAXC=MAX_VOCAB // CHUNK, KMAX=KMAX, NBINS=NBINS,
+                      CAND=CAND, CHUNK=CHUNK, UCAP=UCAP, SORTCAP=SORTCAP, CL=CLUSTER, RT=ROW_THREADS)   # tree_build.cu's #defines, checked on load
 
-_kcache = {}
+_kcache = {}   # one dict per (dtype, GPU): load_kernel caches the handles; this keeps the bundle and tb_tree's shared-memory limit (driver queries)
 def _tree_kernels(dtype):
     "The kernels for logits of `dtype` on the current device (loaded once) and tb_tree's dynamic shared-memory limit; `rows` (v3) on sm_90+ only."
     from ddtree_nb.runtime import load_kernel
@@ -322,7 +324,7 @@ def _tree_kernels(dtype):
     if key not in _kcache:
         import pycuda.driver as drv
         sfx = {torch.bfloat16: 'bf16', torch.float32: 'f32'}[dtype]
-        tree = load_kernel('tree_build.cu', 'tb_tree', 'PPPiiiiiii' + 'P' * 20)
+        tree = load_kernel('tree_build.cu', 'tb_tree', 'PPPiiiiiii' + 'P' * 20, limits=_KERNEL_LIMITS)
         optin = drv.Context.get_device().get_attribute(drv.device_attribute.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
         limit = optin - tree.fn.get_attribute(drv.function_attribute.SHARED_SIZE_BYTES)
         tree.set_max_dynamic_shared(limit)

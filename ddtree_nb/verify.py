@@ -11,16 +11,17 @@ from .tree import vis_words, pack_visibility as vis_to_bits, unpack_visibility a
 from .runtime import load_kernel, require_cuda, cuda_context, engine_stream, device_arch, CudaUnavailable
 
 # %% auto #0
-__all__ = ['DC', 'DR', 'DQK', 'H200_BW', 'H200_BF16', 'V2_CONFIGS', 'SM90_KERNELS', 'SM90_PV_N', 'IMPLS', 'SIG_V1', 'SIG_V2',
-           'SIG_COMBINE', 'MAX_SPLITS', 'VERIFY_CASES', 'SM90_CASES', 'SM90_BRUTE_CASES', 'verify_cost',
-           'check_aligned', 'check_verify_inputs', 'tree_visible', 'tree_attention_torch', 'v2_smem', 'pick_config',
-           'choose_splits', 'sm90_smem', 'sm90_fits', 'combine_shape', 'verify_plan', 'verify_workspace',
-           'check_workspace', 'mla_tree_attention', 'verify_error', 'first_mismatch', 'edge_case_inputs',
-           'check_edge_case', 'tree_parents', 'verify_selftest_case', 'brute_case']
+__all__ = ['DC', 'DR', 'DQK', 'MAX_SPLITS', 'H200_BW', 'H200_BF16', 'V2_CONFIGS', 'SM90_KERNELS', 'SM90_PV_N', 'IMPLS', 'SIG_V1',
+           'SIG_V2', 'SIG_COMBINE', 'VERIFY_CASES', 'SM90_CASES', 'SM90_BRUTE_CASES', 'verify_cost', 'check_aligned',
+           'check_verify_inputs', 'tree_visible', 'tree_attention_torch', 'v2_smem', 'pick_config', 'choose_splits',
+           'sm90_smem', 'sm90_fits', 'combine_shape', 'verify_plan', 'verify_workspace', 'check_workspace',
+           'mla_tree_attention', 'verify_error', 'first_mismatch', 'edge_case_inputs', 'check_edge_case',
+           'tree_parents', 'verify_selftest_case', 'brute_case']
 
 # %% ../nbs/03_verify.ipynb #2e46cf25
 DC, DR = 512, 64                      # latent and rope widths the kernel is built for
 DQK = DC + DR                         # one cache row: [c_kv | k_pe]
+MAX_SPLITS = 1024                     # the combine kernel holds one lse per split in shared memory
 H200_BW, H200_BF16 = 4.27e12, 799e12  # measured H200 ceilings: device copy bytes/s, bf16 matmul FLOP/s
 
 def verify_cost(T: int, H: int, P: int) -> dict:
@@ -140,7 +141,7 @@ def pick_config(smem_per_block: int) -> tuple:
     raise CudaUnavailable(f"verify attention needs {v2_smem(*V2_CONFIGS[-1])} bytes of shared memory per block; this GPU allows {smem_per_block}")
 
 # %% ../nbs/03_verify.ipynb #3eb6d8ea
-def choose_splits(m_tiles: int, n_tiles: int, slots: int, max_splits: int=1024) -> int:  # 1024 = MAX_SPLITS
+def choose_splits(m_tiles: int, n_tiles: int, slots: int, max_splits: int=MAX_SPLITS) -> int:
     "Key-range splits for `m_tiles` row tiles over `n_tiles` key tiles on `slots` concurrent blocks: fewest waves x (tiles per split + 1)."
     best = (float('inf'), 1)
     for s in range(1, min(n_tiles, max_splits) + 1):
@@ -167,8 +168,9 @@ def sm90_fits(arch: str, smem_per_block: int) -> bool:
 
 # %% ../nbs/03_verify.ipynb #d373a7e1
 SIG_V1, SIG_V2, SIG_COMBINE = 'PPPPiiiiPifPP', 'PPPPiiiiPifPPPPi', 'PPiiPP'
-MAX_SPLITS = 1024  # the combine kernel holds one lse per split in shared memory
-_kernels, _dev_info = {}, {}
+_KERNEL_LIMITS = {'verify_attn.cu': dict(DC=DC, DR=DR, DQK=DQK, MAX_SPLITS=MAX_SPLITS),    # the kernels' #defines and constexprs
+                  'verify_attn_sm90.cu': dict(DC=DC, DR=DR, DQK=DQK, SMEM=sm90_smem())}   # (with their headers'), checked on load
+_dev_info = {}
 
 def combine_shape(splits: int) -> tuple:
     "Block (lanes, groups) of `verify_attn_combine`: 8 lanes x 32 groups for many splits, else 64 lanes x <= 4 groups."
@@ -176,13 +178,10 @@ def combine_shape(splits: int) -> tuple:
     return 64, min(4, 1 << (splits - 1).bit_length())
 
 def _kernel(name: str, sig: str, smem: int=0, source: str='verify_attn.cu', arch: str|None=None):
-    "Compiled kernel `name` of `source` on the current device (cached), with `smem` bytes of dynamic shared memory allowed."
-    dev = torch.cuda.current_device()
-    if (name, dev) not in _kernels:
-        k = load_kernel(source, name, sig, device=dev, arch=arch)
-        if smem > 48 * 1024: k.set_max_dynamic_shared(smem)
-        _kernels[(name, dev)] = k
-    return _kernels[(name, dev)]
+    "Compiled kernel `name` of `source` on the current device (`load_kernel` caches it), with `smem` bytes of dynamic shared memory allowed."
+    k = load_kernel(source, name, sig, arch=arch, limits=_KERNEL_LIMITS[source])
+    if smem > 48 * 1024: k.set_max_dynamic_shared(smem)   # a driver call only the first time
+    return k
 
 def _device_info(dev: int) -> dict:
     "SM count and shared-memory limits of CUDA device `dev`."

@@ -17,13 +17,13 @@
 // reference computes bit-identical scores and the argmax (ties -> smallest token id) is identical.
 // NaN logits count as -inf (both temperatures, as in the torch reference): a row of NaN / -inf only chooses token 0.
 #include <stdint.h>
+#include "common.cuh"   // MAX_DEPTH, MAX_BUDGET, MAX_PATH, MAX_NODES
 
 #define NT 512          // threads per block = 16 warps
 #define NW (NT / 32)
 #define CHAIN 16        // rows scored per pass (NW / chain length warps each)
 #define MAXG 256        // most blocks: each lane reads MAXG / 32 partials per row in one round
-#define MAX_PATH 33     // MAX_DEPTH + 1
-#define MAXN 1025       // MAX_BUDGET + 1 nodes
+#define MAXN MAX_NODES  // tree nodes with the root
 #define CV 36           // uint4 columns per compaction unit (576 bf16 = 72 uint4 -> 2 units per layer)
 #define PER ((MAX_PATH * CV + NT - 1) / NT)
 #define BIG 0x7fffffff

@@ -19,10 +19,13 @@
 // Scores are float64 sums in the reference's order (parent + own log q), so exact ties stay exact.
 #include <cuda_bf16.h>
 #include <stdint.h>
+#include "common.cuh"   // MAX_DEPTH, MAX_BUDGET
 
 #define NBINS 4096          // top 12 bits of the key
 #define CHUNK 4096          // logits per phase-1 block (256 threads x 16)
-#define KMAX 1024           // max k = max budget
+#define MAX_VOCAB 262144    // longest row of draft logits
+#define MAXC (MAX_VOCAB / CHUNK)   // phase-1 blocks per row: the row stride of stat
+#define KMAX MAX_BUDGET     // max k = max budget
 #define CAPB 3072           // room for the threshold bin's logits
 #define CAND (KMAX + CAPB)  // candidates per row
 #define UCAP 8192           // prefixes the BFS may materialise
@@ -132,7 +135,7 @@ __device__ void hist_body(const T *__restrict__ logits, int V, int k, int *hist,
     }
     double s = sf;
     block_lse<8>(m, s, sm, ss);
-    if (tid == 0) stat[row * 64 + c] = make_double2((double)m, s);
+    if (tid == 0) stat[row * MAXC + c] = make_double2((double)m, s);
     for (int b = tid; b < NBINS; b += blockDim.x)
         if (sh[b]) atomicAdd(&hist[row * NBINS + b], sh[b]);
     __threadfence();
@@ -154,9 +157,9 @@ __device__ void hist_body(const T *__restrict__ logits, int V, int k, int *hist,
     if (kd > 0) find_desc(sh, NBINS, kd, ws, fout);
     if (tid < 32) {   // logsumexp from the C partials, one warp
         float M = -INFINITY; double S = 0.0;
-        for (int j = tid; j < C; j += 32) M = fmaxf(M, (float)__ldcg(&stat[row * 64 + j]).x);
+        for (int j = tid; j < C; j += 32) M = fmaxf(M, (float)__ldcg(&stat[row * MAXC + j]).x);
         for (int o = 16; o; o >>= 1) M = fmaxf(M, __shfl_xor_sync(FULL, M, o));
-        for (int j = tid; j < C; j += 32) { double2 p = __ldcg(&stat[row * 64 + j]); if (p.x != -INFINITY) S += p.y * (double)__expf((float)p.x - M); }
+        for (int j = tid; j < C; j += 32) { double2 p = __ldcg(&stat[row * MAXC + j]); if (p.x != -INFINITY) S += p.y * (double)__expf((float)p.x - M); }
         for (int o = 16; o; o >>= 1) S += __shfl_xor_sync(FULL, S, o);
         if (tid == 0) {
             int *ri = rowinfo + row * 8;
@@ -618,8 +621,8 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
     double *s_sc = (double *)off;                        // SORTCAP doubles
     int *s_slot = (int *)(s_sc + SORTCAP);               // SORTCAP ints
     __shared__ int ws[33], fout[2], hsel[256], sh_i[8];
-    __shared__ double chain[33], sh_d[4], wmin[32];
-    __shared__ int kd[32];
+    __shared__ double chain[MAX_DEPTH + 1], sh_d[4], wmin[32];
+    __shared__ int kd[MAX_DEPTH];
     __shared__ long long tst[13];  // clock64 at stage ends (thread 0): stats[4..15], cycles since start, -1 if skipped
     int tid = threadIdx.x, nt = blockDim.x;
 #define STAMP(i) do { if (tid == 0) tst[i] = clock64(); } while (0)

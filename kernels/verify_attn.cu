@@ -335,17 +335,18 @@ VERIFY_V2(verify_attn_v2_32x32x1, 32, 32, 1)  //  77,576 B: RTX 30xx/40xx/50xx (
 // Split merge: out[r] = sum_s w_s o_s / sum_s w_s, w_s = exp(lse_s - max), lse[r] = max + log(sum_s w_s).
 // grid (M, 512 / (8 L)), block (L, G): a block merges 8L columns of one row; thread (x, y) reads 16 bytes of
 // every G-th split starting at y, so all of a row's partial reads are in flight at once. L*G in {64..256},
-// splits <= 1024. A row whose splits are all empty (lse -inf everywhere: it sees no key) gets out = 0 and
+// splits <= MAX_SPLITS. A row whose splits are all empty (lse -inf everywhere: it sees no key) gets out = 0 and
 // lse = -inf, as the direct path writes; a NaN partial stays NaN. The host picks (8, 32) for many splits (the AR step: 64 rows, ~129 splits) and (64, <=4)
 // for a few (trees: thousands of rows, 2..8 splits).
 // ---------------------------------------------------------------------------------------------------------
+#define MAX_SPLITS 1024   // splits the combine merges: one lse each in shared memory
 extern "C" __global__ void __launch_bounds__(256)
 verify_attn_combine(const bf16 *__restrict__ ws_o, const float *__restrict__ ws_lse, int splits, int M,
                     bf16 *__restrict__ out, float *__restrict__ lse) {
     const int L = blockDim.x, G = blockDim.y, CW = 8 * L, nthr = L * G, nwarps = nthr >> 5;
     const int r = blockIdx.x, c0 = blockIdx.y * CW, gy = threadIdx.y, tid = gy * L + threadIdx.x;
     const int warp = tid >> 5, lane = tid & 31, col = c0 + threadIdx.x * 8;
-    __shared__ float sl[1024], red[2048], smax[8], sden[8];
+    __shared__ float sl[MAX_SPLITS], red[2048], smax[8], sden[8];
     float mx = -INFINITY;
     for (int s = tid; s < splits; s += nthr) { const float v = ws_lse[(size_t)s * M + r]; sl[s] = v; mx = fmaxf(mx, v); }
 #pragma unroll
