@@ -197,13 +197,16 @@ class Decoder:
         "Allocate the caches, run the prompt, sample the first token and set up the round's buffers; the tokens emitted (that one token)."
         if self.cache is not None: raise RuntimeError("prefill() was already run")
         with releasing_on_oom(f"the caches and the round's buffers ({self.rows} target cache rows, budget {self.budget})", self.close):
-            self.cache = self.target.new_cache(self.rows)
-            slack = self.drafter.block_size if self.use_drafter else 0      # every draft writes a block of scratch rows past the context
-            self.dcache = self.drafter.new_cache(len(self.prompt) + self.max_new_tokens + slack) if self.use_drafter else None
-            logits, features = self.timed('prefill', self.stages.prefill, self.target, self.prompt.to(self.device), self.cache, self.layers)
-            self.root = sample_token(logits, self.temperature, self.generator)
-            self.stages.setup(self, features)
+            self._allocate_and_prefill()   # its frame holds the prompt's logits and features: cleared on an OOM (this one is running)
         return self._emit([self.root])
+
+    def _allocate_and_prefill(self):
+        self.cache = self.target.new_cache(self.rows)
+        slack = self.drafter.block_size if self.use_drafter else 0      # every draft writes a block of scratch rows past the context
+        self.dcache = self.drafter.new_cache(len(self.prompt) + self.max_new_tokens + slack) if self.use_drafter else None
+        logits, features = self.timed('prefill', self.stages.prefill, self.target, self.prompt.to(self.device), self.cache, self.layers)
+        self.root = sample_token(logits, self.temperature, self.generator)
+        self.stages.setup(self, features)
 
     def close(self):
         "Release the caches and the round's buffers now, not at the garbage collector's next pass; the generation cannot go on."

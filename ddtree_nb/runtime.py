@@ -401,5 +401,8 @@ def releasing_on_oom(what: str, release):
     except torch.OutOfMemoryError as e:
         release()
         traceback.clear_frames(e.__traceback__)        # a half-built buffer held by a frame that was allocating goes too
-        if torch.cuda.is_initialized(): torch.cuda.empty_cache()
-        raise torch.OutOfMemoryError(f"out of memory while allocating {what}: {_oom_summary(str(e))}; what was allocated so far is released") from None
+        msg = _oom_summary(str(e))
+    else: return
+    # raised after the except block: `e` is gone, so no exception <-> frame cycle keeps the failed frames for the cyclic GC
+    if torch.cuda.is_initialized(): torch.cuda.empty_cache()
+    raise torch.OutOfMemoryError(f"out of memory while allocating {what}: {msg}; what was allocated so far is released") from None
