@@ -113,6 +113,7 @@ def _train_attention(a, x, cos, sin, kv=None, start: int=0):
     o = F.scaled_dot_product_attention(q, k, v, is_causal=S > 1, scale=c.softmax_scale)
     return a.o_proj(o.permute(2, 0, 1, 3).reshape(S, B, H * dv))
 
+# %% ../nbs/06_demo_models.ipynb #c83cbeb7
 def target_train_forward(model: TargetModel,
                          ids: torch.Tensor,     # [B, S] token ids at positions start..start+S-1
                          hidden_layers=(),      # which layers' outputs to return (the last one after the final norm)
@@ -214,6 +215,7 @@ class Schedule:
     def done(self, step) -> bool: return step >= self.steps or (self.budget is not None and time.time() - self.t0 >= self.budget)
     def lr_at(self, step) -> float: return lr_at(step, self.steps, self.lr, self.warmup, self.progress(step) if self.budget else None)
 
+# %% ../nbs/06_demo_models.ipynb #e49c98d0
 def train_target(model: TargetModel, train_ids: torch.Tensor, valid_ids: torch.Tensor|None=None,
                  steps: int=1000, batch: int=16, seq_len: int=256, lr: float=3e-3, warmup: int=50, weight_decay: float=0.05,
                  bias_lr: float=1e-3, seed: int=0, device='cpu', log_every: int=25, log=print,
@@ -288,6 +290,7 @@ def _masked_dflash_attention(attn, x, k_ctx, v_ctx, cos, sin, mask):
     o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask[:, None], scale=hd ** -0.5)
     return attn.o_proj(o.transpose(1, 2).reshape(B, Q, nh * hd))
 
+# %% ../nbs/06_demo_models.ipynb #13981637
 def drafter_train_logits(drafter: Drafter,
                          features: torch.Tensor, # [B, S, n_feat, D] target features of each window
                          ids: torch.Tensor,      # [B, S] the windows' tokens
@@ -330,6 +333,7 @@ def sample_anchors(B: int, A: int, S: int, block: int, g: torch.Generator, min_c
     return torch.stack([torch.randperm(hi, generator=g)[:A] if A <= hi else torch.randint(0, hi, (A,), generator=g)
                         for _ in range(B)]) + min_ctx
 
+# %% ../nbs/06_demo_models.ipynb #aa522977
 def train_drafter(drafter: Drafter, target: TargetModel, train_ids: torch.Tensor|None, steps: int=500, batch: int=8,
                   seq_len: int=256, anchors_per_seq: int=8, lr: float=3e-3, warmup: int=30, gamma: float=7.0,
                   weight_decay: float=0.05, seed: int=0, device='cpu', log_every: int=25, log=print,
@@ -375,6 +379,7 @@ def train_drafter(drafter: Drafter, target: TargetModel, train_ids: torch.Tensor
     drafter.eval().requires_grad_(False)
     return hist
 
+# %% ../nbs/06_demo_models.ipynb #815af843
 @torch.no_grad()
 def drafter_eval(drafter: Drafter, target: TargetModel, sequences: torch.Tensor, prompt_len: int, anchors_per_seq: int=8,
                  batch: int=32, seed: int=0) -> dict:
@@ -449,6 +454,7 @@ def save_pair(target: TargetModel, drafter: Drafter, tokenizer, out, dtype=torch
         if mib > max_file_mib: raise ValueError(f"{f} is {mib:.1f} MiB, over the {max_file_mib} MiB limit (shard it or shrink the model)")
     return out
 
+# %% ../nbs/06_demo_models.ipynb #5e9b0968
 def train_pair(out,                                   # output directory of the pair
                target_kw: dict|None=None,             # overrides of `demo_target_config`
                drafter_kw: dict|None=None,            # overrides of `demo_drafter_config`
@@ -553,6 +559,7 @@ def _train_parser():
     for k, v in dict(target_lr=3e-3, drafter_lr=3e-3, gamma=7.0).items(): ap.add_argument('--' + k.replace('_', '-'), type=float, default=v)
     return ap
 
+# %% ../nbs/06_demo_models.ipynb #d33c3ee0
 def train_main(argv=None) -> int:
     "`python -m ddtree_nb.demo train --out DIR ...`: run `train_pair`, logging one JSON line per record."
     a = vars(_train_parser().parse_args(argv))
@@ -648,6 +655,7 @@ def format_table(rows: dict) -> str:
     for k, v in rows.items(): lines.append(f"{k:12s} {v['tokens_per_s']:9.1f} {v['mean_acceptance']:16.2f}")
     return '\n'.join(lines)
 
+# %% ../nbs/06_demo_models.ipynb #8d9cb0d9
 def demo_main(argv=None, out=None) -> int:
     "Entry point of `ddtree demo`."
     a, out = _demo_parser().parse_args(argv), out or sys.stdout

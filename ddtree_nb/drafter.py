@@ -139,6 +139,7 @@ class DFlashAttention(nn.Module):
                                            attn_mask=mask.expand(g, *mask.shape).reshape(g * T, -1) if mask is not None else None)   # a view for draft_static's row mask
         return self.o_proj(o.view(self.nkv, g, T, self.hd).permute(2, 0, 1, 3).reshape(T, self.nh * self.hd))
 
+# %% ../nbs/05a_drafter.ipynb #390c2f2b
 class DFlashLayer(nn.Module):
     "A Qwen3 decoder layer with DFlash attention."
     def __init__(self, c: DrafterConfig):
@@ -266,6 +267,7 @@ def save_drafter(drafter: Drafter, path):
     (p / 'config.json').write_text(json.dumps(drafter.config.to_dict(), indent=2))
     save_file({k: v.detach().contiguous().cpu() for k, v in drafter.state_dict().items()}, str(p / 'model.safetensors'))
 
+# %% ../nbs/05a_drafter.ipynb #c8c32899
 def _target_dtype_device(target):
     w = target.embed_tokens.weight
     return w.dtype, w.device

@@ -337,6 +337,7 @@ def _pip(p: dict) -> tuple[str, str]:
         return f"{p['path']} -m venv ~/.venvs/ddtree && ", '~/.venvs/ddtree/bin/pip install'
     return '', f"{p['path']} -m pip install"
 
+# %% ../nbs/00_env.ipynb #0e79a361
 def recommend(pythons: list[dict], strays: list[dict], cuda: dict, gpus: list[dict]) -> dict:
     "Pick an interpreter and a SourceModule arch, and give the command that fixes each missing piece: `{python, why, arch, gpu, fixes, notes}`."
     gpu = bool(gpus)
@@ -416,6 +417,7 @@ def _py_row(p: dict, chosen: str|None) -> list[str]:
     tags = [p.get('kind', '')] + (['active'] if p.get('active') else []) + ([f"venv on {p['realpath']}"] if p.get('venv') else [])
     return [mark, p['path'], p['python'] or '?', f'torch {ts}', f"numpy {p.get('numpy') or '-'}", f"pycuda {p.get('pycuda') or '-'}", ', '.join(x for x in tags if x)]
 
+# %% ../nbs/00_env.ipynb #5fa6a40e
 def format_report(rep: dict) -> str:
     "The report as readable, aligned text."
     rec, cuda = rep['recommendation'], rep['cuda']

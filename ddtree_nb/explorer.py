@@ -40,6 +40,7 @@ def _node_probs(draft_logits, tree: DraftTree) -> torch.Tensor:
     q = torch.softmax(draft_logits.detach().double().cpu(), -1)
     return q[tree.depths.cpu() - 1, tree.tokens.cpu()]
 
+# %% ../nbs/07a_explorer.ipynb #e0904f60
 class RoundStepper:
     "Decode `prompt_ids` one round per `step()`, keeping each round's tree, probabilities, target choices and accepted path."
     def __init__(self, target, drafter, prompt_ids, method: str='ddtree', budget: int=16, temperature: float=0.0,
@@ -102,6 +103,7 @@ def tree_layout(parents: list[int]) -> list[tuple[int, float]]:
     place(0, 0)                                      # recursion depth <= the tree's depth (<= MAX_DEPTH)
     return pos
 
+# %% ../nbs/07a_explorer.ipynb #08c52298
 def tree_svg(view: RoundView, tokenizer=None, max_nodes: int=64, col_w: int=96, row_h: int=52) -> str:
     "SVG drawing of a round's draft tree: tokens, drafter probabilities, target choices, accepted path and bonus."
     m = min(view.tree.n, max_nodes)
@@ -172,6 +174,7 @@ def _stats_html(stepper: RoundStepper, view: RoundView|None) -> str:
             f"(acceptance length {len(view.path)}) · {len(stepper.tokens)}/{stepper.max_new_tokens} tokens · "
             f"mean acceptance length {sum(acc) / len(acc):.2f}" + (' · <b>done</b>' if view.done else ''))
 
+# %% ../nbs/07a_explorer.ipynb #734079c2
 def explore(target, drafter, tokenizer, prompts,
             budgets=(4, 8, 16, 32, 64, 128),  # choices offered
             temperatures=(0.0, 0.7, 1.0),     # choices offered

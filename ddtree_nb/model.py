@@ -187,6 +187,7 @@ class Router(nn.Module):
         if c.norm_topk_prob: w = w / (w.sum(-1, keepdim=True) + 1e-20)
         return w * c.routed_scaling_factor, idx
 
+# %% ../nbs/01a_target_model.ipynb #8b4d0159
 def expert_loop(x: torch.Tensor,         # [T, hidden] the tokens
                 topk_w: torch.Tensor,    # [T, k] routing weights
                 topk_idx: torch.Tensor,  # [T, k] routed expert ids
@@ -202,6 +203,7 @@ def expert_loop(x: torch.Tensor,         # [T, hidden] the tokens
         out.index_add_(0, tok, (ffn(e, x[tok]) * topk_w[tok, slot, None]).to(out.dtype))
     return out
 
+# %% ../nbs/01a_target_model.ipynb #cca787b2
 class MoE(nn.Module):
     def __init__(self, c: TargetConfig):
         super().__init__()
@@ -253,6 +255,7 @@ def attention_fn(backend: str,
         return _cuda
     raise ValueError(f"attn_backend must be one of {ATTN_BACKENDS}, got {backend!r}")
 
+# %% ../nbs/01a_target_model.ipynb #b02c9fc3
 class MLAttention(nn.Module):
     def __init__(self, c: TargetConfig, layer_idx: int):
         super().__init__()
@@ -291,6 +294,7 @@ class MLAttention(nn.Module):
         o = torch.einsum('thc,hvc->thv', o.to(x.dtype), w_uv)
         return self.o_proj(o.reshape(T, -1))
 
+# %% ../nbs/01a_target_model.ipynb #f209a9f0
 class DecoderLayer(nn.Module):
     def __init__(self, c: TargetConfig, layer_idx: int):
         super().__init__()
@@ -308,6 +312,7 @@ class TargetOutput:
     logits: torch.Tensor   # [T, vocab] float32
     hidden: torch.Tensor   # [T, len(hidden_layers), hidden_size]
 
+# %% ../nbs/01a_target_model.ipynb #ab66638f
 class TargetModel(nn.Module):
     "Kimi K2 / DeepSeek-V3 causal LM over a preallocated latent cache."
     def __init__(self, config: TargetConfig):
@@ -422,6 +427,7 @@ def kimi_config(**kw) -> dict:
                             n_group=1, topk_group=1, routed_scaling_factor=2.827, max_position_embeddings=262144, rope_theta=50000.0,
                             rope_scaling=_yarn(64.0, 4096, 1.0, 1.0)), **kw}
 
+# %% ../nbs/01a_target_model.ipynb #faa89c26
 def build_target(config: TargetConfig|dict, dtype=torch.float32, device='cpu', seed: int=0, std: float=0.05) -> TargetModel:
     "A randomly initialised `TargetModel` (weights ~ N(0, std), norms ~ 1 + N(0, 0.1), non-zero routing bias)."
     c = config if isinstance(config, TargetConfig) else config_from_dict(config)
@@ -515,6 +521,7 @@ _INT4_QCONFIG = {'quant_method': 'compressed-tensors', 'format': 'pack-quantized
                  'ignore': ['lm_head', 're:.*self_attn.*', 're:.*shared_experts.*', 're:.*mlp\\.(gate|up|gate_up|down)_proj.*']}
 _FP8_QCONFIG = {'quant_method': 'fp8', 'fmt': 'e4m3', 'activation_scheme': 'dynamic', 'weight_block_size': [128, 128]}
 
+# %% ../nbs/01a_target_model.ipynb #4b673f7a
 def _hub_tensors(model: TargetModel, experts: str, quant: str|None) -> dict:
     "The model's weights under hub key names, in the requested expert layout and quantisation."
     out = {}
@@ -543,6 +550,7 @@ def _hub_tensors(model: TargetModel, experts: str, quant: str|None) -> dict:
             else: put(key, t[j])
     return out
 
+# %% ../nbs/01a_target_model.ipynb #a642923d
 def save_target(model: TargetModel, path, model_type: str='deepseek_v3', rope_key: str='rope_scaling',
                 experts: str='per_expert', quant: str|None=None, shards: int=1) -> Path:
     "Write `model` as an HF-layout checkpoint directory (config.json + safetensors); returns the path."
@@ -588,6 +596,7 @@ def check_device(device) -> torch.device:
             raise CudaUnavailable(f"device {str(device)!r} asked for, but torch sees {torch.cuda.device_count()} CUDA GPU(s)")
     return d
 
+# %% ../nbs/01a_target_model.ipynb #5d28ae5c
 class Checkpoint:
     "Lazy key -> tensor access over a single or sharded safetensors checkpoint."
     def __init__(self, path: Path):
@@ -619,6 +628,7 @@ class Checkpoint:
         "A lazy safetensors slice of tensor `key`: index it to read only that part."
         f, k = self._handle(key); return f.get_slice(k)
 
+# %% ../nbs/01a_target_model.ipynb #c3a2b1ec
 def read_weight(ck: Checkpoint, key: str, qcfg: dict|None) -> torch.Tensor:
     "fp32 tensor for `key`, dequantising FP8 blocks or INT4 pack-quantized weights when stored that way."
     if key in ck:
@@ -644,6 +654,7 @@ def int4_args(qcfg: dict|None) -> dict:
 
 def hub_key(name: str) -> str: return name if name.startswith('lm_head') else 'model.' + name
 
+# %% ../nbs/01a_target_model.ipynb #77c46a84
 def read_param(ck, name, c: TargetConfig) -> torch.Tensor:
     q = c.quantization_config
     m = re.fullmatch(r'layers\.(\d+)\.mlp\.experts\.(gate_proj|up_proj|down_proj)', name)

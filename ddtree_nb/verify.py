@@ -41,6 +41,7 @@ def check_aligned(name: str, t: torch.Tensor, nbytes: int=16):
         raise ValueError(f"{name} must start on a {nbytes}-byte boundary for the cuda kernel, its data_ptr is {t.data_ptr() % nbytes} bytes past one "
                          f"(a view at an offset of {t.storage_offset()} elements?); pass an aligned tensor, e.g. {name}.clone()")
 
+# %% ../nbs/03_verify.ipynb #8cb6e518
 def check_verify_inputs(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out=None, lse=None, backend='cuda'):
     "Raise `ValueError` naming the bad field unless the inputs are valid for `mla_tree_attention`; returns `(T, H, S, W)`."
     if backend not in ('torch', 'cuda'): raise ValueError(f"backend must be 'torch' or 'cuda', got {backend!r}")
@@ -195,6 +196,7 @@ def _device_info(dev: int) -> dict:
                               smem_sm=d.get_attribute(A.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR))
     return _dev_info[dev]
 
+# %% ../nbs/03_verify.ipynb #6a424811
 def verify_plan(T: int, H: int, P: int, device: int|None=None, config: tuple|None=None, splits: int|None=None,
                 impl: str='v2', pv_n: int=SM90_PV_N) -> dict:
     "How kernel `impl` ('v2' or 'sm90') runs `T` tree tokens x `H` heads over `P` prefix rows on `device`: kernel name, config, splits, grid, smem."
@@ -218,6 +220,7 @@ def verify_workspace(T: int, H: int, splits: int, device=None) -> tuple:
     return (torch.empty(splits, T * H, DC, dtype=torch.bfloat16, device=device),
             torch.empty(splits, T * H, dtype=torch.float32, device=device))
 
+# %% ../nbs/03_verify.ipynb #1a6ad903
 def check_workspace(workspace, splits: int, M: int, device):
     "Raise `ValueError` unless `workspace` = (partials, lses) holds `splits` x `M` rows on `device`, contiguous and 16-byte aligned."
     if not (isinstance(workspace, (tuple, list)) and len(workspace) == 2 and all(isinstance(w, torch.Tensor) for w in workspace)):
@@ -241,6 +244,7 @@ def _pick_impl(impl: str, dev: int, version: int, config) -> str:
         if not fits: raise CudaUnavailable(f"impl='sm90' needs an sm_90 GPU (H100/H200) with {sm90_smem()} B of shared memory per block; device {dev} is {device_arch(dev)}")
     return impl
 
+# %% ../nbs/03_verify.ipynb #add44250
 def _verify_cuda(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, version=2, config=None, splits=None, workspace=None,
                  impl='v2', pv_n=SM90_PV_N):
     "Cuda face: launch v1, v2 or the sm_90a kernel (+ the split combine) on the engine stream, with the tensors' GPU current."
@@ -373,6 +377,7 @@ def verify_selftest_case(T: int, H: int, P: int, kind: str='tree', seed: int=0, 
     first_bad = None if ok else (first_mismatch(out.view(T, H, DC), ro) or first_mismatch(lse, rl))   # where to look: (t, h, column)
     return dict(T=T, H=H, P=P, kind=kind, kw=kw, written=written, rel=rel, lse=dl, ok=ok, first_bad=first_bad)
 
+# %% ../nbs/03_verify.ipynb #b0de5d4f
 def brute_case(T: int, H: int, P: int, kind: str='tree', seed: int=0, **kw):
     "Run the cuda face (`kw`: impl, pv_n, splits, ...) on `edge_case_inputs` over a `kind` tree of T nodes; assert every row matches the fp64 brute-force oracle (`check_edge_case`)."
     g = torch.Generator().manual_seed(seed)
@@ -397,4 +402,3 @@ SM90_CASES = [  # (T, H, P, kind) for the sm_90a kernel: the decode shapes (T <=
 SM90_BRUTE_CASES = [  # small enough for the per-(query, head) fp64 oracle on the CPU
     (1, 64, 0, 'chain'), (1, 64, 300, 'chain'), (1, 16, 1000, 'chain'), (1, 8, 64, 'chain'), (2, 16, 100, 'star'),
     (16, 64, 64, 'tree'), (16, 8, 200, 'tree'), (64, 8, 65, 'tree'), (64, 16, 0, 'tree')]
-
