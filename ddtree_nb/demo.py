@@ -454,6 +454,29 @@ def save_pair(target: TargetModel, drafter: Drafter, tokenizer, out, dtype=torch
         if mib > max_file_mib: raise ValueError(f"{f} is {mib:.1f} MiB, over the {max_file_mib} MiB limit (shard it or shrink the model)")
     return out
 
+# %% ../nbs/06_demo_models.ipynb #d7f2fe66
+def _pair_data(data, target_from, held_out_frac: float, vocab_size: int):
+    "(tokenizer, corpus split, train ids, held-out ids): a `prepare_data` directory's, or the stdlib's tokenised here (with `target_from`'s tokenizer when given)."
+    from tokenizers import Tokenizer
+    if data: return load_data(data)
+    split = split_corpus(stdlib_files(), frac=held_out_frac)
+    if target_from: tok = Tokenizer.from_file(str(Path(target_from) / 'target' / 'tokenizer.json'))
+    else: tok = train_tokenizer((_read(split['root'], r) for r in split['train']), vocab_size=vocab_size)
+    train_ids, held_ids = encode_files(tok, split['root'], split['train']), encode_files(tok, split['root'], split['held_out'])
+    return tok, split, train_ids, held_ids
+
+def _pair_target(target_from, tok, train_ids, held_ids, target_kw: dict|None, seed: int, device, log, **train_kw):
+    "(target, its config dict, its history, the earlier run's log or None): `target_from`'s target, or a new one trained by `train_target(**train_kw)`."
+    if target_from:
+        prev = json.loads((Path(target_from) / 'train_log.json').read_text())
+        return load_target(Path(target_from) / 'target', device=device), prev['hyper']['target_config'], prev['target_history'], prev
+    tcfg = demo_target_config(vocab_size=tok.get_vocab_size(), **(target_kw or {}))
+    target = build_target(tcfg, seed=seed, std=0.02, device=device)
+    for m in target.modules():
+        if isinstance(m, Router): m.e_score_correction_bias.zero_()
+    th = train_target(target, train_ids, held_ids, seed=seed, device=device, log=log, **train_kw)
+    return target, tcfg, th, None
+
 # %% ../nbs/06_demo_models.ipynb #5e9b0968
 def train_pair(out,                                   # output directory of the pair
                target_kw: dict|None=None,             # overrides of `demo_target_config`
@@ -473,30 +496,16 @@ def train_pair(out,                                   # output directory of the 
                target_shards: int=1,
               ) -> dict:
     "The full demo-pair recipe; every size, step count and the device are parameters. Returns the training log."
-    from tokenizers import Tokenizer
     if drafter_data not in ('greedy', 'corpus'): raise ValueError(f"drafter_data must be 'greedy' or 'corpus', got {drafter_data!r}")
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
     if torch.device(device).type == 'cuda': torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     t0 = time.time()
-    if data: tok, split, train_ids, held_ids = load_data(data)
-    else:
-        split = split_corpus(stdlib_files(), frac=held_out_frac)
-        if target_from: tok = Tokenizer.from_file(str(Path(target_from) / 'target' / 'tokenizer.json'))
-        else: tok = train_tokenizer((_read(split['root'], r) for r in split['train']), vocab_size=vocab_size)
-        train_ids, held_ids = encode_files(tok, split['root'], split['train']), encode_files(tok, split['root'], split['held_out'])
+    tok, split, train_ids, held_ids = _pair_data(data, target_from, held_out_frac, vocab_size)
     t_tok = time.time() - t0
     log(dict(stage='tokenizer', vocab=tok.get_vocab_size(), train_tokens=len(train_ids), held_out_tokens=len(held_ids), s=t_tok))
-    if target_from:
-        prev = json.loads((Path(target_from) / 'train_log.json').read_text())
-        target, tcfg, th = load_target(Path(target_from) / 'target', device=device), prev['hyper']['target_config'], prev['target_history']
-    else:
-        tcfg = demo_target_config(vocab_size=tok.get_vocab_size(), **(target_kw or {}))
-        target = build_target(tcfg, seed=seed, std=0.02, device=device)
-        for m in target.modules():
-            if isinstance(m, Router): m.e_score_correction_bias.zero_()
-        th = train_target(target, train_ids, held_ids, steps=target_steps, batch=target_batch, seq_len=seq_len, lr=target_lr,
-                          warmup=target_warmup, seed=seed, device=device, log=log, time_budget_s=target_time_s)
+    target, tcfg, th, prev = _pair_target(target_from, tok, train_ids, held_ids, target_kw, seed, device, log, steps=target_steps,
+                                          batch=target_batch, seq_len=seq_len, lr=target_lr, warmup=target_warmup, time_budget_s=target_time_s)
     round_weights_(target, torch.bfloat16)
     t_target = time.time() - t0 - t_tok
     seqs = held_seqs = None

@@ -16,10 +16,10 @@ from .verify import tree_visible, tree_attention_torch, bits_to_vis, vis_to_bits
 # %% auto #0
 __all__ = ['MODEL_TYPES', 'ATTN_BACKENDS', 'TargetConfig', 'config_from_dict', 'LatentCache', 'rope_inv_freq', 'rope_cos_sin',
            'apply_rope', 'RMSNorm', 'MLP', 'Router', 'expert_loop', 'MoE', 'attention_fn', 'MLAttention',
-           'DecoderLayer', 'TargetOutput', 'TargetModel', 'tiny_config', 'kimi_config', 'build_target', 'pack_int4',
-           'unpack_int4', 'dequant_int4', 'quantize_int4', 'dequant_fp8_block', 'quantize_fp8_block', 'save_target',
-           'read_json', 'check_device', 'Checkpoint', 'read_weight', 'int4_args', 'hub_key', 'read_param',
-           'load_target', 'load_tokenizer']
+           'DecoderLayer', 'TargetOutput', 'TargetModel', 'check_forward_inputs', 'tiny_config', 'kimi_config',
+           'build_target', 'pack_int4', 'unpack_int4', 'dequant_int4', 'quantize_int4', 'dequant_fp8_block',
+           'quantize_fp8_block', 'save_target', 'read_json', 'check_device', 'Checkpoint', 'read_weight', 'int4_args',
+           'hub_key', 'read_param', 'load_target', 'load_tokenizer']
 
 # %% ../nbs/01a_target_model.ipynb #5866f664
 MODEL_TYPES = ('deepseek_v3', 'kimi_k2', 'kimi_k25')
@@ -353,38 +353,10 @@ class TargetModel(nn.Module):
         c = self.config
         return LatentCache(c.num_hidden_layers, max_tokens, c.kv_lora_rank, c.qk_rope_head_dim, self.dtype, self.device)
 
-    def _check(self, input_ids, positions, cache, start, visibility, hidden_layers):
-        c = self.config
-        if self.attn_backend not in ATTN_BACKENDS: raise ValueError(f"attn_backend must be one of {ATTN_BACKENDS}, got {self.attn_backend!r}")
-        if input_ids.ndim != 1 or input_ids.dtype.is_floating_point: raise ValueError(f"input_ids must be a 1-D integer tensor [T], got {input_ids.dtype} {tuple(input_ids.shape)}")
-        T = input_ids.shape[0]
-        if positions.shape != (T,) or positions.dtype.is_floating_point: raise ValueError(f"positions must be an integer tensor [{T}], got {positions.dtype} {tuple(positions.shape)}")
-        want = (c.num_hidden_layers, c.latent_dim)
-        if not isinstance(cache, LatentCache) or (cache.n_layers, cache.kv.shape[2]) != want:
-            raise ValueError(f"cache must be a LatentCache with {want[0]} layers of width {want[1]} (use model.new_cache)")
-        if isinstance(start, torch.Tensor):
-            if start.shape != (1,) or start.dtype not in (torch.int32, torch.int64) or start.device != cache.kv.device:
-                raise ValueError(f"start as a tensor must be int32/int64 [1] on {cache.kv.device}, got {start.dtype} {tuple(start.shape)} on {start.device}")
-            if T > cache.max_tokens: raise ValueError(f"{T} tokens do not fit the cache of {cache.max_tokens} tokens")
-        elif start < 0 or start + T > cache.max_tokens:
-            raise ValueError(f"writing slots [{start}, {start + T}) past the cache of {cache.max_tokens} tokens (start={start}, T={T})")
-        if visibility is not None and visibility.dtype == torch.int32:
-            if visibility.ndim != 2 or visibility.shape[0] != T or visibility.shape[1] * 32 < T:
-                raise ValueError(f"packed visibility must be int32 [{T}, >= {(T + 31) // 32}], got {tuple(visibility.shape)}")
-        elif visibility is not None and (visibility.shape != (T, T) or visibility.dtype != torch.bool):
-            raise ValueError(f"visibility must be bool [{T}, {T}] (or int32 packed bits), got {visibility.dtype} {tuple(visibility.shape)}")
-        bad = [i for i in hidden_layers if not 0 <= i < c.num_hidden_layers]
-        if bad: raise ValueError(f"hidden_layers {bad} out of range [0, {c.num_hidden_layers})")
-        if T and not isinstance(start, torch.Tensor):   # a device start means "no host reads": the caller owns the range
-            lo, hi = torch.aminmax(positions)
-            lo, hi = int(lo), int(hi)
-            if lo < 0 or hi >= c.max_position_embeddings:
-                raise ValueError(f"positions must lie in [0, max_position_embeddings={c.max_position_embeddings}), got [{lo}, {hi}]")
-
     @torch.no_grad()
     def forward(self, input_ids, positions, cache: LatentCache, start: int, visibility=None, hidden_layers=()) -> TargetOutput:
         start, hidden_layers = start if isinstance(start, torch.Tensor) else int(start), tuple(hidden_layers)
-        if self.check_inputs: self._check(input_ids, positions, cache, start, visibility, hidden_layers)
+        if self.check_inputs: check_forward_inputs(self, input_ids, positions, cache, start, visibility, hidden_layers)
         T = input_ids.shape[0]
         if visibility is None: visibility = torch.ones(T, T, dtype=torch.bool, device=input_ids.device).tril()
         attend = attention_fn(self.attn_backend, visibility)   # resolved before anything is written
@@ -398,6 +370,36 @@ class TargetModel(nn.Module):
         if last in hidden_layers: feats[last] = x
         hidden = torch.stack([feats[i] for i in hidden_layers], 1) if hidden_layers else x.new_zeros(T, 0, x.shape[-1])
         return TargetOutput(self.lm_head(x).float(), hidden)
+
+# %% ../nbs/01a_target_model.ipynb #8448838e
+def check_forward_inputs(model, input_ids, positions, cache, start, visibility, hidden_layers):
+    "Raise `ValueError` naming the bad argument unless `model.forward` can run on these inputs (nothing is written before this passes)."
+    c = model.config
+    if model.attn_backend not in ATTN_BACKENDS: raise ValueError(f"attn_backend must be one of {ATTN_BACKENDS}, got {model.attn_backend!r}")
+    if input_ids.ndim != 1 or input_ids.dtype.is_floating_point: raise ValueError(f"input_ids must be a 1-D integer tensor [T], got {input_ids.dtype} {tuple(input_ids.shape)}")
+    T = input_ids.shape[0]
+    if positions.shape != (T,) or positions.dtype.is_floating_point: raise ValueError(f"positions must be an integer tensor [{T}], got {positions.dtype} {tuple(positions.shape)}")
+    want = (c.num_hidden_layers, c.latent_dim)
+    if not isinstance(cache, LatentCache) or (cache.n_layers, cache.kv.shape[2]) != want:
+        raise ValueError(f"cache must be a LatentCache with {want[0]} layers of width {want[1]} (use model.new_cache)")
+    if isinstance(start, torch.Tensor):
+        if start.shape != (1,) or start.dtype not in (torch.int32, torch.int64) or start.device != cache.kv.device:
+            raise ValueError(f"start as a tensor must be int32/int64 [1] on {cache.kv.device}, got {start.dtype} {tuple(start.shape)} on {start.device}")
+        if T > cache.max_tokens: raise ValueError(f"{T} tokens do not fit the cache of {cache.max_tokens} tokens")
+    elif start < 0 or start + T > cache.max_tokens:
+        raise ValueError(f"writing slots [{start}, {start + T}) past the cache of {cache.max_tokens} tokens (start={start}, T={T})")
+    if visibility is not None and visibility.dtype == torch.int32:
+        if visibility.ndim != 2 or visibility.shape[0] != T or visibility.shape[1] * 32 < T:
+            raise ValueError(f"packed visibility must be int32 [{T}, >= {(T + 31) // 32}], got {tuple(visibility.shape)}")
+    elif visibility is not None and (visibility.shape != (T, T) or visibility.dtype != torch.bool):
+        raise ValueError(f"visibility must be bool [{T}, {T}] (or int32 packed bits), got {visibility.dtype} {tuple(visibility.shape)}")
+    bad = [i for i in hidden_layers if not 0 <= i < c.num_hidden_layers]
+    if bad: raise ValueError(f"hidden_layers {bad} out of range [0, {c.num_hidden_layers})")
+    if T and not isinstance(start, torch.Tensor):   # a device start means "no host reads": the caller owns the range
+        lo, hi = torch.aminmax(positions)
+        lo, hi = int(lo), int(hi)
+        if lo < 0 or hi >= c.max_position_embeddings:
+            raise ValueError(f"positions must lie in [0, max_position_embeddings={c.max_position_embeddings}), got [{lo}, {hi}]")
 
 # %% ../nbs/01a_target_model.ipynb #02f05b7e
 # what every DeepSeek-V3-architecture config here shares: sigmoid top-k routing with a correction bias, one shared expert,

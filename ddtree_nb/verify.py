@@ -41,6 +41,30 @@ def check_aligned(name: str, t: torch.Tensor, nbytes: int=16):
         raise ValueError(f"{name} must start on a {nbytes}-byte boundary for the cuda kernel, its data_ptr is {t.data_ptr() % nbytes} bytes past one "
                          f"(a view at an offset of {t.storage_offset()} elements?); pass an aligned tensor, e.g. {name}.clone()")
 
+# %% ../nbs/03_verify.ipynb #683af053
+def _check_prefix_and_scale(prefix_len, scale, S: int, T: int, dev):
+    "`prefix_len` (an int in [0, S - T], or an int32 [1] tensor on `dev`) and `scale` (finite, > 0) of `check_verify_inputs`."
+    if isinstance(prefix_len, torch.Tensor):
+        if prefix_len.numel() != 1 or prefix_len.dtype != torch.int32 or prefix_len.device != dev:
+            raise ValueError(f"prefix_len as a tensor must be int32 [1] on {dev}, got {prefix_len.dtype} {_shape(prefix_len)} on {prefix_len.device}")
+    else:
+        if isinstance(prefix_len, bool) or not isinstance(prefix_len, numbers.Integral):
+            raise ValueError(f"prefix_len must be an int or an int32 [1] tensor, got {type(prefix_len).__name__}")
+        if not 0 <= prefix_len <= S - T:
+            raise ValueError(f"prefix_len + T = {prefix_len} + {T} must fit the cache of S = {S} rows (prefix_len in [0, {S - T}])")
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(scale) or scale <= 0:
+        raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
+
+# %% ../nbs/03_verify.ipynb #e7d06c9b
+def _check_outputs(out, lse, T: int, H: int, dt, dev):
+    "The optional `out [T, H, 512]` (q's dtype) and `lse [T, H]` (fp32) of `check_verify_inputs`: contiguous, on `dev`."
+    for k, v, shape, want in (('out', out, (T, H, DC), dt), ('lse', lse, (T, H), torch.float32)):
+        if v is None: continue
+        if not isinstance(v, torch.Tensor) or _shape(v) != shape or v.dtype != want:
+            raise ValueError(f"{k} must be a {want} tensor of shape {list(shape)}, got {getattr(v, 'dtype', type(v).__name__)} {_shape(v) if isinstance(v, torch.Tensor) else ''}")
+        if v.device != dev: raise ValueError(f"{k} is on {v.device} but q_latent is on {dev}")
+        if not v.is_contiguous(): raise ValueError(f"{k} must be contiguous")
+
 # %% ../nbs/03_verify.ipynb #8cb6e518
 def check_verify_inputs(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out=None, lse=None, backend='cuda'):
     "Raise `ValueError` naming the bad field unless the inputs are valid for `mla_tree_attention`; returns `(T, H, S, W)`."
@@ -73,22 +97,8 @@ def check_verify_inputs(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out=Non
         if v.device != dev: raise ValueError(f"{k} is on {v.device} but q_latent is on {dev}")
         if not v.is_contiguous(): raise ValueError(f"{k} must be contiguous, got shape {_shape(v)} stride {v.stride()}")
     if S < T: raise ValueError(f"kv has S = {S} rows, fewer than the T = {T} tree tokens")
-    if isinstance(prefix_len, torch.Tensor):
-        if prefix_len.numel() != 1 or prefix_len.dtype != torch.int32 or prefix_len.device != dev:
-            raise ValueError(f"prefix_len as a tensor must be int32 [1] on {dev}, got {prefix_len.dtype} {_shape(prefix_len)} on {prefix_len.device}")
-    else:
-        if isinstance(prefix_len, bool) or not isinstance(prefix_len, numbers.Integral):
-            raise ValueError(f"prefix_len must be an int or an int32 [1] tensor, got {type(prefix_len).__name__}")
-        if not 0 <= prefix_len <= S - T:
-            raise ValueError(f"prefix_len + T = {prefix_len} + {T} must fit the cache of S = {S} rows (prefix_len in [0, {S - T}])")
-    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(scale) or scale <= 0:
-        raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
-    for k, v, shape, want in (('out', out, (T, H, DC), dt), ('lse', lse, (T, H), torch.float32)):
-        if v is None: continue
-        if not isinstance(v, torch.Tensor) or _shape(v) != shape or v.dtype != want:
-            raise ValueError(f"{k} must be a {want} tensor of shape {list(shape)}, got {getattr(v, 'dtype', type(v).__name__)} {_shape(v) if isinstance(v, torch.Tensor) else ''}")
-        if v.device != dev: raise ValueError(f"{k} is on {v.device} but q_latent is on {dev}")
-        if not v.is_contiguous(): raise ValueError(f"{k} must be contiguous")
+    _check_prefix_and_scale(prefix_len, scale, S, T, dev)
+    _check_outputs(out, lse, T, H, dt, dev)
     return T, H, S, W
 
 # %% ../nbs/03_verify.ipynb #feb50f7e
