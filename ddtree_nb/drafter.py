@@ -42,6 +42,38 @@ def _check_supported(d: dict, dc: dict, get):
     if sliding: raise ValueError(f"drafter config: layers {sliding} use sliding-window attention, which is not supported")
     if d.get('is_causal') or dc.get('is_causal'): raise ValueError("drafter config: is_causal=true is not supported (DFlash attends over the block non-causally)")
 
+# %% ../nbs/05a_drafter.ipynb #f68ebb1b
+def _config_kwargs(d: dict) -> dict:
+    "`DrafterConfig`'s fields from a z-lab DFlash config dict; raise a clear error for anything this drafter can't run."
+    if d.get('model_type') != 'qwen3': raise ValueError(f"drafter config: model_type must be 'qwen3', got {d.get('model_type')!r}")
+    if 'architectures' in d and 'DFlashDraftModel' not in (d['architectures'] or []):
+        raise ValueError(f"drafter config: architectures {d['architectures']} does not name DFlashDraftModel")
+    for k in ('hidden_size', 'intermediate_size', 'num_hidden_layers', 'num_attention_heads', 'vocab_size'):
+        if not isinstance(d.get(k), int) or d[k] < 1: raise ValueError(f"drafter config: {k} must be a positive int, got {d.get(k)!r}")
+    dc = d.get('dflash_config') or {}
+    if not isinstance(dc, dict): raise ValueError(f"drafter config: dflash_config must be an object, got {type(dc).__name__}")
+    get = lambda k, default=None: dc.get(k, d.get(k, default))      # dflash_config first, then the top level (newer z-lab configs)
+    if get('mask_token_id') is None: raise ValueError("drafter config: mask_token_id (in dflash_config) is required")
+    block = get('block_size')
+    if not isinstance(block, int) or block < 2: raise ValueError(f"drafter config: block_size must be an int >= 2, got {block!r}")
+    _check_supported(d, dc, get)
+    n = d['num_hidden_layers']
+    H, nh = d['hidden_size'], d['num_attention_heads']
+    nkv = d.get('num_key_value_heads') or nh
+    if nh % nkv: raise ValueError(f"drafter config: num_attention_heads {nh} is not a multiple of num_key_value_heads {nkv}")
+    ntl, ids = d.get('num_target_layers'), get('target_layer_ids')
+    if ntl is not None and (not isinstance(ntl, int) or ntl < 1): raise ValueError(f"drafter config: num_target_layers must be a positive int, got {ntl!r}")
+    if ids is None:
+        if ntl is None: raise ValueError("drafter config: without dflash_config.target_layer_ids, num_target_layers is required (for the default ids)")
+        ids = default_target_layer_ids(ntl, n)
+    theta = d.get('rope_theta') or (d.get('rope_parameters') or {}).get('rope_theta') or 10000.0
+    return dict(hidden_size=H, intermediate_size=d['intermediate_size'], num_hidden_layers=d['num_hidden_layers'],
+                num_attention_heads=nh, num_key_value_heads=nkv, head_dim=d.get('head_dim') or H // nh,
+                vocab_size=d['vocab_size'], num_target_layers=ntl,
+                mask_token_id=int(get('mask_token_id')), target_layer_ids=[int(i) for i in ids],
+                block_size=block, rms_norm_eps=d.get('rms_norm_eps', 1e-6), rope_theta=float(theta),
+                attention_bias=bool(d.get('attention_bias', False)))
+
 # %% ../nbs/05a_drafter.ipynb #6d817c5c
 @dataclass
 class DrafterConfig:
@@ -64,34 +96,7 @@ class DrafterConfig:
     @classmethod
     def from_dict(cls, d: dict) -> DrafterConfig:
         "Read a z-lab DFlash config dict; raise a clear error for anything this drafter can't run."
-        if d.get('model_type') != 'qwen3': raise ValueError(f"drafter config: model_type must be 'qwen3', got {d.get('model_type')!r}")
-        if 'architectures' in d and 'DFlashDraftModel' not in (d['architectures'] or []):
-            raise ValueError(f"drafter config: architectures {d['architectures']} does not name DFlashDraftModel")
-        for k in ('hidden_size', 'intermediate_size', 'num_hidden_layers', 'num_attention_heads', 'vocab_size'):
-            if not isinstance(d.get(k), int) or d[k] < 1: raise ValueError(f"drafter config: {k} must be a positive int, got {d.get(k)!r}")
-        dc = d.get('dflash_config') or {}
-        if not isinstance(dc, dict): raise ValueError(f"drafter config: dflash_config must be an object, got {type(dc).__name__}")
-        get = lambda k, default=None: dc.get(k, d.get(k, default))      # dflash_config first, then the top level (newer z-lab configs)
-        if get('mask_token_id') is None: raise ValueError("drafter config: mask_token_id (in dflash_config) is required")
-        block = get('block_size')
-        if not isinstance(block, int) or block < 2: raise ValueError(f"drafter config: block_size must be an int >= 2, got {block!r}")
-        _check_supported(d, dc, get)
-        n = d['num_hidden_layers']
-        H, nh = d['hidden_size'], d['num_attention_heads']
-        nkv = d.get('num_key_value_heads') or nh
-        if nh % nkv: raise ValueError(f"drafter config: num_attention_heads {nh} is not a multiple of num_key_value_heads {nkv}")
-        ntl, ids = d.get('num_target_layers'), get('target_layer_ids')
-        if ntl is not None and (not isinstance(ntl, int) or ntl < 1): raise ValueError(f"drafter config: num_target_layers must be a positive int, got {ntl!r}")
-        if ids is None:
-            if ntl is None: raise ValueError("drafter config: without dflash_config.target_layer_ids, num_target_layers is required (for the default ids)")
-            ids = default_target_layer_ids(ntl, n)
-        theta = d.get('rope_theta') or (d.get('rope_parameters') or {}).get('rope_theta') or 10000.0
-        return cls(hidden_size=H, intermediate_size=d['intermediate_size'], num_hidden_layers=d['num_hidden_layers'],
-                   num_attention_heads=nh, num_key_value_heads=nkv, head_dim=d.get('head_dim') or H // nh,
-                   vocab_size=d['vocab_size'], num_target_layers=ntl,
-                   mask_token_id=int(get('mask_token_id')), target_layer_ids=[int(i) for i in ids],
-                   block_size=block, rms_norm_eps=d.get('rms_norm_eps', 1e-6), rope_theta=float(theta),
-                   attention_bias=bool(d.get('attention_bias', False)))
+        return cls(**_config_kwargs(d))
 
     def to_dict(self) -> dict:
         "The config as z-lab writes it (`config.json` of a DFlash checkpoint)."
