@@ -40,6 +40,7 @@ class OracleDrafter:
             if n + 1 + k < len(cache.seq): lg[k, cache.seq[n + 1 + k]] += self.strength
         return lg.to(features.device)
 
+# %% ../nbs/07_benchmarks.ipynb #4588bff5
 class CharTokenizer:
     "A tokenizer for tiny models: id i <-> the printable ASCII character chr(32 + i)."
     eos_token_id = None
@@ -266,6 +267,7 @@ def _bench_parser():
     ap.add_argument('--no-progress', action='store_true')
     return ap
 
+# %% ../nbs/07_benchmarks.ipynb #b6799777
 def _read_prompts(path) -> list[str]:
     text = Path(path).read_text()
     try: ps = json.loads(text)
@@ -287,6 +289,7 @@ def _load_pair(args):
     drafter = load_drafter(args.drafter, target) if args.drafter else None
     return target, drafter, load_tokenizer(args.target, trust_remote_code=args.trust_remote_code)
 
+# %% ../nbs/07_benchmarks.ipynb #0c3c2e58
 def bench_main(argv=None, pair=None) -> int:
     "Entry point of `ddtree bench`; `pair=(target, drafter, tokenizer)` skips loading (notebooks, tests)."
     ap = _bench_parser()
@@ -346,6 +349,7 @@ def plot_speedup(res: dict, backend: str='torch'):
     fig.suptitle(f"{res['meta']['device']} · backend {backend}")
     return fig
 
+# %% ../nbs/07_benchmarks.ipynb #3b5282f9
 def plot_acceptance_hist(res: dict, temperature: float=0.0, backend: str='torch'):
     "Histogram of per-round acceptance lengths: DFlash and DDTree at its largest budget."
     fig, (ax,) = _fig(6, 4)
@@ -376,6 +380,7 @@ def plot_stage_breakdown(res: dict, temperature: float=0.0, backend: str='torch'
     ax.set_ylabel('ms per output token'); ax.legend(fontsize=8); ax.set_title(f"T={temperature:g}, backend {backend}")
     return fig
 
+# %% ../nbs/07_benchmarks.ipynb #32c7ef7b
 def save_plots(res: dict, prefix, backend: str='torch', dpi: int=110) -> list[Path]:
     "Write `prefix`_speedup.png, _accept_hist.png and _stages.png (temperature 0 where there is a choice)."
     p = Path(prefix)

@@ -113,6 +113,7 @@ def _train_attention(a, x, cos, sin, kv=None, start: int=0):
     o = F.scaled_dot_product_attention(q, k, v, is_causal=S > 1, scale=c.softmax_scale)
     return a.o_proj(o.permute(2, 0, 1, 3).reshape(S, B, H * dv))
 
+# %% ../nbs/06_demo_models.ipynb #c83cbeb7
 def target_train_forward(model: TargetModel,
                          ids: torch.Tensor,     # [B, S] token ids at positions start..start+S-1
                          hidden_layers=(),      # which layers' outputs to return (the last one after the final norm)
@@ -214,6 +215,7 @@ class Schedule:
     def done(self, step) -> bool: return step >= self.steps or (self.budget is not None and time.time() - self.t0 >= self.budget)
     def lr_at(self, step) -> float: return lr_at(step, self.steps, self.lr, self.warmup, self.progress(step) if self.budget else None)
 
+# %% ../nbs/06_demo_models.ipynb #e49c98d0
 def train_target(model: TargetModel, train_ids: torch.Tensor, valid_ids: torch.Tensor|None=None,
                  steps: int=1000, batch: int=16, seq_len: int=256, lr: float=3e-3, warmup: int=50, weight_decay: float=0.05,
                  bias_lr: float=1e-3, seed: int=0, device='cpu', log_every: int=25, log=print,
@@ -288,6 +290,7 @@ def _masked_dflash_attention(attn, x, k_ctx, v_ctx, cos, sin, mask):
     o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask[:, None], scale=hd ** -0.5)
     return attn.o_proj(o.transpose(1, 2).reshape(B, Q, nh * hd))
 
+# %% ../nbs/06_demo_models.ipynb #13981637
 def drafter_train_logits(drafter: Drafter,
                          features: torch.Tensor, # [B, S, n_feat, D] target features of each window
                          ids: torch.Tensor,      # [B, S] the windows' tokens
@@ -330,6 +333,7 @@ def sample_anchors(B: int, A: int, S: int, block: int, g: torch.Generator, min_c
     return torch.stack([torch.randperm(hi, generator=g)[:A] if A <= hi else torch.randint(0, hi, (A,), generator=g)
                         for _ in range(B)]) + min_ctx
 
+# %% ../nbs/06_demo_models.ipynb #aa522977
 def train_drafter(drafter: Drafter, target: TargetModel, train_ids: torch.Tensor|None, steps: int=500, batch: int=8,
                   seq_len: int=256, anchors_per_seq: int=8, lr: float=3e-3, warmup: int=30, gamma: float=7.0,
                   weight_decay: float=0.05, seed: int=0, device='cpu', log_every: int=25, log=print,
@@ -375,6 +379,7 @@ def train_drafter(drafter: Drafter, target: TargetModel, train_ids: torch.Tensor
     drafter.eval().requires_grad_(False)
     return hist
 
+# %% ../nbs/06_demo_models.ipynb #815af843
 @torch.no_grad()
 def drafter_eval(drafter: Drafter, target: TargetModel, sequences: torch.Tensor, prompt_len: int, anchors_per_seq: int=8,
                  batch: int=32, seed: int=0) -> dict:
@@ -449,6 +454,30 @@ def save_pair(target: TargetModel, drafter: Drafter, tokenizer, out, dtype=torch
         if mib > max_file_mib: raise ValueError(f"{f} is {mib:.1f} MiB, over the {max_file_mib} MiB limit (shard it or shrink the model)")
     return out
 
+# %% ../nbs/06_demo_models.ipynb #d7f2fe66
+def _pair_data(data, target_from, held_out_frac: float, vocab_size: int):
+    "(tokenizer, corpus split, train ids, held-out ids): a `prepare_data` directory's, or the stdlib's tokenised here (with `target_from`'s tokenizer when given)."
+    from tokenizers import Tokenizer
+    if data: return load_data(data)
+    split = split_corpus(stdlib_files(), frac=held_out_frac)
+    if target_from: tok = Tokenizer.from_file(str(Path(target_from) / 'target' / 'tokenizer.json'))
+    else: tok = train_tokenizer((_read(split['root'], r) for r in split['train']), vocab_size=vocab_size)
+    train_ids, held_ids = encode_files(tok, split['root'], split['train']), encode_files(tok, split['root'], split['held_out'])
+    return tok, split, train_ids, held_ids
+
+def _pair_target(target_from, tok, train_ids, held_ids, target_kw: dict|None, seed: int, device, log, **train_kw):
+    "(target, its config dict, its history, the earlier run's log or None): `target_from`'s target, or a new one trained by `train_target(**train_kw)`."
+    if target_from:
+        prev = json.loads((Path(target_from) / 'train_log.json').read_text())
+        return load_target(Path(target_from) / 'target', device=device), prev['hyper']['target_config'], prev['target_history'], prev
+    tcfg = demo_target_config(vocab_size=tok.get_vocab_size(), **(target_kw or {}))
+    target = build_target(tcfg, seed=seed, std=0.02, device=device)
+    for m in target.modules():
+        if isinstance(m, Router): m.e_score_correction_bias.zero_()
+    th = train_target(target, train_ids, held_ids, seed=seed, device=device, log=log, **train_kw)
+    return target, tcfg, th, None
+
+# %% ../nbs/06_demo_models.ipynb #5e9b0968
 def train_pair(out,                                   # output directory of the pair
                target_kw: dict|None=None,             # overrides of `demo_target_config`
                drafter_kw: dict|None=None,            # overrides of `demo_drafter_config`
@@ -467,30 +496,16 @@ def train_pair(out,                                   # output directory of the 
                target_shards: int=1,
               ) -> dict:
     "The full demo-pair recipe; every size, step count and the device are parameters. Returns the training log."
-    from tokenizers import Tokenizer
     if drafter_data not in ('greedy', 'corpus'): raise ValueError(f"drafter_data must be 'greedy' or 'corpus', got {drafter_data!r}")
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
     if torch.device(device).type == 'cuda': torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     t0 = time.time()
-    if data: tok, split, train_ids, held_ids = load_data(data)
-    else:
-        split = split_corpus(stdlib_files(), frac=held_out_frac)
-        if target_from: tok = Tokenizer.from_file(str(Path(target_from) / 'target' / 'tokenizer.json'))
-        else: tok = train_tokenizer((_read(split['root'], r) for r in split['train']), vocab_size=vocab_size)
-        train_ids, held_ids = encode_files(tok, split['root'], split['train']), encode_files(tok, split['root'], split['held_out'])
+    tok, split, train_ids, held_ids = _pair_data(data, target_from, held_out_frac, vocab_size)
     t_tok = time.time() - t0
     log(dict(stage='tokenizer', vocab=tok.get_vocab_size(), train_tokens=len(train_ids), held_out_tokens=len(held_ids), s=t_tok))
-    if target_from:
-        prev = json.loads((Path(target_from) / 'train_log.json').read_text())
-        target, tcfg, th = load_target(Path(target_from) / 'target', device=device), prev['hyper']['target_config'], prev['target_history']
-    else:
-        tcfg = demo_target_config(vocab_size=tok.get_vocab_size(), **(target_kw or {}))
-        target = build_target(tcfg, seed=seed, std=0.02, device=device)
-        for m in target.modules():
-            if isinstance(m, Router): m.e_score_correction_bias.zero_()
-        th = train_target(target, train_ids, held_ids, steps=target_steps, batch=target_batch, seq_len=seq_len, lr=target_lr,
-                          warmup=target_warmup, seed=seed, device=device, log=log, time_budget_s=target_time_s)
+    target, tcfg, th, prev = _pair_target(target_from, tok, train_ids, held_ids, target_kw, seed, device, log, steps=target_steps,
+                                          batch=target_batch, seq_len=seq_len, lr=target_lr, warmup=target_warmup, time_budget_s=target_time_s)
     round_weights_(target, torch.bfloat16)
     t_target = time.time() - t0 - t_tok
     seqs = held_seqs = None
@@ -553,6 +568,7 @@ def _train_parser():
     for k, v in dict(target_lr=3e-3, drafter_lr=3e-3, gamma=7.0).items(): ap.add_argument('--' + k.replace('_', '-'), type=float, default=v)
     return ap
 
+# %% ../nbs/06_demo_models.ipynb #d33c3ee0
 def train_main(argv=None) -> int:
     "`python -m ddtree_nb.demo train --out DIR ...`: run `train_pair`, logging one JSON line per record."
     a = vars(_train_parser().parse_args(argv))
@@ -648,6 +664,7 @@ def format_table(rows: dict) -> str:
     for k, v in rows.items(): lines.append(f"{k:12s} {v['tokens_per_s']:9.1f} {v['mean_acceptance']:16.2f}")
     return '\n'.join(lines)
 
+# %% ../nbs/06_demo_models.ipynb #8d9cb0d9
 def demo_main(argv=None, out=None) -> int:
     "Entry point of `ddtree demo`."
     a, out = _demo_parser().parse_args(argv), out or sys.stdout

@@ -14,7 +14,7 @@ from . import model
 
 # %% auto #0
 __all__ = ['RMSNorm', 'SwiGLU', 'default_target_layer_ids', 'DrafterConfig', 'rope_cos_sin', 'DFlashAttention', 'DFlashLayer',
-           'DrafterCache', 'Drafter', 'save_drafter', 'load_drafter']
+           'DrafterCache', 'check_pair', 'Drafter', 'save_drafter', 'load_drafter']
 
 # %% ../nbs/05a_drafter.ipynb #5a8225b3
 def default_target_layer_ids(num_target_layers: int, # layers of the target model
@@ -25,6 +25,54 @@ def default_target_layer_ids(num_target_layers: int, # layers of the target mode
     if n == 1: return [num_target_layers // 2]
     lo, hi = 1, num_target_layers - 3
     return [int(round(lo + (hi - lo) * i / (n - 1))) for i in range(n)]
+
+# %% ../nbs/05a_drafter.ipynb #0b448f52
+def _check_supported(d: dict, dc: dict, get):
+    "Raise `ValueError` for a DFlash config feature this drafter does not implement (`get` reads `dflash_config`, then the top level)."
+    for k, neutral in (('input_embedding_scale', 1.0), ('output_multiplier', 1.0), ('final_logit_softcapping', None)):
+        if get(k, neutral) not in (neutral, None): raise ValueError(f"drafter config: {k}={get(k)!r} is not supported (only {neutral})")
+    rs = d.get('rope_scaling') or (d.get('rope_parameters') or {})
+    if rs and rs.get('rope_type', rs.get('type', 'default')) != 'default':
+        raise ValueError(f"drafter config: only default RoPE is supported, got rope scaling {rs}")
+    n = d['num_hidden_layers']
+    slides = d.get('use_sliding_window') and d.get('sliding_window') is not None
+    types = d.get('layer_types') or ['sliding_attention' if slides and i >= d.get('max_window_layers', 28)
+                                     else 'full_attention' for i in range(n)]   # transformers' Qwen3 rule
+    sliding = [i for i, t in enumerate(types) if t != 'full_attention']
+    if sliding: raise ValueError(f"drafter config: layers {sliding} use sliding-window attention, which is not supported")
+    if d.get('is_causal') or dc.get('is_causal'): raise ValueError("drafter config: is_causal=true is not supported (DFlash attends over the block non-causally)")
+
+# %% ../nbs/05a_drafter.ipynb #f68ebb1b
+def _config_kwargs(d: dict) -> dict:
+    "`DrafterConfig`'s fields from a z-lab DFlash config dict; raise a clear error for anything this drafter can't run."
+    if d.get('model_type') != 'qwen3': raise ValueError(f"drafter config: model_type must be 'qwen3', got {d.get('model_type')!r}")
+    if 'architectures' in d and 'DFlashDraftModel' not in (d['architectures'] or []):
+        raise ValueError(f"drafter config: architectures {d['architectures']} does not name DFlashDraftModel")
+    for k in ('hidden_size', 'intermediate_size', 'num_hidden_layers', 'num_attention_heads', 'vocab_size'):
+        if not isinstance(d.get(k), int) or d[k] < 1: raise ValueError(f"drafter config: {k} must be a positive int, got {d.get(k)!r}")
+    dc = d.get('dflash_config') or {}
+    if not isinstance(dc, dict): raise ValueError(f"drafter config: dflash_config must be an object, got {type(dc).__name__}")
+    get = lambda k, default=None: dc.get(k, d.get(k, default))      # dflash_config first, then the top level (newer z-lab configs)
+    if get('mask_token_id') is None: raise ValueError("drafter config: mask_token_id (in dflash_config) is required")
+    block = get('block_size')
+    if not isinstance(block, int) or block < 2: raise ValueError(f"drafter config: block_size must be an int >= 2, got {block!r}")
+    _check_supported(d, dc, get)
+    n = d['num_hidden_layers']
+    H, nh = d['hidden_size'], d['num_attention_heads']
+    nkv = d.get('num_key_value_heads') or nh
+    if nh % nkv: raise ValueError(f"drafter config: num_attention_heads {nh} is not a multiple of num_key_value_heads {nkv}")
+    ntl, ids = d.get('num_target_layers'), get('target_layer_ids')
+    if ntl is not None and (not isinstance(ntl, int) or ntl < 1): raise ValueError(f"drafter config: num_target_layers must be a positive int, got {ntl!r}")
+    if ids is None:
+        if ntl is None: raise ValueError("drafter config: without dflash_config.target_layer_ids, num_target_layers is required (for the default ids)")
+        ids = default_target_layer_ids(ntl, n)
+    theta = d.get('rope_theta') or (d.get('rope_parameters') or {}).get('rope_theta') or 10000.0
+    return dict(hidden_size=H, intermediate_size=d['intermediate_size'], num_hidden_layers=d['num_hidden_layers'],
+                num_attention_heads=nh, num_key_value_heads=nkv, head_dim=d.get('head_dim') or H // nh,
+                vocab_size=d['vocab_size'], num_target_layers=ntl,
+                mask_token_id=int(get('mask_token_id')), target_layer_ids=[int(i) for i in ids],
+                block_size=block, rms_norm_eps=d.get('rms_norm_eps', 1e-6), rope_theta=float(theta),
+                attention_bias=bool(d.get('attention_bias', False)))
 
 # %% ../nbs/05a_drafter.ipynb #6d817c5c
 @dataclass
@@ -48,44 +96,7 @@ class DrafterConfig:
     @classmethod
     def from_dict(cls, d: dict) -> DrafterConfig:
         "Read a z-lab DFlash config dict; raise a clear error for anything this drafter can't run."
-        if d.get('model_type') != 'qwen3': raise ValueError(f"drafter config: model_type must be 'qwen3', got {d.get('model_type')!r}")
-        if 'architectures' in d and 'DFlashDraftModel' not in (d['architectures'] or []):
-            raise ValueError(f"drafter config: architectures {d['architectures']} does not name DFlashDraftModel")
-        for k in ('hidden_size', 'intermediate_size', 'num_hidden_layers', 'num_attention_heads', 'vocab_size'):
-            if not isinstance(d.get(k), int) or d[k] < 1: raise ValueError(f"drafter config: {k} must be a positive int, got {d.get(k)!r}")
-        dc = d.get('dflash_config') or {}
-        if not isinstance(dc, dict): raise ValueError(f"drafter config: dflash_config must be an object, got {type(dc).__name__}")
-        get = lambda k, default=None: dc.get(k, d.get(k, default))      # dflash_config first, then the top level (newer z-lab configs)
-        if get('mask_token_id') is None: raise ValueError("drafter config: mask_token_id (in dflash_config) is required")
-        block = get('block_size')
-        if not isinstance(block, int) or block < 2: raise ValueError(f"drafter config: block_size must be an int >= 2, got {block!r}")
-        for k, neutral in (('input_embedding_scale', 1.0), ('output_multiplier', 1.0), ('final_logit_softcapping', None)):
-            if get(k, neutral) not in (neutral, None): raise ValueError(f"drafter config: {k}={get(k)!r} is not supported (only {neutral})")
-        rs = d.get('rope_scaling') or (d.get('rope_parameters') or {})
-        if rs and rs.get('rope_type', rs.get('type', 'default')) != 'default':
-            raise ValueError(f"drafter config: only default RoPE is supported, got rope scaling {rs}")
-        n = d['num_hidden_layers']
-        slides = d.get('use_sliding_window') and d.get('sliding_window') is not None
-        types = d.get('layer_types') or ['sliding_attention' if slides and i >= d.get('max_window_layers', 28)
-                                         else 'full_attention' for i in range(n)]   # transformers' Qwen3 rule
-        sliding = [i for i, t in enumerate(types) if t != 'full_attention']
-        if sliding: raise ValueError(f"drafter config: layers {sliding} use sliding-window attention, which is not supported")
-        if d.get('is_causal') or dc.get('is_causal'): raise ValueError("drafter config: is_causal=true is not supported (DFlash attends over the block non-causally)")
-        H, nh = d['hidden_size'], d['num_attention_heads']
-        nkv = d.get('num_key_value_heads') or nh
-        if nh % nkv: raise ValueError(f"drafter config: num_attention_heads {nh} is not a multiple of num_key_value_heads {nkv}")
-        ntl, ids = d.get('num_target_layers'), get('target_layer_ids')
-        if ntl is not None and (not isinstance(ntl, int) or ntl < 1): raise ValueError(f"drafter config: num_target_layers must be a positive int, got {ntl!r}")
-        if ids is None:
-            if ntl is None: raise ValueError("drafter config: without dflash_config.target_layer_ids, num_target_layers is required (for the default ids)")
-            ids = default_target_layer_ids(ntl, n)
-        theta = d.get('rope_theta') or (d.get('rope_parameters') or {}).get('rope_theta') or 10000.0
-        return cls(hidden_size=H, intermediate_size=d['intermediate_size'], num_hidden_layers=d['num_hidden_layers'],
-                   num_attention_heads=nh, num_key_value_heads=nkv, head_dim=d.get('head_dim') or H // nh,
-                   vocab_size=d['vocab_size'], num_target_layers=ntl,
-                   mask_token_id=int(get('mask_token_id')), target_layer_ids=[int(i) for i in ids],
-                   block_size=block, rms_norm_eps=d.get('rms_norm_eps', 1e-6), rope_theta=float(theta),
-                   attention_bias=bool(d.get('attention_bias', False)))
+        return cls(**_config_kwargs(d))
 
     def to_dict(self) -> dict:
         "The config as z-lab writes it (`config.json` of a DFlash checkpoint)."
@@ -139,6 +150,7 @@ class DFlashAttention(nn.Module):
                                            attn_mask=mask.expand(g, *mask.shape).reshape(g * T, -1) if mask is not None else None)   # a view for draft_static's row mask
         return self.o_proj(o.view(self.nkv, g, T, self.hd).permute(2, 0, 1, 3).reshape(T, self.nh * self.hd))
 
+# %% ../nbs/05a_drafter.ipynb #390c2f2b
 class DFlashLayer(nn.Module):
     "A Qwen3 decoder layer with DFlash attention."
     def __init__(self, c: DrafterConfig):
@@ -160,6 +172,21 @@ class DrafterCache:
     @property
     def max_tokens(self) -> int: return self.k.shape[1]
     def reset(self): self.length.zero_()
+
+# %% ../nbs/05a_drafter.ipynb #f1c7c5e4
+def check_pair(c: DrafterConfig, tc) -> None:
+    "Raise `ValueError` unless a drafter of config `c` fits a target of config `tc`: hidden size, vocabulary, mask token and target layers."
+    if c.hidden_size != tc.hidden_size:
+        raise ValueError(f"drafter hidden_size {c.hidden_size} != target hidden_size {tc.hidden_size}")
+    if c.vocab_size != tc.vocab_size:
+        raise ValueError(f"drafter vocab_size {c.vocab_size} != target vocab_size {tc.vocab_size}")
+    if not 0 <= c.mask_token_id < tc.vocab_size:
+        raise ValueError(f"drafter mask_token_id {c.mask_token_id} is outside the target vocabulary [0, {tc.vocab_size})")
+    L = tc.num_hidden_layers
+    bad = [i for i in c.target_layer_ids if not 0 <= i < L]
+    if bad: raise ValueError(f"drafter target_layer_ids {c.target_layer_ids}: {bad} out of range for a target of {L} layers")
+    if c.num_target_layers is not None and c.num_target_layers != L:
+        raise ValueError(f"drafter was built for num_target_layers={c.num_target_layers}, the target has {L} layers")
 
 # %% ../nbs/05a_drafter.ipynb #40974906
 class Drafter(nn.Module):
@@ -183,18 +210,7 @@ class Drafter(nn.Module):
 
     def attach(self, target):
         "Borrow `target.embed_tokens` and `target.lm_head` after checking the pair fits."
-        c, tc = self.config, target.config
-        if c.hidden_size != tc.hidden_size:
-            raise ValueError(f"drafter hidden_size {c.hidden_size} != target hidden_size {tc.hidden_size}")
-        if c.vocab_size != tc.vocab_size:
-            raise ValueError(f"drafter vocab_size {c.vocab_size} != target vocab_size {tc.vocab_size}")
-        if not 0 <= c.mask_token_id < tc.vocab_size:
-            raise ValueError(f"drafter mask_token_id {c.mask_token_id} is outside the target vocabulary [0, {tc.vocab_size})")
-        L = tc.num_hidden_layers
-        bad = [i for i in c.target_layer_ids if not 0 <= i < L]
-        if bad: raise ValueError(f"drafter target_layer_ids {c.target_layer_ids}: {bad} out of range for a target of {L} layers")
-        if c.num_target_layers is not None and c.num_target_layers != L:
-            raise ValueError(f"drafter was built for num_target_layers={c.num_target_layers}, the target has {L} layers")
+        check_pair(self.config, target.config)
         self._lent = (target.embed_tokens, target.lm_head)
         return self
 
@@ -266,6 +282,7 @@ def save_drafter(drafter: Drafter, path):
     (p / 'config.json').write_text(json.dumps(drafter.config.to_dict(), indent=2))
     save_file({k: v.detach().contiguous().cpu() for k, v in drafter.state_dict().items()}, str(p / 'model.safetensors'))
 
+# %% ../nbs/05a_drafter.ipynb #c8c32899
 def _target_dtype_device(target):
     w = target.embed_tokens.weight
     return w.dtype, w.device

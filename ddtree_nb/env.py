@@ -337,6 +337,31 @@ def _pip(p: dict) -> tuple[str, str]:
         return f"{p['path']} -m venv ~/.venvs/ddtree && ", '~/.venvs/ddtree/bin/pip install'
     return '', f"{p['path']} -m pip install"
 
+# %% ../nbs/00_env.ipynb #0f8352d8
+def _interpreter_fixes(best: dict, strays: list[dict], cuda: dict, gpu: bool, fix, notes: list):
+    "What the chosen interpreter `best` lacks (Python version, torch or a CUDA torch, numpy, pycuda), each as `fix(missing, command, needed_for)`; stray torch trees and import errors go to `notes`."
+    t = best.get('torch') or {}
+    pre, pip = _pip(best)
+    if _ver(best.get('python')) < MIN_PYTHON:
+        fix('python', f'install Python >= {MIN_PYTHON[0]}.{MIN_PYTHON[1]}; {best["path"]} is {best["python"]}', 'the package')
+    if not t.get('version'):
+        mm = '.'.join(best['python'].split('.')[:2]) if best.get('python') else None
+        for s in strays:
+            if s['package'] == 'torch' and (s.get('python') in (None, mm)):
+                notes.append(f"a stray torch {s.get('version')} tree at {s['path']} can be used now: PYTHONPATH={s['parent']} {best['path']}")
+        fix('torch', f'{pre}{pip} torch', 'references and the torch backend')
+    elif gpu and not t.get('cuda'):
+        fix('CUDA torch', f"{pre}{pip} --force-reinstall torch --index-url https://download.pytorch.org/whl/cu128", 'torch on the GPU')
+    elif gpu and not t.get('cuda_available'):
+        notes.append(f"torch {t['version']} is built for CUDA {t['cuda']} but sees no GPU: check the driver (nvidia-smi) supports CUDA {t['cuda']}")
+    if not best.get('numpy'): fix('numpy', f'{pre}{pip} numpy', 'the package')
+    if not best.get('pycuda'):
+        root = cuda.get('cuda_root')
+        env = f'CUDA_ROOT={root} ' if root and 'CUDA_ROOT' not in cuda.get('env', {}) else ''
+        fix('pycuda', f"{pre}{env}{pip} 'ddtree_nb[cuda]'", 'the cuda backend' + ('' if gpu else ' (only on a GPU machine)'))
+    for name, err in (best.get('errors') or {}).items(): notes.append(f'{name} is installed but fails to import: {err}')
+
+# %% ../nbs/00_env.ipynb #0e79a361
 def recommend(pythons: list[dict], strays: list[dict], cuda: dict, gpus: list[dict]) -> dict:
     "Pick an interpreter and a SourceModule arch, and give the command that fixes each missing piece: `{python, why, arch, gpu, fixes, notes}`."
     gpu = bool(gpus)
@@ -352,25 +377,7 @@ def recommend(pythons: list[dict], strays: list[dict], cuda: dict, gpus: list[di
         why = ', '.join(x for x in [f"Python {best['python']}", f"torch {t['version']}" if t.get('version') else 'no torch',
                                     'CUDA ok' if t.get('cuda_available') else (f"CUDA {t['cuda']} build" if t.get('cuda') else ''),
                                     'active venv' if best.get('active') else ('venv' if best.get('venv') else best.get('kind', ''))] if x)
-        pre, pip = _pip(best)
-        if _ver(best.get('python')) < MIN_PYTHON:
-            fix('python', f'install Python >= {MIN_PYTHON[0]}.{MIN_PYTHON[1]}; {best["path"]} is {best["python"]}', 'the package')
-        if not t.get('version'):
-            mm = '.'.join(best['python'].split('.')[:2]) if best.get('python') else None
-            for s in strays:
-                if s['package'] == 'torch' and (s.get('python') in (None, mm)):
-                    notes.append(f"a stray torch {s.get('version')} tree at {s['path']} can be used now: PYTHONPATH={s['parent']} {best['path']}")
-            fix('torch', f'{pre}{pip} torch', 'references and the torch backend')
-        elif gpu and not t.get('cuda'):
-            fix('CUDA torch', f"{pre}{pip} --force-reinstall torch --index-url https://download.pytorch.org/whl/cu128", 'torch on the GPU')
-        elif gpu and not t.get('cuda_available'):
-            notes.append(f"torch {t['version']} is built for CUDA {t['cuda']} but sees no GPU: check the driver (nvidia-smi) supports CUDA {t['cuda']}")
-        if not best.get('numpy'): fix('numpy', f'{pre}{pip} numpy', 'the package')
-        if not best.get('pycuda'):
-            root = cuda.get('cuda_root')
-            env = f'CUDA_ROOT={root} ' if root and 'CUDA_ROOT' not in cuda.get('env', {}) else ''
-            fix('pycuda', f"{pre}{env}{pip} 'ddtree_nb[cuda]'", 'the cuda backend' + ('' if gpu else ' (only on a GPU machine)'))
-        for name, err in (best.get('errors') or {}).items(): notes.append(f'{name} is installed but fails to import: {err}')
+        _interpreter_fixes(best, strays, cuda, gpu, fix, notes)
     arch = gpus[0].get('arch') if gpu else None
     if not cuda.get('nvcc'):
         fix('nvcc', 'install the CUDA toolkit >= 12.8 (https://developer.nvidia.com/cuda-downloads), then put its bin/ on PATH or set CUDA_ROOT', 'compiling kernels')
@@ -416,6 +423,7 @@ def _py_row(p: dict, chosen: str|None) -> list[str]:
     tags = [p.get('kind', '')] + (['active'] if p.get('active') else []) + ([f"venv on {p['realpath']}"] if p.get('venv') else [])
     return [mark, p['path'], p['python'] or '?', f'torch {ts}', f"numpy {p.get('numpy') or '-'}", f"pycuda {p.get('pycuda') or '-'}", ', '.join(x for x in tags if x)]
 
+# %% ../nbs/00_env.ipynb #5fa6a40e
 def format_report(rep: dict) -> str:
     "The report as readable, aligned text."
     rec, cuda = rep['recommendation'], rep['cuda']

@@ -40,6 +40,7 @@ def _node_probs(draft_logits, tree: DraftTree) -> torch.Tensor:
     q = torch.softmax(draft_logits.detach().double().cpu(), -1)
     return q[tree.depths.cpu() - 1, tree.tokens.cpu()]
 
+# %% ../nbs/07a_explorer.ipynb #e0904f60
 class RoundStepper:
     "Decode `prompt_ids` one round per `step()`, keeping each round's tree, probabilities, target choices and accepted path."
     def __init__(self, target, drafter, prompt_ids, method: str='ddtree', budget: int=16, temperature: float=0.0,
@@ -99,6 +100,17 @@ def tree_layout(parents: list[int]) -> list[tuple[int, float]]:
     place(0, 0)                                      # recursion depth <= the tree's depth (<= MAX_DEPTH)
     return pos
 
+# %% ../nbs/07a_explorer.ipynb #b7ce70a8
+def _bonus_svg(bonus: int, tokenizer, from_xy: tuple, at_xy: tuple, bw: int, bh: int) -> str:
+    "The bonus token's dashed orange box at `at_xy`, with a dashed link from the last accepted node's box at `from_xy`."
+    (x0, y0), (x, y), e = from_xy, at_xy, html.escape
+    return (f'<path d="M{x0 + bw},{y0 + bh / 2} L{x},{y + bh / 2}" stroke="#ef6c00" stroke-dasharray="4 3" fill="none" stroke-width="2"/>'
+            f'<g class="ddtree-bonus"><title>{e(f"bonus token {bonus!r} ({_tok_text(tokenizer, bonus, 40)}): the target choice after the accepted path")}</title>'
+            f'<rect x="{x}" y="{y}" width="{bw}" height="{bh}" rx="5" fill="#fff3e0" stroke="#ef6c00" stroke-dasharray="4 3"/>'
+            f'<text x="{x + 5}" y="{y + 13}" font-weight="bold">{e(_tok_text(tokenizer, bonus))}</text>'
+            f'<text x="{x + 5}" y="{y + 27}" fill="#555">bonus</text></g>')
+
+# %% ../nbs/07a_explorer.ipynb #08c52298
 def tree_svg(view: RoundView, tokenizer=None, max_nodes: int=64, col_w: int=96, row_h: int=52) -> str:
     "SVG drawing of a round's draft tree: tokens, drafter probabilities, target choices, accepted path and bonus."
     m = min(view.tree.n, max_nodes)
@@ -137,12 +149,7 @@ def tree_svg(view: RoundView, tokenizer=None, max_nodes: int=64, col_w: int=96, 
                    f'<text x="{x + 5}" y="{y + 27}" fill="#555">{e(label)}</text>'
                    f'<text x="{x + 5}" y="{y + bh - 4}" fill="#8e24aa">→{e(_tok_text(tokenizer, ch[j], 6))}</text></g>')
     if bonus_pos:
-        (x0, y0), (x, y) = xy(*pos[last]), xy(*bonus_pos)
-        out.append(f'<path d="M{x0 + bw},{y0 + bh / 2} L{x},{y + bh / 2}" stroke="#ef6c00" stroke-dasharray="4 3" fill="none" stroke-width="2"/>'
-                   f'<g class="ddtree-bonus"><title>{e(f"bonus token {view.bonus!r} ({_tok_text(tokenizer, view.bonus, 40)}): the target choice after the accepted path")}</title>'
-                   f'<rect x="{x}" y="{y}" width="{bw}" height="{bh}" rx="5" fill="#fff3e0" stroke="#ef6c00" stroke-dasharray="4 3"/>'
-                   f'<text x="{x + 5}" y="{y + 13}" font-weight="bold">{e(_tok_text(tokenizer, view.bonus))}</text>'
-                   f'<text x="{x + 5}" y="{y + 27}" fill="#555">bonus</text></g>')
+        out.append(_bonus_svg(view.bonus, tokenizer, xy(*pos[last]), xy(*bonus_pos), bw, bh))
     out.append('</svg>')
     return ''.join(out)
 
@@ -169,6 +176,20 @@ def _stats_html(stepper: RoundStepper, view: RoundView|None) -> str:
             f"(acceptance length {len(view.path)}) · {len(stepper.tokens)}/{stepper.max_new_tokens} tokens · "
             f"mean acceptance length {sum(acc) / len(acc):.2f}" + (' · <b>done</b>' if view.done else ''))
 
+# %% ../nbs/07a_explorer.ipynb #cb6b8d85
+def _explorer_widgets(W, names: list[str], budgets, budget: int|None, temperatures, methods) -> tuple:
+    "The explorer's widgets (`W` is ipywidgets): prompt, budget, temperature and method pickers; Step, Run to end and Restart; the tree, text and stats panes."
+    budgets = list(budgets)
+    w_prompt = W.Dropdown(options=[(n, i) for i, n in enumerate(names)], value=0, description='prompt', layout=W.Layout(width='420px'))
+    w_budget = W.Dropdown(options=budgets, value=budget if budget in budgets else (16 if 16 in budgets else budgets[0]), description='budget')
+    w_temp = W.Dropdown(options=[float(t) for t in temperatures], value=float(temperatures[0]), description='temperature')
+    w_method = W.Dropdown(options=list(methods), value=methods[0], description='method')
+    b_step, b_run, b_reset = W.Button(description='Step', button_style='primary'), W.Button(description='Run to end'), W.Button(description='Restart')
+    w_tree = W.HTML(layout=W.Layout(max_height='520px', overflow='auto', border='1px solid #ddd'))
+    w_text, w_stats = W.HTML(), W.HTML()
+    return w_prompt, w_budget, w_temp, w_method, b_step, b_run, b_reset, w_tree, w_text, w_stats
+
+# %% ../nbs/07a_explorer.ipynb #734079c2
 def explore(target, drafter, tokenizer, prompts,
             budgets=(4, 8, 16, 32, 64, 128),  # choices offered
             temperatures=(0.0, 0.7, 1.0),     # choices offered
@@ -184,14 +205,7 @@ def explore(target, drafter, tokenizer, prompts,
     if not prompts: raise ValueError("prompts must be a non-empty list of strings or token-id lists")
     ids = [tokenizer.encode(p, add_special_tokens=True) if isinstance(p, str) else list(p) for p in prompts]
     names = [(p if isinstance(p, str) else tokenizer.decode(p))[:60] for p in prompts]
-    budgets = list(budgets)
-    w_prompt = W.Dropdown(options=[(n, i) for i, n in enumerate(names)], value=0, description='prompt', layout=W.Layout(width='420px'))
-    w_budget = W.Dropdown(options=budgets, value=budget if budget in budgets else (16 if 16 in budgets else budgets[0]), description='budget')
-    w_temp = W.Dropdown(options=[float(t) for t in temperatures], value=float(temperatures[0]), description='temperature')
-    w_method = W.Dropdown(options=list(methods), value=methods[0], description='method')
-    b_step, b_run, b_reset = W.Button(description='Step', button_style='primary'), W.Button(description='Run to end'), W.Button(description='Restart')
-    w_tree = W.HTML(layout=W.Layout(max_height='520px', overflow='auto', border='1px solid #ddd'))
-    w_text, w_stats = W.HTML(), W.HTML()
+    w_prompt, w_budget, w_temp, w_method, b_step, b_run, b_reset, w_tree, w_text, w_stats = _explorer_widgets(W, names, budgets, budget, temperatures, methods)
     state = {}
 
     def render(view):

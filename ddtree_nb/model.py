@@ -16,10 +16,10 @@ from .verify import tree_visible, tree_attention_torch, bits_to_vis, vis_to_bits
 # %% auto #0
 __all__ = ['MODEL_TYPES', 'ATTN_BACKENDS', 'TargetConfig', 'config_from_dict', 'LatentCache', 'rope_inv_freq', 'rope_cos_sin',
            'apply_rope', 'RMSNorm', 'MLP', 'Router', 'expert_loop', 'MoE', 'attention_fn', 'MLAttention',
-           'DecoderLayer', 'TargetOutput', 'TargetModel', 'tiny_config', 'kimi_config', 'build_target', 'pack_int4',
-           'unpack_int4', 'dequant_int4', 'quantize_int4', 'dequant_fp8_block', 'quantize_fp8_block', 'save_target',
-           'read_json', 'check_device', 'Checkpoint', 'read_weight', 'int4_args', 'hub_key', 'read_param',
-           'load_target', 'load_tokenizer']
+           'DecoderLayer', 'TargetOutput', 'TargetModel', 'check_forward_inputs', 'tiny_config', 'kimi_config',
+           'build_target', 'pack_int4', 'unpack_int4', 'dequant_int4', 'quantize_int4', 'dequant_fp8_block',
+           'quantize_fp8_block', 'save_target', 'read_json', 'check_device', 'Checkpoint', 'read_weight', 'int4_args',
+           'hub_key', 'read_param', 'load_target', 'load_tokenizer']
 
 # %% ../nbs/01a_target_model.ipynb #5866f664
 MODEL_TYPES = ('deepseek_v3', 'kimi_k2', 'kimi_k25')
@@ -187,6 +187,7 @@ class Router(nn.Module):
         if c.norm_topk_prob: w = w / (w.sum(-1, keepdim=True) + 1e-20)
         return w * c.routed_scaling_factor, idx
 
+# %% ../nbs/01a_target_model.ipynb #8b4d0159
 def expert_loop(x: torch.Tensor,         # [T, hidden] the tokens
                 topk_w: torch.Tensor,    # [T, k] routing weights
                 topk_idx: torch.Tensor,  # [T, k] routed expert ids
@@ -202,6 +203,7 @@ def expert_loop(x: torch.Tensor,         # [T, hidden] the tokens
         out.index_add_(0, tok, (ffn(e, x[tok]) * topk_w[tok, slot, None]).to(out.dtype))
     return out
 
+# %% ../nbs/01a_target_model.ipynb #cca787b2
 class MoE(nn.Module):
     def __init__(self, c: TargetConfig):
         super().__init__()
@@ -253,6 +255,7 @@ def attention_fn(backend: str,
         return _cuda
     raise ValueError(f"attn_backend must be one of {ATTN_BACKENDS}, got {backend!r}")
 
+# %% ../nbs/01a_target_model.ipynb #b02c9fc3
 class MLAttention(nn.Module):
     def __init__(self, c: TargetConfig, layer_idx: int):
         super().__init__()
@@ -291,6 +294,7 @@ class MLAttention(nn.Module):
         o = torch.einsum('thc,hvc->thv', o.to(x.dtype), w_uv)
         return self.o_proj(o.reshape(T, -1))
 
+# %% ../nbs/01a_target_model.ipynb #f209a9f0
 class DecoderLayer(nn.Module):
     def __init__(self, c: TargetConfig, layer_idx: int):
         super().__init__()
@@ -308,6 +312,7 @@ class TargetOutput:
     logits: torch.Tensor   # [T, vocab] float32
     hidden: torch.Tensor   # [T, len(hidden_layers), hidden_size]
 
+# %% ../nbs/01a_target_model.ipynb #ab66638f
 class TargetModel(nn.Module):
     "Kimi K2 / DeepSeek-V3 causal LM over a preallocated latent cache."
     def __init__(self, config: TargetConfig):
@@ -348,38 +353,10 @@ class TargetModel(nn.Module):
         c = self.config
         return LatentCache(c.num_hidden_layers, max_tokens, c.kv_lora_rank, c.qk_rope_head_dim, self.dtype, self.device)
 
-    def _check(self, input_ids, positions, cache, start, visibility, hidden_layers):
-        c = self.config
-        if self.attn_backend not in ATTN_BACKENDS: raise ValueError(f"attn_backend must be one of {ATTN_BACKENDS}, got {self.attn_backend!r}")
-        if input_ids.ndim != 1 or input_ids.dtype.is_floating_point: raise ValueError(f"input_ids must be a 1-D integer tensor [T], got {input_ids.dtype} {tuple(input_ids.shape)}")
-        T = input_ids.shape[0]
-        if positions.shape != (T,) or positions.dtype.is_floating_point: raise ValueError(f"positions must be an integer tensor [{T}], got {positions.dtype} {tuple(positions.shape)}")
-        want = (c.num_hidden_layers, c.latent_dim)
-        if not isinstance(cache, LatentCache) or (cache.n_layers, cache.kv.shape[2]) != want:
-            raise ValueError(f"cache must be a LatentCache with {want[0]} layers of width {want[1]} (use model.new_cache)")
-        if isinstance(start, torch.Tensor):
-            if start.shape != (1,) or start.dtype not in (torch.int32, torch.int64) or start.device != cache.kv.device:
-                raise ValueError(f"start as a tensor must be int32/int64 [1] on {cache.kv.device}, got {start.dtype} {tuple(start.shape)} on {start.device}")
-            if T > cache.max_tokens: raise ValueError(f"{T} tokens do not fit the cache of {cache.max_tokens} tokens")
-        elif start < 0 or start + T > cache.max_tokens:
-            raise ValueError(f"writing slots [{start}, {start + T}) past the cache of {cache.max_tokens} tokens (start={start}, T={T})")
-        if visibility is not None and visibility.dtype == torch.int32:
-            if visibility.ndim != 2 or visibility.shape[0] != T or visibility.shape[1] * 32 < T:
-                raise ValueError(f"packed visibility must be int32 [{T}, >= {(T + 31) // 32}], got {tuple(visibility.shape)}")
-        elif visibility is not None and (visibility.shape != (T, T) or visibility.dtype != torch.bool):
-            raise ValueError(f"visibility must be bool [{T}, {T}] (or int32 packed bits), got {visibility.dtype} {tuple(visibility.shape)}")
-        bad = [i for i in hidden_layers if not 0 <= i < c.num_hidden_layers]
-        if bad: raise ValueError(f"hidden_layers {bad} out of range [0, {c.num_hidden_layers})")
-        if T and not isinstance(start, torch.Tensor):   # a device start means "no host reads": the caller owns the range
-            lo, hi = torch.aminmax(positions)
-            lo, hi = int(lo), int(hi)
-            if lo < 0 or hi >= c.max_position_embeddings:
-                raise ValueError(f"positions must lie in [0, max_position_embeddings={c.max_position_embeddings}), got [{lo}, {hi}]")
-
     @torch.no_grad()
     def forward(self, input_ids, positions, cache: LatentCache, start: int, visibility=None, hidden_layers=()) -> TargetOutput:
         start, hidden_layers = start if isinstance(start, torch.Tensor) else int(start), tuple(hidden_layers)
-        if self.check_inputs: self._check(input_ids, positions, cache, start, visibility, hidden_layers)
+        if self.check_inputs: check_forward_inputs(self, input_ids, positions, cache, start, visibility, hidden_layers)
         T = input_ids.shape[0]
         if visibility is None: visibility = torch.ones(T, T, dtype=torch.bool, device=input_ids.device).tril()
         attend = attention_fn(self.attn_backend, visibility)   # resolved before anything is written
@@ -393,6 +370,36 @@ class TargetModel(nn.Module):
         if last in hidden_layers: feats[last] = x
         hidden = torch.stack([feats[i] for i in hidden_layers], 1) if hidden_layers else x.new_zeros(T, 0, x.shape[-1])
         return TargetOutput(self.lm_head(x).float(), hidden)
+
+# %% ../nbs/01a_target_model.ipynb #8448838e
+def check_forward_inputs(model, input_ids, positions, cache, start, visibility, hidden_layers):
+    "Raise `ValueError` naming the bad argument unless `model.forward` can run on these inputs (nothing is written before this passes)."
+    c = model.config
+    if model.attn_backend not in ATTN_BACKENDS: raise ValueError(f"attn_backend must be one of {ATTN_BACKENDS}, got {model.attn_backend!r}")
+    if input_ids.ndim != 1 or input_ids.dtype.is_floating_point: raise ValueError(f"input_ids must be a 1-D integer tensor [T], got {input_ids.dtype} {tuple(input_ids.shape)}")
+    T = input_ids.shape[0]
+    if positions.shape != (T,) or positions.dtype.is_floating_point: raise ValueError(f"positions must be an integer tensor [{T}], got {positions.dtype} {tuple(positions.shape)}")
+    want = (c.num_hidden_layers, c.latent_dim)
+    if not isinstance(cache, LatentCache) or (cache.n_layers, cache.kv.shape[2]) != want:
+        raise ValueError(f"cache must be a LatentCache with {want[0]} layers of width {want[1]} (use model.new_cache)")
+    if isinstance(start, torch.Tensor):
+        if start.shape != (1,) or start.dtype not in (torch.int32, torch.int64) or start.device != cache.kv.device:
+            raise ValueError(f"start as a tensor must be int32/int64 [1] on {cache.kv.device}, got {start.dtype} {tuple(start.shape)} on {start.device}")
+        if T > cache.max_tokens: raise ValueError(f"{T} tokens do not fit the cache of {cache.max_tokens} tokens")
+    elif start < 0 or start + T > cache.max_tokens:
+        raise ValueError(f"writing slots [{start}, {start + T}) past the cache of {cache.max_tokens} tokens (start={start}, T={T})")
+    if visibility is not None and visibility.dtype == torch.int32:
+        if visibility.ndim != 2 or visibility.shape[0] != T or visibility.shape[1] * 32 < T:
+            raise ValueError(f"packed visibility must be int32 [{T}, >= {(T + 31) // 32}], got {tuple(visibility.shape)}")
+    elif visibility is not None and (visibility.shape != (T, T) or visibility.dtype != torch.bool):
+        raise ValueError(f"visibility must be bool [{T}, {T}] (or int32 packed bits), got {visibility.dtype} {tuple(visibility.shape)}")
+    bad = [i for i in hidden_layers if not 0 <= i < c.num_hidden_layers]
+    if bad: raise ValueError(f"hidden_layers {bad} out of range [0, {c.num_hidden_layers})")
+    if T and not isinstance(start, torch.Tensor):   # a device start means "no host reads": the caller owns the range
+        lo, hi = torch.aminmax(positions)
+        lo, hi = int(lo), int(hi)
+        if lo < 0 or hi >= c.max_position_embeddings:
+            raise ValueError(f"positions must lie in [0, max_position_embeddings={c.max_position_embeddings}), got [{lo}, {hi}]")
 
 # %% ../nbs/01a_target_model.ipynb #02f05b7e
 # what every DeepSeek-V3-architecture config here shares: sigmoid top-k routing with a correction bias, one shared expert,
@@ -422,6 +429,7 @@ def kimi_config(**kw) -> dict:
                             n_group=1, topk_group=1, routed_scaling_factor=2.827, max_position_embeddings=262144, rope_theta=50000.0,
                             rope_scaling=_yarn(64.0, 4096, 1.0, 1.0)), **kw}
 
+# %% ../nbs/01a_target_model.ipynb #faa89c26
 def build_target(config: TargetConfig|dict, dtype=torch.float32, device='cpu', seed: int=0, std: float=0.05) -> TargetModel:
     "A randomly initialised `TargetModel` (weights ~ N(0, std), norms ~ 1 + N(0, 0.1), non-zero routing bias)."
     c = config if isinstance(config, TargetConfig) else config_from_dict(config)
@@ -515,6 +523,7 @@ _INT4_QCONFIG = {'quant_method': 'compressed-tensors', 'format': 'pack-quantized
                  'ignore': ['lm_head', 're:.*self_attn.*', 're:.*shared_experts.*', 're:.*mlp\\.(gate|up|gate_up|down)_proj.*']}
 _FP8_QCONFIG = {'quant_method': 'fp8', 'fmt': 'e4m3', 'activation_scheme': 'dynamic', 'weight_block_size': [128, 128]}
 
+# %% ../nbs/01a_target_model.ipynb #4b673f7a
 def _hub_tensors(model: TargetModel, experts: str, quant: str|None) -> dict:
     "The model's weights under hub key names, in the requested expert layout and quantisation."
     out = {}
@@ -543,6 +552,7 @@ def _hub_tensors(model: TargetModel, experts: str, quant: str|None) -> dict:
             else: put(key, t[j])
     return out
 
+# %% ../nbs/01a_target_model.ipynb #a642923d
 def save_target(model: TargetModel, path, model_type: str='deepseek_v3', rope_key: str='rope_scaling',
                 experts: str='per_expert', quant: str|None=None, shards: int=1) -> Path:
     "Write `model` as an HF-layout checkpoint directory (config.json + safetensors); returns the path."
@@ -588,6 +598,7 @@ def check_device(device) -> torch.device:
             raise CudaUnavailable(f"device {str(device)!r} asked for, but torch sees {torch.cuda.device_count()} CUDA GPU(s)")
     return d
 
+# %% ../nbs/01a_target_model.ipynb #5d28ae5c
 class Checkpoint:
     "Lazy key -> tensor access over a single or sharded safetensors checkpoint."
     def __init__(self, path: Path):
@@ -619,6 +630,7 @@ class Checkpoint:
         "A lazy safetensors slice of tensor `key`: index it to read only that part."
         f, k = self._handle(key); return f.get_slice(k)
 
+# %% ../nbs/01a_target_model.ipynb #c3a2b1ec
 def read_weight(ck: Checkpoint, key: str, qcfg: dict|None) -> torch.Tensor:
     "fp32 tensor for `key`, dequantising FP8 blocks or INT4 pack-quantized weights when stored that way."
     if key in ck:
@@ -644,6 +656,7 @@ def int4_args(qcfg: dict|None) -> dict:
 
 def hub_key(name: str) -> str: return name if name.startswith('lm_head') else 'model.' + name
 
+# %% ../nbs/01a_target_model.ipynb #77c46a84
 def read_param(ck, name, c: TargetConfig) -> torch.Tensor:
     q = c.quantization_config
     m = re.fullmatch(r'layers\.(\d+)\.mlp\.experts\.(gate_proj|up_proj|down_proj)', name)

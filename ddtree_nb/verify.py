@@ -42,6 +42,31 @@ def check_aligned(name: str, t: torch.Tensor, nbytes: int=16):
         raise ValueError(f"{name} must start on a {nbytes}-byte boundary for the cuda kernel, its data_ptr is {t.data_ptr() % nbytes} bytes past one "
                          f"(a view at an offset of {t.storage_offset()} elements?); pass an aligned tensor, e.g. {name}.clone()")
 
+# %% ../nbs/03_verify.ipynb #683af053
+def _check_prefix_and_scale(prefix_len, scale, S: int, T: int, dev):
+    "`prefix_len` (an int in [0, S - T], or an int32 [1] tensor on `dev`) and `scale` (finite, > 0) of `check_verify_inputs`."
+    if isinstance(prefix_len, torch.Tensor):
+        if prefix_len.numel() != 1 or prefix_len.dtype != torch.int32 or prefix_len.device != dev:
+            raise ValueError(f"prefix_len as a tensor must be int32 [1] on {dev}, got {prefix_len.dtype} {_shape(prefix_len)} on {prefix_len.device}")
+    else:
+        if isinstance(prefix_len, bool) or not isinstance(prefix_len, numbers.Integral):
+            raise ValueError(f"prefix_len must be an int or an int32 [1] tensor, got {type(prefix_len).__name__}")
+        if not 0 <= prefix_len <= S - T:
+            raise ValueError(f"prefix_len + T = {prefix_len} + {T} must fit the cache of S = {S} rows (prefix_len in [0, {S - T}])")
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(scale) or scale <= 0:
+        raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
+
+# %% ../nbs/03_verify.ipynb #e7d06c9b
+def _check_outputs(out, lse, T: int, H: int, dt, dev):
+    "The optional `out [T, H, 512]` (q's dtype) and `lse [T, H]` (fp32) of `check_verify_inputs`: contiguous, on `dev`."
+    for k, v, shape, want in (('out', out, (T, H, DC), dt), ('lse', lse, (T, H), torch.float32)):
+        if v is None: continue
+        if not isinstance(v, torch.Tensor) or _shape(v) != shape or v.dtype != want:
+            raise ValueError(f"{k} must be a {want} tensor of shape {list(shape)}, got {getattr(v, 'dtype', type(v).__name__)} {_shape(v) if isinstance(v, torch.Tensor) else ''}")
+        if v.device != dev: raise ValueError(f"{k} is on {v.device} but q_latent is on {dev}")
+        if not v.is_contiguous(): raise ValueError(f"{k} must be contiguous")
+
+# %% ../nbs/03_verify.ipynb #8cb6e518
 def check_verify_inputs(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out=None, lse=None, backend='cuda'):
     "Raise `ValueError` naming the bad field unless the inputs are valid for `mla_tree_attention`; returns `(T, H, S, W)`."
     if backend not in ('torch', 'cuda'): raise ValueError(f"backend must be 'torch' or 'cuda', got {backend!r}")
@@ -73,22 +98,8 @@ def check_verify_inputs(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out=Non
         if v.device != dev: raise ValueError(f"{k} is on {v.device} but q_latent is on {dev}")
         if not v.is_contiguous(): raise ValueError(f"{k} must be contiguous, got shape {_shape(v)} stride {v.stride()}")
     if S < T: raise ValueError(f"kv has S = {S} rows, fewer than the T = {T} tree tokens")
-    if isinstance(prefix_len, torch.Tensor):
-        if prefix_len.numel() != 1 or prefix_len.dtype != torch.int32 or prefix_len.device != dev:
-            raise ValueError(f"prefix_len as a tensor must be int32 [1] on {dev}, got {prefix_len.dtype} {_shape(prefix_len)} on {prefix_len.device}")
-    else:
-        if isinstance(prefix_len, bool) or not isinstance(prefix_len, numbers.Integral):
-            raise ValueError(f"prefix_len must be an int or an int32 [1] tensor, got {type(prefix_len).__name__}")
-        if not 0 <= prefix_len <= S - T:
-            raise ValueError(f"prefix_len + T = {prefix_len} + {T} must fit the cache of S = {S} rows (prefix_len in [0, {S - T}])")
-    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(scale) or scale <= 0:
-        raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
-    for k, v, shape, want in (('out', out, (T, H, DC), dt), ('lse', lse, (T, H), torch.float32)):
-        if v is None: continue
-        if not isinstance(v, torch.Tensor) or _shape(v) != shape or v.dtype != want:
-            raise ValueError(f"{k} must be a {want} tensor of shape {list(shape)}, got {getattr(v, 'dtype', type(v).__name__)} {_shape(v) if isinstance(v, torch.Tensor) else ''}")
-        if v.device != dev: raise ValueError(f"{k} is on {v.device} but q_latent is on {dev}")
-        if not v.is_contiguous(): raise ValueError(f"{k} must be contiguous")
+    _check_prefix_and_scale(prefix_len, scale, S, T, dev)
+    _check_outputs(out, lse, T, H, dt, dev)
     return T, H, S, W
 
 # %% ../nbs/03_verify.ipynb #feb50f7e
@@ -194,6 +205,7 @@ def _device_info(dev: int) -> dict:
                               smem_sm=d.get_attribute(A.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR))
     return _dev_info[dev]
 
+# %% ../nbs/03_verify.ipynb #6a424811
 def verify_plan(T: int, H: int, P: int, device: int|None=None, config: tuple|None=None, splits: int|None=None,
                 impl: str='v2', pv_n: int=SM90_PV_N) -> dict:
     "How kernel `impl` ('v2' or 'sm90') runs `T` tree tokens x `H` heads over `P` prefix rows on `device`: kernel name, config, splits, grid, smem."
@@ -217,6 +229,7 @@ def verify_workspace(T: int, H: int, splits: int, device=None) -> tuple:
     return (torch.empty(splits, T * H, DC, dtype=torch.bfloat16, device=device),
             torch.empty(splits, T * H, dtype=torch.float32, device=device))
 
+# %% ../nbs/03_verify.ipynb #1a6ad903
 def check_workspace(workspace, splits: int, M: int, device):
     "Raise `ValueError` unless `workspace` = (partials, lses) holds `splits` x `M` rows on `device`, contiguous and 16-byte aligned."
     if not (isinstance(workspace, (tuple, list)) and len(workspace) == 2 and all(isinstance(w, torch.Tensor) for w in workspace)):
@@ -240,6 +253,7 @@ def _pick_impl(impl: str, dev: int, version: int, config) -> str:
         if not fits: raise CudaUnavailable(f"impl='sm90' needs an sm_90 GPU (H100/H200) with {sm90_smem()} B of shared memory per block; device {dev} is {device_arch(dev)}")
     return impl
 
+# %% ../nbs/03_verify.ipynb #add44250
 def _verify_cuda(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, version=2, config=None, splits=None, workspace=None,
                  impl='v2', pv_n=SM90_PV_N):
     "Cuda face: launch v1, v2 or the sm_90a kernel (+ the split combine) on the engine stream, with the tensors' GPU current."
@@ -372,6 +386,7 @@ def verify_selftest_case(T: int, H: int, P: int, kind: str='tree', seed: int=0, 
     first_bad = None if ok else (first_mismatch(out.view(T, H, DC), ro) or first_mismatch(lse, rl))   # where to look: (t, h, column)
     return dict(T=T, H=H, P=P, kind=kind, kw=kw, written=written, rel=rel, lse=dl, ok=ok, first_bad=first_bad)
 
+# %% ../nbs/03_verify.ipynb #b0de5d4f
 def brute_case(T: int, H: int, P: int, kind: str='tree', seed: int=0, **kw):
     "Run the cuda face (`kw`: impl, pv_n, splits, ...) on `edge_case_inputs` over a `kind` tree of T nodes; assert every row matches the fp64 brute-force oracle (`check_edge_case`)."
     g = torch.Generator().manual_seed(seed)
@@ -396,4 +411,3 @@ SM90_CASES = [  # (T, H, P, kind) for the sm_90a kernel: the decode shapes (T <=
 SM90_BRUTE_CASES = [  # small enough for the per-(query, head) fp64 oracle on the CPU
     (1, 64, 0, 'chain'), (1, 64, 300, 'chain'), (1, 16, 1000, 'chain'), (1, 8, 64, 'chain'), (2, 16, 100, 'star'),
     (16, 64, 64, 'tree'), (16, 8, 200, 'tree'), (64, 8, 65, 'tree'), (64, 16, 0, 'tree')]
-
