@@ -342,7 +342,7 @@ def _moe_run(T, E, H, I, k, how='spread', seed=0, versions=(None,)):
         ran.append(v)
     return f"versions run: {ran}"
 
-_MOE_DEFAULT = ('moe_group', 'moe_gate_up_v4', 'moe_down_v4', 'moe_combine')   # CUDA_VERSION = 4
+_MOE_DEFAULT = ('moe_group', 'moe_gate_up_v11', 'moe_down_v11', 'moe_combine')   # CUDA_VERSION = 11
 for _T in (1, 2, 16, 64, 257):
     case(f'moe_T{_T}', 'moe', _MOE_DEFAULT, f'T={_T} E=64 H=256 I=128 top-8, default version')(
         lambda _T=_T: _moe_run(_T, 64, 256, 128, 8, seed=_T))

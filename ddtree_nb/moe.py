@@ -183,7 +183,7 @@ _VERSIONS = {1: (('moe_gate_up', 256, 8), ('moe_down', 256, 8)),
              9: (('moe_gate_up_v4', 128, 16), ('moe_down_v9', 32, 32)),
              10: (('moe_gate_up_v10', 64, 16), ('moe_down_v9', 32, 32)),
              11: (('moe_gate_up_v11', 128, None), ('moe_down_v11', 128, None))}
-CUDA_VERSION = 4
+CUDA_VERSION = 11
 _KERNEL_LIMITS = dict(MAXE=MAX_EXPERTS)   # kernels/moe_w4a16.cu's #defines, checked on load
 _n_sm = {}
 
