@@ -13,10 +13,9 @@ from .accept import Accepted, MAX_PATH, gumbel_keys, round_keys, target_choice, 
 from .runtime import releasing_on_oom
 
 # %% auto #0
-__all__ = ['METHODS', 'DENSE_MAX_EXPERTS', 'CudaStages', 'sample_token', 'check_decode_params', 'check_generate_args',
-           'resolve_backend', 'GenerationConfig', 'Generation', 'Round', 'Decoder', 'generate', 'start_clock',
-           'generation_of', 'moe_plan', 'Stages', 'keeps_experts_packed', 'load_target_for', 'torch_device',
-           'cpu_threads']
+__all__ = ['METHODS', 'DENSE_MAX_EXPERTS', 'sample_token', 'check_decode_params', 'check_generate_args', 'resolve_backend',
+           'GenerationConfig', 'Generation', 'Round', 'Decoder', 'generate', 'start_clock', 'generation_of', 'moe_plan',
+           'Stages', 'keeps_experts_packed', 'load_target_for', 'torch_device', 'cpu_threads']
 
 # %% ../nbs/05_decode.ipynb #ca14f372
 def sample_token(logits: torch.Tensor, temperature: float, generator: torch.Generator|None=None) -> int:
@@ -508,8 +507,6 @@ class Stages:
         A, K = v[0], 2 + MAX_PATH
         keys = torch.tensor([k & 0xFFFFFFFF for k in v[-2:]], dtype=torch.int64) if self.seed is not None else None
         return A, v[1], v[3:2 + A], v[K:K + A], keys
-
-CudaStages = Stages   # the former name (08_reliability and older scripts use it)
 
 # %% ../nbs/05_decode.ipynb #729ff7cd
 def keeps_experts_packed(path, device, dtype) -> bool:

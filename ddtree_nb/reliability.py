@@ -374,7 +374,7 @@ def _generate_case(g) -> dict:
 
 def _check_generate(c) -> str|None:
     from ddtree_nb.model import build_target, tiny_config
-    from ddtree_nb.decode import generate, CudaStages
+    from ddtree_nb.decode import generate
     cfg = tiny_config(vocab_size=c['V'], num_hidden_layers=c['layers'], n_routed_experts=c['experts'], num_experts_per_tok=2,
                       n_group=1, topk_group=1, max_position_embeddings=256)
     tgt = build_target(cfg, dtype=torch.float64, seed=c['model_seed'])
@@ -383,12 +383,11 @@ def _check_generate(c) -> str|None:
     ar = oracle[:N]
     stop = (ar[c['stop'] * (len(ar) - 1) // 2],) if c['stop'] else ()          # none, the middle token or the last one
     if stop: ar = ar[:ar.index(stop[0]) + 1]
-    for path, stages in (('torch', None), ('cuda faces', CudaStages(faces='torch'))):
-        d = NoisyOracleDrafter(tgt, c['prompt'], oracle, c['block_size'], c['feat_layers'], c['drafter_seed'], c['p_bad'])
-        got = generate(tgt, d, c['prompt'], method=c['method'], budget=c['budget'], max_new_tokens=N, stop_ids=stop, stages=stages)
-        if got.tokens != ar: return f"{path}: {c['method']} B={c['budget']} gave {got.tokens}, AR {ar}"
-        A = got.acceptance_lengths                                                   # a round emits A tokens; the last may be cut
-        if A and not 1 + sum(A[:-1]) < len(got.tokens) <= 1 + sum(A): return f"{path}: acceptance lengths {A} don't add up to {len(got.tokens)} tokens"
+    d = NoisyOracleDrafter(tgt, c['prompt'], oracle, c['block_size'], c['feat_layers'], c['drafter_seed'], c['p_bad'])
+    got = generate(tgt, d, c['prompt'], method=c['method'], budget=c['budget'], max_new_tokens=N, stop_ids=stop, backend='torch')
+    if got.tokens != ar: return f"{c['method']} B={c['budget']} gave {got.tokens}, AR {ar}"
+    A = got.acceptance_lengths                                                   # a round emits A tokens; the last may be cut
+    if A and not 1 + sum(A[:-1]) < len(got.tokens) <= 1 + sum(A): return f"acceptance lengths {A} don't add up to {len(got.tokens)} tokens"
     return None
 
 def fuzz_generate(seconds: float=10.0, seed: int=0, out_dir=None, max_cases: int|None=None) -> dict:
