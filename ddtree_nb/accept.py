@@ -12,8 +12,9 @@ from .reference import ancestor_mask
 
 # %% auto #0
 __all__ = ['MAX_PATH', 'ERR_PAST_CACHE', 'plog', 'gumbel_keys', 'log_exp_noise', 'round_keys', 'target_choice', 'chi2_pvalue',
-           'Accepted', 'tree_buffers_from', 'check_accept_inputs', 'accept_ref', 'check_compact_inputs', 'compact_ref',
-           'blocks_per_sm', 'AcceptWorkspace', 'accept_workspace', 'accept', 'accept_compact']
+           'Accepted', 'make_accepted', 'tree_buffers_from', 'check_accept_inputs', 'accept_ref',
+           'check_compact_inputs', 'compact_ref', 'blocks_per_sm', 'AcceptWorkspace', 'accept_workspace', 'accept',
+           'accept_compact']
 
 # %% ../nbs/04_accept.ipynb #65bea254
 MAX_PATH = MAX_DEPTH + 1   # longest accepted path: the root plus one node per depth
@@ -107,7 +108,8 @@ class Accepted(NamedTuple):
         "The path as a host list (reads the device)."
         return self.path[:int(self.accepted_len[0])].tolist()
 
-def _pack(path: list[int], bonus: int, device) -> Accepted:
+def make_accepted(path: list[int], bonus: int, device) -> Accepted:
+    "An `Accepted` from a host path (node indices, root first) and bonus token, on `device`."
     p = torch.full((MAX_PATH,), -1, dtype=torch.int32)
     p[:len(path)] = torch.tensor(path, dtype=torch.int32)
     return Accepted(p.to(device), torch.tensor([len(path)], dtype=torch.int32, device=device),
@@ -161,7 +163,7 @@ def accept_ref(tree, target_logits: torch.Tensor, temperature: float=0.0, keys: 
         j = child.get((i, c))
         if j is None or len(path) == MAX_PATH: break
         path.append(j)
-    return _pack(path, c, target_logits.device)
+    return make_accepted(path, c, target_logits.device)
 
 # %% ../nbs/04_accept.ipynb #ebd534e9
 def check_compact_inputs(kv: torch.Tensor, prefix_len: torch.Tensor, hidden: torch.Tensor|None=None, feats_out: torch.Tensor|None=None):

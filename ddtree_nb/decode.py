@@ -9,7 +9,7 @@ from pathlib import Path
 from dataclasses import dataclass, field
 import torch
 from .tree import TreeBuffers, build_tree_ref, load_tree, pack_visibility, MAX_BUDGET
-from .accept import Accepted, MAX_PATH, gumbel_keys, round_keys, target_choice, _pack
+from .accept import Accepted, MAX_PATH, gumbel_keys, round_keys, target_choice, make_accepted
 from .runtime import releasing_on_oom
 
 # %% auto #0
@@ -239,7 +239,7 @@ class Decoder:
         A, bonus, drafted, nodes, keys = st.read()
         self.P += A; self.acceptance_lengths.append(A); self.root = bonus
         new = self._emit(drafted + [bonus])
-        acc = _pack(nodes, bonus, 'cpu')                 # a snapshot: `st.acc` is rewritten by the next round
+        acc = make_accepted(nodes, bonus, 'cpu')                 # a snapshot: `st.acc` is rewritten by the next round
         return Round(len(self.acceptance_lengths), P, root, st.buf, dl, logits, acc, acc.path[:A].long(), bonus, new, self.done, keys)
 
 # %% ../nbs/05_decode.ipynb #ed11b087
