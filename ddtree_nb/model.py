@@ -243,7 +243,10 @@ def attention_fn(backend: str,
         if packed: visibility = bits_to_vis(visibility, visibility.shape[0])
         see = {}            # one forward's mask, built by its first layer and shared by the rest (same P, visibility and S)
         def _torch(q_latent, q_pe, kv, prefix_len, scale):
-            if not isinstance(prefix_len, torch.Tensor): kv = kv[:prefix_len + q_latent.shape[0]]   # a host P: the filled rows only
+            T = q_latent.shape[0]
+            if isinstance(prefix_len, torch.Tensor) and not prefix_len.is_cuda:   # a CPU tensor is read for free: clamp it as
+                prefix_len = max(0, min(int(prefix_len.reshape(-1)[0]), kv.shape[0] - T))   # the kernel does, then slice
+            if not isinstance(prefix_len, torch.Tensor): kv = kv[:prefix_len + T]   # a host P: the filled rows only
             S = kv.shape[0]
             if S not in see: see[S] = tree_visible(prefix_len, visibility, S)
             return tree_attention_torch(q_latent, q_pe, kv, see[S], scale)[0]
