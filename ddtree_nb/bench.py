@@ -115,9 +115,10 @@ def bench_run(target, drafter, prompt_ids, method: str, budget: int, temperature
 def _key(r): return (r['method'], r['budget'], r['temperature'], r['backend'])
 
 def summarize(runs: list[dict]) -> list[dict]:
-    "One row per (method, budget, temperature, backend), sorted: tokens, ms/token, tokens/s, mean acceptance length, stage ms/token, speedup vs AR."
+    "One row per (method, budget, temperature, backend), sorted: tokens, ms/token, tokens/s, mean acceptance length, stage ms/token, speedup vs AR; at T=0 also how many prompts gave AR's tokens."
     groups = {}
     for r in runs: groups.setdefault(_key(r), []).append(r)
+    ar_tokens = {(r.get('prompt'), r['backend']): r['tokens'] for r in runs if r['method'] == 'ar' and r['temperature'] == 0 and 'tokens' in r}
     rows = []
     for (m, B, T, be), rs in groups.items():
         done = [r for r in rs if 'skipped' not in r]
@@ -130,6 +131,9 @@ def summarize(runs: list[dict]) -> list[dict]:
         rows.append(dict(method=m, budget=B, temperature=T, backend=be, prompts=len(done), tokens=n, rounds=len(acc),
                          ms_per_token=1e3 * dec / max(n, 1), tokens_per_s=n / dec if dec > 0 else 0.0,
                          mean_acceptance=sum(acc) / len(acc) if acc else 0.0, stage_ms_per_token={k: per(k) for k in STAGE_KEYS}))
+        refs = [ar_tokens.get((r.get('prompt'), be)) for r in done]
+        if T == 0 and m != 'ar' and all(x is not None for x in refs):   # greedy decoding is lossless: the same tokens as AR
+            rows[-1]['same_as_ar'] = sum(r['tokens'] == x for r, x in zip(done, refs))
     order = {'ar': 0, 'dflash': 1, 'ddtree': 2}
     rows.sort(key=lambda r: (r['backend'], r['temperature'], order.get(r['method'], 3), r['budget']))
     ar = {(r['temperature'], r['backend']): r['ms_per_token'] for r in rows if r['method'] == 'ar' and 'skipped' not in r}
@@ -211,15 +215,17 @@ def results_markdown(res: dict, title: str='ddtree bench') -> str:
              f"- prompts: {c['prompts']}, max_new_tokens {c['max_new_tokens']}, seed {c['seed']}; DFlash chain = block_size − 1 = {c['block_size'] - 1}",
              "- tokens, ms/token, tokens/s: the decode rounds only (the prefill and the token it gives are left out, as they cost the same "
              "for every method); the stage columns split ms/token; `round` is a CUDA-graph replay's whole round (cuda backend only)",
-             '', '| method | budget | T | backend | tokens | ms/token | tokens/s | speedup | accept len | '
+             "- = AR: at T=0, the prompts whose tokens equal AR's on the same backend (greedy decoding is lossless)",
+             '', '| method | budget | T | backend | tokens | ms/token | tokens/s | speedup | accept len | = AR | '
              + ' | '.join(f"{k} ms/tok" for k in STAGE_KEYS) + ' |',
-             '|' + '---|' * (9 + len(STAGE_KEYS))]
+             '|' + '---|' * (10 + len(STAGE_KEYS))]
     skipped = []
     for r in res['summary']:
         head = f"| {r['method']} | {r['budget'] if r['method'] != 'ar' else '-'} | {r['temperature']:g} | {r['backend']} |"
         if 'skipped' in r: skipped.append((r['backend'], r['skipped'])); continue
         sp = f"{r['speedup']:.2f}×" if r.get('speedup') else '-'
-        lines.append(f"{head} {r['tokens']} | {r['ms_per_token']:.2f} | {r['tokens_per_s']:.1f} | {sp} | {r['mean_acceptance']:.2f} | "
+        same = f"{r['same_as_ar']}/{r['prompts']}" if 'same_as_ar' in r else '-'
+        lines.append(f"{head} {r['tokens']} | {r['ms_per_token']:.2f} | {r['tokens_per_s']:.1f} | {sp} | {r['mean_acceptance']:.2f} | {same} | "
                      + ' | '.join(f"{r['stage_ms_per_token'][k]:.2f}" for k in STAGE_KEYS) + ' |')
     if skipped: lines += ['', 'Skipped:'] + [f"- backend {be}, {skipped.count((be, why))} configurations: {why}" for be, why in sorted(set(skipped))]
     return '\n'.join(lines) + '\n'
@@ -319,6 +325,10 @@ def bench_main(argv=None, pair=None) -> int:
     pj, pm = write_results(res, args.out)
     if args.plots: save_plots(res, args.out)
     print(pm.read_text()); print(f"wrote {pj} and {pm}")
+    for r in res['summary']:
+        if r.get('same_as_ar', r.get('prompts')) != r.get('prompts'):
+            print(f"ddtree bench: warning: at T=0 {r['method']} B={r['budget']} ({r['backend']}) gave tokens other than AR's on "
+                  f"{r['prompts'] - r['same_as_ar']} of {r['prompts']} prompts; greedy decoding should be lossless", file=sys.stderr)
     return 0
 
 # %% ../nbs/07_benchmarks.ipynb #3076d1eb
