@@ -9,6 +9,8 @@ from typing import NamedTuple
 import torch
 from .tree import DraftTree, MAX_DEPTH, MAX_BUDGET, TreeBuffers, load_tree
 from .reference import ancestor_mask
+from .runtime import load_kernel, require_cuda
+
 
 # %% auto #0
 __all__ = ['MAX_PATH', 'ERR_PAST_CACHE', 'plog', 'gumbel_keys', 'log_exp_noise', 'round_keys', 'target_choice', 'chi2_pvalue',
@@ -216,7 +218,6 @@ _grids, _default_ws = {}, {}
 def _accept_kernel(idx: int) -> tuple:
     "(kernel, grid, blocks per SM) on GPU `idx`, made once: grid = SM count, checked to be co-resident by occupancy."
     if idx not in _grids:        # once per GPU: the attribute and occupancy queries are driver calls, kept out of a captured round
-        from ddtree_nb.runtime import load_kernel
         import pycuda.driver as drv
         k = load_kernel('tree_accept.cu', 'tree_accept', _SIG, device=idx, limits=_KERNEL_LIMITS)
         F, d = drv.function_attribute, drv.Device(idx)
@@ -327,7 +328,6 @@ def accept_compact(tree, target_logits: torch.Tensor, kv: torch.Tensor|None=None
             a = out
         if kv is not None: compact_ref(kv, prefix_len, a, hidden, feats_out)
         return a
-    from ddtree_nb.runtime import require_cuda
     require_cuda()
     bufs = tree_buffers_from(tree, device=dev) if isinstance(tree, DraftTree) else tree
     _cuda_checks(bufs, target_logits, kv, prefix_len, hidden, feats_out, keys)

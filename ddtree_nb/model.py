@@ -12,6 +12,8 @@ import torch.nn.functional as F
 from torch import nn
 from .reference import mla_softmax_scale, split_kv_b, yarn_mscale
 from .verify import tree_visible, tree_attention_torch, bits_to_vis, vis_to_bits, mla_tree_attention
+from .runtime import CudaUnavailable
+
 
 # %% auto #0
 __all__ = ['MODEL_TYPES', 'ATTN_BACKENDS', 'TargetConfig', 'config_from_dict', 'LatentCache', 'rope_inv_freq', 'rope_cos_sin',
@@ -592,7 +594,6 @@ def read_json(path, what: str='config') -> dict:
 
 def check_device(device) -> torch.device:
     "`device` as a `torch.device`, raising `CudaUnavailable` if it names a CUDA device torch can't use here."
-    from ddtree_nb.runtime import CudaUnavailable
     d = torch.device(device)
     if d.type == 'cuda':
         if not torch.cuda.is_available():

@@ -12,6 +12,8 @@ import torch.nn.functional as F
 from torch import nn
 from .model import (pack_int4, unpack_int4, dequant_int4, quantize_int4, MoE, Router, TargetModel, LatentCache, expert_loop,
                              config_from_dict, Checkpoint, int4_args, load_target)
+from .runtime import load_kernel, require_cuda
+
 
 # %% auto #0
 __all__ = ['GROUP', 'MAX_EXPERTS', 'KINDS', 'MAX_GRID_Y', 'BLOCKS_PER_SM', 'CUDA_VERSION', 'PackedExperts', 'check_packed',
@@ -189,7 +191,6 @@ _n_sm = {}
 
 def _kernel(fn: str, sig: str, device: int):
     "The compiled kernel `fn` of kernels/moe_w4a16.cu on `device` (`load_kernel` caches it)."
-    from ddtree_nb.runtime import load_kernel
     return load_kernel('moe_w4a16.cu', fn, sig, device=device, limits=_KERNEL_LIMITS)
 
 def _sm_count(device: int) -> int:
@@ -246,7 +247,6 @@ def check_moe_inputs(x, topk_idx, topk_w, ex: PackedExperts, out=None, check_val
         raise ValueError(f"topk_idx values must lie in [0, {ex.n_experts}), got [{int(topk_idx.min())}, {int(topk_idx.max())}]")
 
 def _cuda_checks(x, topk_idx, topk_w, ex, out, ws):
-    from ddtree_nb.runtime import require_cuda
     require_cuda()
     if not x.is_cuda: raise ValueError(f"cuda backend: x must be on the GPU, got {x.device}")
     if x.dtype != torch.bfloat16 or not x.is_contiguous() or x.data_ptr() % 16:

@@ -8,6 +8,8 @@ import heapq
 from dataclasses import dataclass
 import torch
 from .reference import ancestor_mask
+from .runtime import load_kernel, require_cuda
+
 
 # %% auto #0
 __all__ = ['MAX_DEPTH', 'MAX_VOCAB', 'MAX_BUDGET', 'UCAP', 'SORTCAP', 'KMAX', 'NBINS', 'CAND', 'CHUNK', 'ROW_E', 'CLUSTER',
@@ -319,7 +321,6 @@ _KERNEL_LIMITS = dict(MAX_DEPTH=MAX_DEPTH, MAX_BUDGET=MAX_BUDGET, MAX_VOCAB=MAX_
 _kcache = {}   # one dict per (dtype, GPU): load_kernel caches the handles; this keeps the bundle and tb_tree's shared-memory limit (driver queries)
 def _tree_kernels(dtype):
     "The kernels for logits of `dtype` on the current device (loaded once) and tb_tree's dynamic shared-memory limit; `rows` (v3) on sm_90+ only."
-    from ddtree_nb.runtime import load_kernel
     key = (dtype, torch.cuda.current_device())
     if key not in _kcache:
         import pycuda.driver as drv
@@ -408,7 +409,6 @@ def build_tree(draft_logits: torch.Tensor, budget: int, backend: str="torch") ->
     if backend not in ('torch', 'cuda'): raise ValueError(f"backend must be 'torch' or 'cuda', got {backend!r}")
     check_draft_inputs(draft_logits, budget)
     if backend == 'torch': return build_tree_ref(draft_logits, budget)
-    from ddtree_nb.runtime import require_cuda
     require_cuda()
     x = draft_logits if draft_logits.dtype in (torch.bfloat16, torch.float32) else draft_logits.float()
     x = x.to('cuda').contiguous()
