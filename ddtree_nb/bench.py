@@ -27,10 +27,9 @@ class OracleDrafter:
         self.pfeats = [target(torch.tensor(p, device=target.device), torch.arange(len(p), device=target.device), target.new_cache(len(p)), 0,
                               hidden_layers=tuple(hidden_layers)).hidden for p in prompts]
     def new_cache(self, n): return SimpleNamespace(length=0, seq=None)
-    def draft_static(self, cache, features, n_new, root):   # the decode round's call: the first n_new rows of `features` are new
-        k = int(n_new[0])
-        return self.draft(cache, features[:k].reshape(k, len(self.target_layer_ids), -1), int(root[0]))
-    def draft(self, cache, features, root):
+    def draft(self, cache, features, n_new, root):   # the decode round's call: the first n_new rows of `features` are new (host reads are fine here)
+        k, root = int(n_new[0]), int(root[0])
+        features = features[:k].reshape(k, len(self.target_layer_ids), -1)
         if cache.seq is None:      # which prompt: the one whose features the first call brings
             cache.seq = next((s for s, f in zip(self.seqs, self.pfeats) if f.shape == features.shape and torch.allclose(f, features, atol=1e-5)), [])
         cache.length += len(features)

@@ -453,7 +453,7 @@ class Stages:
         dl = None
         if dec.use_drafter:
             feats = self.feats if self.rounds == 0 else self.feats_buf[:dec.drafter.block_size]
-            dl = timed('draft', dec.drafter.draft_static, dec.dcache, feats, self.acc.accepted_len, self.acc.bonus)
+            dl = timed('draft', dec.drafter.draft, dec.dcache, feats, self.acc.accepted_len, self.acc.bonus)
         timed('tree', self.build, dl, depth)
         logits, hidden = timed('verify', self.verify)
         timed('accept', self.accept, logits, hidden)

@@ -147,7 +147,7 @@ class DFlashAttention(nn.Module):
         g = self.nh // self.nkv
         qg = q.view(T, self.nkv, g, self.hd).permute(1, 2, 0, 3).reshape(self.nkv, g * T, self.hd)
         o = F.scaled_dot_product_attention(qg, k.transpose(0, 1), v.transpose(0, 1), scale=self.hd ** -0.5,
-                                           attn_mask=mask.expand(g, *mask.shape).reshape(g * T, -1) if mask is not None else None)   # a view for draft_static's row mask
+                                           attn_mask=mask.expand(g, *mask.shape).reshape(g * T, -1) if mask is not None else None)   # a view for draft's row mask
         return self.o_proj(o.view(self.nkv, g, T, self.hd).permute(2, 0, 1, 3).reshape(T, self.nh * self.hd))
 
 # %% ../nbs/05a_drafter.ipynb #390c2f2b
@@ -231,16 +231,18 @@ class Drafter(nn.Module):
         return DrafterCache(c.num_hidden_layers, max_tokens, c.num_key_value_heads, c.head_dim, w.dtype, w.device)
 
     @torch.no_grad()
-    def draft_static(self, cache: DrafterCache,
-                     features: torch.Tensor,    # [R, len(target_layer_ids)*hidden] (or [R, n, hidden]): rows [0, n_new) are new context, the rest scratch
-                     n_new: torch.Tensor,       # int [1] on the device: how many feature rows are real (<= R)
-                     root_token: torch.Tensor,  # int [1] on the device: the bonus token
-                    ) -> torch.Tensor:          # draft_logits [block_size-1, vocab] fp32
-        "The one draft: append `n_new` context rows, run the block [root, mask × (block_size−1)] and return per-depth draft logits; static shapes, no host read. The caller keeps `length + max(R, n_new + block_size) <= max_tokens`."
+    def draft(self, cache: DrafterCache,
+              features: torch.Tensor,    # [R, len(target_layer_ids)*hidden] (or [R, n, hidden]): rows [0, n_new) are new context, the rest scratch
+              n_new: torch.Tensor,       # int [1] on the device: how many feature rows are real (<= R)
+              root_token: torch.Tensor,  # int [1] on the device: the bonus token
+             ) -> torch.Tensor:          # draft_logits [block_size-1, vocab] fp32
+        "The one draft: append `n_new` context rows, run the block [root, mask × (block_size−1)] and return per-depth draft logits; static shapes, no host read. The caller keeps `length + max(R, n_new + block_size) <= max_tokens` (`Decoder` sizes the cache so)."
         c, dev, dt = self.config, self.fc.weight.device, self.fc.weight.dtype
-        R, B, S = features.shape[0], self.block_size, cache.max_tokens
+        R, B, S, nf = features.shape[0], self.block_size, cache.max_tokens, len(c.target_layer_ids)
+        if tuple(features.shape[1:]) not in ((nf, c.hidden_size), (nf * c.hidden_size,)):
+            raise ValueError(f"features must be [R, {nf}, {c.hidden_size}] or [R, {nf * c.hidden_size}], got {tuple(features.shape)}")
         start = cache.length.long()
-        th = self.hidden_norm(self.fc(features.reshape(R, len(c.target_layer_ids) * c.hidden_size).to(dt)))
+        th = self.hidden_norm(self.fc(features.reshape(R, nf * c.hidden_size).to(dt)))
         slots = start + torch.arange(R, device=dev)       # all R rows are written; rows past n_new lie beyond the context
         cos, sin = rope_cos_sin(slots, c.head_dim, c.rope_theta, dt)
         for l, layer in enumerate(self.layers):
@@ -255,21 +257,6 @@ class Drafter(nn.Module):
         mask = (torch.arange(S, device=dev) < n + B).expand(B, S)
         for l, layer in enumerate(self.layers): h = layer(h, cache.k[l], cache.v[l], cos, sin, mask, bslots)
         return self._head(self.norm(h)[1:])
-
-    def draft(self, cache: DrafterCache,
-              features: torch.Tensor,  # [C, len(target_layer_ids), hidden] or [C, len*hidden]: all C rows are new context
-              root_token,              # the bonus token: int or a 1-element integer tensor
-             ) -> torch.Tensor:        # draft_logits [block_size-1, vocab] fp32
-        "`draft_static` from host values, checked (tests, tools; reads the cache length back): append all of `features`, then draft."
-        n, H = len(self.config.target_layer_ids), self.config.hidden_size
-        C = features.shape[0]
-        if tuple(features.shape[1:]) not in ((n, H), (n * H,)): raise ValueError(f"features must be [C, {n}, {H}], got {tuple(features.shape)}")
-        have = int(cache.length[0])
-        if have + C + self.block_size > cache.max_tokens:
-            raise ValueError(f"drafter cache overflow: {have} + {C} context rows + {self.block_size} block rows > capacity {cache.max_tokens}")
-        dev = self.fc.weight.device
-        return self.draft_static(cache, features, torch.tensor([C], dtype=torch.int32, device=dev),
-                                 torch.as_tensor(root_token, device=dev).reshape(1))
 
 
 # %% ../nbs/05a_drafter.ipynb #2fdc5a40
