@@ -241,6 +241,9 @@ class Drafter(nn.Module):
         R, B, S, nf = features.shape[0], self.block_size, cache.max_tokens, len(c.target_layer_ids)
         if tuple(features.shape[1:]) not in ((nf, c.hidden_size), (nf * c.hidden_size,)):
             raise ValueError(f"features must be [R, {nf}, {c.hidden_size}] or [R, {nf * c.hidden_size}], got {tuple(features.shape)}")
+        if not cache.length.is_cuda:   # a length on the CPU is read for free: say what overflows instead of an index error
+            have, new = int(cache.length[0]), int(n_new.reshape(-1)[0])
+            if have + max(R, new + B) > S: raise ValueError(f"drafter cache overflow: {have} rows + {max(R, new + B)} (context and block) > max_tokens {S}")
         start = cache.length.long()
         th = self.hidden_norm(self.fc(features.reshape(R, nf * c.hidden_size).to(dt)))
         slots = start + torch.arange(R, device=dev)       # all R rows are written; rows past n_new lie beyond the context
