@@ -10,9 +10,11 @@
 #   bash benchmarks/gpu_next.sh profile_tree "$OUT" # ncu of one B=256 build, with per-line stall samples       (~2 min)
 #   bash benchmarks/gpu_next.sh verify90  "$OUT"   # the sm_90a verify kernel: its checks, then v2 vs sm_90a timings (<= 9 min)
 #   bash benchmarks/gpu_next.sh sanitize_kernels "$OUT"   # compute-sanitizer x 4 tools over direct calls of our kernels (<= 9 min)
+#   bash benchmarks/gpu_next.sh fuzz5     "$OUT" tree   # one kernel fuzzer (tree, accept or verify) for 5 minutes     (~5.5 min)
+#   bash benchmarks/gpu_next.sh soak      "$OUT"   # ddtree bench --demo x3, budgets 4..1024, T = 0 and 1, 8 prompts (<= 9 min)
 # Each step has its own timeout, so a slow one leaves the others' logs in $OUT; the summary is $OUT/gpu_next.log.
 set -uo pipefail
-part=${1:?part: validate, long, bench, sanitize, sanitize_kernels, tree, profile_tree or verify90}
+part=${1:?part: validate, long, bench, sanitize, sanitize_kernels, tree, profile_tree, verify90, fuzz5 or soak}
 out=${2:-${OUT:-/tmp}}
 mkdir -p "$out" && out=$(cd "$out" && pwd)
 cd "$(dirname "$0")/.."
@@ -48,6 +50,14 @@ case $part in
     step ncu_pages 200 bash -c "ncu -i '$out/tree.ncu-rep' --page details > '$out/ncu_tree_details.txt' && ncu -i '$out/tree.ncu-rep' --page source --csv --print-source cuda,sass > '$out/ncu_tree_source.csv'; xz -T4 '$out/ncu_tree_source.csv'; rm -f '$out/tree.ncu-rep'" ;;
   verify90)
     step bench_verify 560 python benchmarks/bench_verify.py --impl both --budget 480 --out "$out/verify" ;;
+  fuzz5)   # one kernel fuzzer for 5 minutes on the GPU (issue 21): bash benchmarks/gpu_next.sh fuzz5 "$OUT" tree|accept|verify
+    h=${3:?fuzz5 needs a harness: tree, accept or verify}
+    step "fuzz5_$h" 330 python -c "from ddtree_nb.reliability import fuzz_$h; print(fuzz_$h(300, seed=5, backend='cuda', out_dir='$out/fuzz_repro'))" ;;
+  soak)   # ddtree bench --demo three times back to back, T = 0 and 1; a T=0 output other than AR's is a stderr warning (issue 21)
+    for i in 1 2 3; do
+      step "soak_$i" 180 python -m ddtree_nb.cli bench --demo --no-progress --n-prompts 8 --budgets 4,16,64,256,1024 --temperatures 0,1 --out "$out/soak_$i"
+      grep -h "warning" "$out/soak_$i.log" | tee -a "$log"
+    done ;;
   tree)
     step tree_tests 120 nbdev_test --flags cuda --do_print --path nbs/02_tree_builder.ipynb
     step bench_tree 90 python benchmarks/bench_tree.py --iters 100 --commit "$commit" --out "$out/bench_tree.md" ;;
