@@ -325,7 +325,7 @@ def bench_main(argv=None, pair=None) -> int:
     if args.plots: save_plots(res, args.out)
     print(pm.read_text()); print(f"wrote {pj} and {pm}")
     for r in res['summary']:
-        if r.get('same_as_ar', r.get('prompts')) != r.get('prompts'):
+        if 'same_as_ar' in r and r['same_as_ar'] != r['prompts']:
             print(f"ddtree bench: warning: at T=0 {r['method']} B={r['budget']} ({r['backend']}) gave tokens other than AR's on "
                   f"{r['prompts'] - r['same_as_ar']} of {r['prompts']} prompts; greedy decoding should be lossless", file=sys.stderr)
     return 0

@@ -8,8 +8,8 @@ import time, contextlib, dataclasses
 from pathlib import Path
 from dataclasses import dataclass, field
 import torch
-from .tree import TreeBuffers, build_tree_ref, load_tree, pack_visibility, MAX_BUDGET
-from .accept import Accepted, MAX_PATH, gumbel_keys, round_keys, target_choice, make_accepted
+from .tree import TreeBuffers, build_tree_ref, load_tree, pack_visibility, fill_tree, MAX_BUDGET
+from .accept import Accepted, MAX_PATH, accept_compact, gumbel_keys, round_keys, target_choice, make_accepted
 from .runtime import releasing_on_oom
 
 # %% auto #0
@@ -387,8 +387,10 @@ class Stages:
         self.record = torch.zeros(4 + 2 * MAX_PATH, dtype=i32, device=dev)    # [A, bonus, path tokens, path nodes, keys]
         self.host = torch.zeros(4 + 2 * MAX_PATH, dtype=i32, pin_memory=dev.type == 'cuda')
         # T > 0: one seed per generation from its generator; each round's keys come from it and a device counter
-        self.seed = gumbel_keys(dec.generator, dev) if dec.temperature > 0 else None
-        self.counter, self.keys = torch.zeros(1, dtype=torch.int64, device=dev), torch.zeros(2, dtype=torch.int64, device=dev)
+        self.seed = self.counter = self.keys = None
+        if dec.temperature > 0:
+            self.seed = gumbel_keys(dec.generator, dev)
+            self.counter, self.keys = torch.zeros(1, dtype=torch.int64, device=dev), torch.zeros(2, dtype=torch.int64, device=dev)
         self.ready = torch.cuda.Event() if dev.type == 'cuda' else None   # recorded after each round's record copy
         c = t.config
         kernel_attn = self.faces == 'cuda' and (c.kv_lora_rank, c.qk_rope_head_dim) == (DC, DR) and t.dtype == torch.bfloat16
@@ -420,10 +422,10 @@ class Stages:
         if n is not None:
             self._chain(n)
             if n:                                           # the drafter's top-1 chain and its path log-probabilities
-                lq, top = torch.log_softmax(draft_logits[:n].double(), -1).max(-1)
-                buf.tokens[1:n + 1].copy_(top); buf.scores[1:n + 1].copy_(lq.cumsum(0))
+                x = draft_logits[:n].float()                    # log q of the top token = max - logsumexp: no [n, V] fp64 copy
+                m, top = x.max(-1)
+                buf.tokens[1:n + 1].copy_(top); buf.scores[1:n + 1].copy_((m - torch.logsumexp(x, -1)).double().cumsum(0))
         elif self.faces == 'cuda':
-            from ddtree_nb.tree import fill_tree
             fill_tree(buf, draft_logits[:depth].contiguous(), dec.budget, root_token=bonus)
             self.chain_n = None
         else:
@@ -439,14 +441,15 @@ class Stages:
 
     def accept(self, logits, hidden):
         "Accept walk + compaction + feature gather (`plen += A`), then the round's record `[A, bonus, path tokens, path nodes, keys]`."
-        from ddtree_nb.accept import accept_compact
         dec = self.dec
         if self.seed is not None: round_keys(self.seed, self.counter, self.keys)   # on the device: a replay draws fresh keys
         accept_compact(self.buf, logits, dec.cache.kv, self.plen, hidden, self.feats_buf if hidden is not None else None,
                        temperature=dec.temperature, backend=self.faces, out=self.acc, check_values=False,
-                       keys=self.keys if self.seed is not None else None)
+                       keys=self.keys)
         toks = self.buf.tokens[self.acc.path.clamp(min=0).long()]
-        torch.cat([self.acc.accepted_len, self.acc.bonus, toks.to(torch.int32), self.acc.path, self.keys.to(torch.int32)], out=self.record)
+        parts = [self.acc.accepted_len, self.acc.bonus, toks.to(torch.int32), self.acc.path]
+        if self.keys is None: torch.cat(parts, out=self.record[:-2])    # T = 0: no keys to record
+        else: torch.cat(parts + [self.keys.to(torch.int32)], out=self.record)
 
     def _round(self, depth: int, timed):
         dec = self.dec
@@ -499,8 +502,8 @@ class Stages:
         if self.ready is not None: self.ready.record()
         return out
 
-    def read(self) -> tuple[int, int, list, list]:
-        "The one host wait of a round: (accepted length A incl. the root, bonus, drafted tokens on the path, the path's A node indices)."
+    def read(self) -> tuple[int, int, list, list, torch.Tensor|None]:
+        "The one host wait of a round: (accepted length A incl. the root, bonus, drafted tokens on the path, the path's A node indices, the round's keys or None at T=0)."
         if self.ready is not None: self.ready.synchronize()
         self.feats = None       # round 1 consumed the prompt's features: free them (after the wait: the engine stream read them)
         v = self.host.tolist()

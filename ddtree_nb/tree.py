@@ -12,11 +12,11 @@ from .runtime import load_kernel, require_cuda
 
 
 # %% auto #0
-__all__ = ['MAX_DEPTH', 'MAX_VOCAB', 'MAX_BUDGET', 'UCAP', 'SORTCAP', 'KMAX', 'NBINS', 'CAND', 'CHUNK', 'ROW_E', 'CLUSTER',
-           'ROW_THREADS', 'DraftTree', 'vis_words', 'pack_visibility', 'unpack_visibility', 'check_draft_inputs',
-           'tree_from_ranked', 'build_tree_ref', 'tree_paths', 'path_scores', 'check_same_tree', 'threshold_tree_sim',
-           'TreeBuffers', 'load_tree', 'check_tree_buffers', 'tree_smem', 'launch_rows', 'launch_tree', 'fill_tree',
-           'build_tree']
+__all__ = ['MAX_DEPTH', 'MAX_VOCAB', 'MAX_BUDGET', 'UCAP', 'SORTCAP', 'KMAX', 'NBINS', 'CAND', 'CHUNK', 'MAXC', 'ROW_E',
+           'CLUSTER', 'ROW_THREADS', 'DraftTree', 'vis_words', 'pack_visibility', 'unpack_visibility',
+           'check_draft_inputs', 'tree_from_ranked', 'build_tree_ref', 'tree_paths', 'path_scores', 'check_same_tree',
+           'threshold_tree_sim', 'TreeBuffers', 'load_tree', 'check_tree_buffers', 'tree_smem', 'launch_rows',
+           'launch_tree', 'fill_tree', 'build_tree']
 
 # %% ../nbs/02_tree_builder.ipynb #7db52c54
 @dataclass
@@ -249,6 +249,7 @@ def threshold_tree_sim(draft_logits: torch.Tensor, budget: int, ucap: int=UCAP, 
 
 # %% ../nbs/02_tree_builder.ipynb #6891d7f2
 KMAX, NBINS, CAND, CHUNK = MAX_BUDGET, 4096, MAX_BUDGET + 3072, 4096   # the kernel's KMAX, NBINS, CAND = KMAX + CAPB, CHUNK
+MAXC = MAX_VOCAB // CHUNK   # phase-1 blocks per row at most: the row stride of the (max, sum-exp) partials
 
 class TreeBuffers:
     "Preallocated GPU (or, for tests, CPU) buffers of one draft tree of at most `max_budget` nodes, plus the builder's workspace."
@@ -264,7 +265,7 @@ class TreeBuffers:
         self.vis_bits = i32(n, self.W)
         self.scores = torch.zeros(n, dtype=torch.float64, device=self.device)
         f64 = lambda *s: torch.zeros(s, dtype=torch.float64, device=self.device)
-        self.ws = dict(hist=i32(MAX_DEPTH * NBINS), stat=f64(MAX_DEPTH * (MAX_VOCAB // CHUNK) * 2),
+        self.ws = dict(hist=i32(MAX_DEPTH * NBINS), stat=f64(MAX_DEPTH * MAXC * 2),
                        row_done=i32(MAX_DEPTH), rowinfo=i32(MAX_DEPTH * 8), rowlse=f64(MAX_DEPTH * 2),
                        cand=torch.zeros(MAX_DEPTH * CAND, dtype=torch.int64, device=self.device),
                        lq=f64(MAX_DEPTH * KMAX), ltok=i32(MAX_DEPTH * KMAX), kd=i32(MAX_DEPTH),
@@ -315,7 +316,7 @@ def check_tree_buffers(buf: TreeBuffers):
 
 # %% ../nbs/02_tree_builder.ipynb #6dd28112
 ROW_E, CLUSTER, ROW_THREADS = (8, 16, 24, 32), 8, 1024   # phase 1 v3: logits per thread, blocks per row, threads per block
-_KERNEL_LIMITS = dict(MAX_DEPTH=MAX_DEPTH, MAX_BUDGET=MAX_BUDGET, MAX_VOCAB=MAX_VOCAB, MAXC=MAX_VOCAB // CHUNK, KMAX=KMAX, NBINS=NBINS,
+_KERNEL_LIMITS = dict(MAX_DEPTH=MAX_DEPTH, MAX_BUDGET=MAX_BUDGET, MAX_VOCAB=MAX_VOCAB, MAXC=MAXC, KMAX=KMAX, NBINS=NBINS,
                       CAND=CAND, CHUNK=CHUNK, UCAP=UCAP, SORTCAP=SORTCAP, CL=CLUSTER, RT=ROW_THREADS)   # tree_build.cu's #defines, checked on load
 
 _kcache = {}   # one dict per (dtype, GPU): load_kernel caches the handles; this keeps the bundle and tb_tree's shared-memory limit (driver queries)
