@@ -1,6 +1,6 @@
 """A tiny driver for `ncu` on the tree builder: a few builds at L=15, V=163840, B (default 256), phase 1 v2 then v3.
 
-    ncu --kernel-name regex:tb_ --launch-skip 8 --set full python benchmarks/ncu_tree.py [--budget 256]
+    ncu --kernel-name regex:tb_ --launch-skip 4 --launch-count 14 --set full python benchmarks/ncu_tree.py [--budget 256]
 """
 import argparse, torch
 from ddtree_nb.tree import TreeBuffers, fill_tree
