@@ -9,7 +9,7 @@ from pathlib import Path
 from dataclasses import dataclass, field
 import torch
 from .tree import TreeBuffers, build_tree_ref, load_tree, pack_visibility, fill_tree, MAX_BUDGET
-from .accept import Accepted, MAX_PATH, accept_compact, gumbel_keys, round_keys, target_choice, make_accepted
+from .accept import Accepted, MAX_PATH, ERR_PAST_CACHE, accept_compact, accept_workspace, gumbel_keys, round_keys, target_choice, make_accepted
 from .runtime import releasing_on_oom
 
 # %% auto #0
@@ -384,13 +384,15 @@ class Stages:
                             torch.full((1,), dec.root, dtype=i32, device=dev))   # round 1: P prompt feature rows, root = first token
         self.feats = features.reshape(dec.P, -1) if dec.use_drafter else None   # round 1 drafts from the prompt's features
         self.feats_buf = torch.zeros(MAX_PATH, self.feats.shape[1], dtype=self.feats.dtype, device=dev) if dec.use_drafter else None
-        self.record = torch.zeros(4 + 2 * MAX_PATH, dtype=i32, device=dev)    # [A, bonus, path tokens, path nodes, keys]
-        self.host = torch.zeros(4 + 2 * MAX_PATH, dtype=i32, pin_memory=dev.type == 'cuda')
+        self.record = torch.zeros(5 + 2 * MAX_PATH, dtype=i32, device=dev)    # [A, bonus, path tokens, path nodes, keys, status]
+        self.host = torch.zeros(5 + 2 * MAX_PATH, dtype=i32, pin_memory=dev.type == 'cuda')
         # T > 0: one seed per generation from its generator; each round's keys come from it and a device counter
         self.seed = self.counter = self.keys = None
         if dec.temperature > 0:
             self.seed = gumbel_keys(dec.generator, dev)
             self.counter, self.keys = torch.zeros(1, dtype=torch.int64, device=dev), torch.zeros(2, dtype=torch.int64, device=dev)
+        self.acc_ws = accept_workspace(dev) if self.faces == 'cuda' else None   # the kernel's status word joins the record
+        self.no_keys, self.no_status = torch.zeros(2, dtype=i32, device=dev), torch.zeros(1, dtype=i32, device=dev)
         self.ready = torch.cuda.Event() if dev.type == 'cuda' else None   # recorded after each round's record copy
         c = t.config
         kernel_attn = self.faces == 'cuda' and (c.kv_lora_rank, c.qk_rope_head_dim) == (DC, DR) and t.dtype == torch.bfloat16
@@ -402,7 +404,8 @@ class Stages:
     def release(self, dec):
         "Drop the round's buffers, its graph and the link to `dec` (the two point at each other), if `dec` is the Decoder set up last."
         if self.__dict__.get('dec') is not dec: return
-        for k in ('dec', 'buf', 'plen', 'acc', 'feats', 'feats_buf', 'record', 'host', 'ready', 'cuda_graph', 'graph_out', '_graph_ws', 'seed', 'counter', 'keys'):
+        for k in ('dec', 'buf', 'plen', 'acc', 'feats', 'feats_buf', 'record', 'host', 'ready', 'cuda_graph', 'graph_out', '_graph_ws', 'seed', 'counter', 'keys',
+                  'acc_ws', 'no_keys', 'no_status'):
             self.__dict__.pop(k, None)
 
     def _chain(self, n: int):
@@ -445,11 +448,11 @@ class Stages:
         if self.seed is not None: round_keys(self.seed, self.counter, self.keys)   # on the device: a replay draws fresh keys
         accept_compact(self.buf, logits, dec.cache.kv, self.plen, hidden, self.feats_buf if hidden is not None else None,
                        temperature=dec.temperature, backend=self.faces, out=self.acc, check_values=False,
-                       keys=self.keys)
+                       keys=self.keys, workspace=self.acc_ws)
         toks = self.buf.tokens[self.acc.path.clamp(min=0).long()]
-        parts = [self.acc.accepted_len, self.acc.bonus, toks.to(torch.int32), self.acc.path]
-        if self.keys is None: torch.cat(parts, out=self.record[:-2])    # T = 0: no keys to record
-        else: torch.cat(parts + [self.keys.to(torch.int32)], out=self.record)
+        keys = self.no_keys if self.keys is None else self.keys.to(torch.int32)
+        status = self.no_status if self.acc_ws is None else self.acc_ws.status[:1]   # the torch face raises instead
+        torch.cat([self.acc.accepted_len, self.acc.bonus, toks.to(torch.int32), self.acc.path, keys, status], out=self.record)
 
     def _round(self, depth: int, timed):
         dec = self.dec
@@ -507,8 +510,10 @@ class Stages:
         if self.ready is not None: self.ready.synchronize()
         self.feats = None       # round 1 consumed the prompt's features: free them (after the wait: the engine stream read them)
         v = self.host.tolist()
+        if v[-1] & ERR_PAST_CACHE:   # the kernel compacted nothing and kept prefix_len: the host's P would go wrong
+            raise RuntimeError(f"accept: the round's accepted rows lie past the target cache ({self.dec.rows} rows); nothing was compacted")
         A, K = v[0], 2 + MAX_PATH
-        keys = torch.tensor([k & 0xFFFFFFFF for k in v[-2:]], dtype=torch.int64) if self.seed is not None else None
+        keys = torch.tensor([k & 0xFFFFFFFF for k in v[-3:-1]], dtype=torch.int64) if self.seed is not None else None
         return A, v[1], v[3:2 + A], v[K:K + A], keys
 
 # %% ../nbs/05_decode.ipynb #729ff7cd
