@@ -4,7 +4,7 @@
 
 # %% ../nbs/05_decode.ipynb #07433f9d
 from __future__ import annotations
-import time, contextlib, dataclasses
+import time, contextlib, dataclasses, collections
 from pathlib import Path
 from dataclasses import dataclass, field
 import torch
@@ -155,16 +155,17 @@ class Round:
     index: int                        # 1-based round number
     prefix_len: int                   # committed tokens in the target's cache before the round (P)
     root: int                         # the round's root token (the previous round's bonus, or the first token)
-    tree: TreeBuffers                 # the verified tree, root = node 0 (n_nodes drafted nodes; 0 for 'ar' or depth 0) (*)
+    tree: TreeBuffers|None            # the verified tree, root = node 0 (n_nodes drafted nodes; 0 for 'ar' or depth 0) (*)
     draft_logits: torch.Tensor|None   # [L, V] the drafter's logits (None for 'ar'); static under a graph replay (*)
-    logits: torch.Tensor              # [n_max+1, V] the target's verify logits, root first; rows past the tree's n_nodes are unused (*)
+    logits: torch.Tensor|None         # [n_max+1, V] the target's verify logits, root first; rows past the tree's n_nodes are unused (*)
     accepted: Accepted                # the accept stage's output, host tensors from the round's record
     path: torch.Tensor                # accepted node indices, root first (int64, on the host; its length is the acceptance length)
     bonus: int                        # the target's token after the path: the next round's root
     new_tokens: list                  # tokens this round emitted (drafts on the path + bonus, cut at a stop id / max_new_tokens)
     done: bool                        # generation has ended
     keys: torch.Tensor|None = None       # the accept stage's Gumbel keys this round (int64 [2], host; None at temperature 0)
-    # (*) buffers the next round may rewrite: read them (e.g. `tree.to_draft_tree()`) before the next `step()`
+    # (*) buffers the next round may rewrite: read them (e.g. `tree.to_draft_tree()`) before the next `step()`; None when the
+    #     next round was already enqueued (`Decoder(run_ahead=True)`), since it is rewriting them
 
 def _untimed(stage, f, *a): return f(*a)
 
@@ -175,7 +176,8 @@ class Decoder:
                  max_new_tokens: int=128, stop_ids=(), backend: str='auto', generator: torch.Generator|None=None,
                  max_cache_tokens: int|None=None,
                  stages=None,                   # a `Stages` to run the round with (default: `Stages(backend)`)
-                 timed=None):                   # called as timed(stage, f, *args) for every stage; None = a plain call
+                 timed=None,                    # called as timed(stage, f, *args) for every stage; None = a plain call
+                 run_ahead: bool=False):        # enqueue round k+1 before reading round k (rounds' buffers are then not returned)
         prompt, self.rows = check_generate_args(target, drafter, prompt_ids, method, budget, temperature, max_new_tokens,
                                                 stop_ids, max_cache_tokens, generator)
         self.target, self.drafter, self.method, self.budget, self.temperature = target, drafter, method, budget, temperature
@@ -186,8 +188,9 @@ class Decoder:
         self.backend = self.stages.faces                                # the faces that run, whatever `backend` said
         self.stages.check(self)                                         # before any work, not after the prefill
         self.use_drafter = method != 'ar'
+        self.L = drafter.block_size - 1 if self.use_drafter else 0      # a round's full draft depth
         self.layers = tuple(drafter.target_layer_ids) if self.use_drafter else ()
-        self.timed = timed or _untimed
+        self.timed, self.run_ahead, self.pending = timed or _untimed, run_ahead, None
         self.cache = self.dcache = self.root = None
         self.P, self.tokens, self.acceptance_lengths, self.stopped, self.done = len(prompt), [], [], False, False
 
@@ -195,7 +198,7 @@ class Decoder:
     def prefill(self) -> list:
         "Allocate the caches, run the prompt, sample the first token and set up the round's buffers; the tokens emitted (that one token)."
         if self.cache is not None: raise RuntimeError("prefill() was already run")
-        with releasing_on_oom(f"the caches and the round's buffers ({self.rows} target cache rows, budget {self.budget})", self.close):
+        with releasing_on_oom(f"allocating the caches and the round's buffers ({self.rows} target cache rows, budget {self.budget})", self.close):
             self._allocate_and_prefill()   # its frame holds the prompt's logits and features: cleared on an OOM (this one is running)
         return self._emit([self.root])
 
@@ -209,8 +212,8 @@ class Decoder:
 
     def close(self):
         "Release the caches and the round's buffers now, not at the garbage collector's next pass; the generation cannot go on."
-        self.cache = self.dcache = None
-        self.stages.release(self)
+        self.cache = self.dcache = self.pending = None
+        self.stages.release(self)                # waits for a round still running (a run-ahead round a stop made useless)
         self.done = True
 
     def _emit(self, toks) -> list:
@@ -224,9 +227,13 @@ class Decoder:
         self.done = self.stopped or len(self.tokens) == self.max_new_tokens
         return new
 
-    def _depth(self) -> int:
-        "Draft depth of the next round: L, or fewer when fewer tokens are still wanted."
-        return min(self.drafter.block_size - 1 if self.use_drafter else 0, self.max_new_tokens - len(self.tokens) - 1)
+    def _depth(self, emitted: int=0) -> int:
+        "Draft depth of the next round: L, or fewer when fewer tokens are still wanted (after `emitted` more)."
+        return min(self.L, self.max_new_tokens - len(self.tokens) - emitted - 1)
+
+    def _ahead(self) -> bool:
+        "Whether to enqueue the next round before reading the one in flight: only where its depth is L whatever that one emits (up to L+1)."
+        return self.run_ahead and self._depth(self.L + 1) == self.L
 
     @torch.no_grad()
     def step(self) -> Round|None:
@@ -235,12 +242,15 @@ class Decoder:
         if self.done: return None
         st, P, root = self.stages, self.P, self.root
         if st.dec is not self: raise RuntimeError("this Stages object was set up by another Decoder since: use one stages object per live Decoder")
-        dl, logits = st.run_round(self._depth(), self.timed)
-        A, bonus, drafted, nodes, keys = st.read()
+        with releasing_on_oom(f"running round {len(self.acceptance_lengths) + 1} (budget {self.budget})", self.close):
+            dl, logits = self.pending or st.run_round(self._depth(), self.timed)
+            self.pending = st.run_round(self._depth(), self.timed) if self._ahead() else None   # the GPU goes on while we read
+            A, bonus, drafted, nodes, keys = st.read()
         self.P += A; self.acceptance_lengths.append(A); self.root = bonus
         new = self._emit(drafted + [bonus])
         acc = make_accepted(nodes, bonus, 'cpu')                 # a snapshot: `st.acc` is rewritten by the next round
-        return Round(len(self.acceptance_lengths), P, root, st.buf, dl, logits, acc, acc.path[:A].long(), bonus, new, self.done, keys)
+        buf, dl, logits = (None, None, None) if self.pending else (st.buf, dl, logits)
+        return Round(len(self.acceptance_lengths), P, root, buf, dl, logits, acc, acc.path[:A].long(), bonus, new, self.done, keys)
 
 # %% ../nbs/05_decode.ipynb #ed11b087
 class _Clock:
@@ -287,7 +297,7 @@ def generate(target, drafter, prompt_ids,
             ) -> Generation:
     "Speculative (or plain) decoding of `prompt_ids` with `target`, drafting with `drafter`."
     dec = Decoder(target, drafter, prompt_ids, method, budget, temperature, max_new_tokens, stop_ids, backend, generator,
-                  max_cache_tokens, stages)
+                  max_cache_tokens, stages, run_ahead=torch.device(target.embed_tokens.weight.device).type == 'cuda')
     try:
         start_clock(dec)
         new = dec.prefill()
@@ -385,7 +395,10 @@ class Stages:
         self.feats = features.reshape(dec.P, -1) if dec.use_drafter else None   # round 1 drafts from the prompt's features
         self.feats_buf = torch.zeros(MAX_PATH, self.feats.shape[1], dtype=self.feats.dtype, device=dev) if dec.use_drafter else None
         self.record = torch.zeros(5 + 2 * MAX_PATH, dtype=i32, device=dev)    # [A, bonus, path tokens, path nodes, keys, status]
-        self.host = torch.zeros(5 + 2 * MAX_PATH, dtype=i32, pin_memory=dev.type == 'cuda')
+        # two host copies of the record and their events: round k+1 may be enqueued before round k is read (run-ahead)
+        self.hosts = [torch.zeros(5 + 2 * MAX_PATH, dtype=i32, pin_memory=dev.type == 'cuda') for _ in range(2)]
+        self.readies = [torch.cuda.Event() for _ in range(2)] if dev.type == 'cuda' else None   # recorded after each round's record copy
+        self.unread = collections.deque()          # slots of enqueued rounds not yet read, oldest first
         # T > 0: one seed per generation from its generator; each round's keys come from it and a device counter
         self.seed = self.counter = self.keys = None
         if dec.temperature > 0:
@@ -393,7 +406,6 @@ class Stages:
             self.counter, self.keys = torch.zeros(1, dtype=torch.int64, device=dev), torch.zeros(2, dtype=torch.int64, device=dev)
         self.acc_ws = accept_workspace(dev) if self.faces == 'cuda' else None   # the kernel's status word joins the record
         self.no_keys, self.no_status = torch.zeros(2, dtype=i32, device=dev), torch.zeros(1, dtype=i32, device=dev)
-        self.ready = torch.cuda.Event() if dev.type == 'cuda' else None   # recorded after each round's record copy
         c = t.config
         kernel_attn = self.faces == 'cuda' and (c.kv_lora_rank, c.qk_rope_head_dim) == (DC, DR) and t.dtype == torch.bfloat16
         dispatch, capturable = moe_plan(t, self.faces)
@@ -404,7 +416,9 @@ class Stages:
     def release(self, dec):
         "Drop the round's buffers, its graph and the link to `dec` (the two point at each other), if `dec` is the Decoder set up last."
         if self.__dict__.get('dec') is not dec: return
-        for k in ('dec', 'buf', 'plen', 'acc', 'feats', 'feats_buf', 'record', 'host', 'ready', 'cuda_graph', 'graph_out', '_graph_ws', 'seed', 'counter', 'keys',
+        for slot in self.__dict__.get('unread', ()) if self.__dict__.get('readies') else ():
+            self.readies[slot].synchronize()     # a round still running (run-ahead, discarded) uses the buffers
+        for k in ('dec', 'buf', 'plen', 'acc', 'feats', 'feats_buf', 'record', 'hosts', 'readies', 'unread', 'cuda_graph', 'graph_out', '_graph_ws', 'seed', 'counter', 'keys',
                   'acc_ws', 'no_keys', 'no_status'):
             self.__dict__.pop(k, None)
 
@@ -500,16 +514,20 @@ class Stages:
             timed('round', self.cuda_graph.replay)
             out = self.graph_out
         else: out = self._round(depth, timed)
+        slot = self.rounds % 2
+        if len(self.unread) == 2: raise RuntimeError("two rounds are already enqueued and unread: read() one first")
         self.rounds += 1
-        self.host.copy_(self.record, non_blocking=True)   # outside the graph: a pinned-memory copy records a host-allocator event
-        if self.ready is not None: self.ready.record()
+        self.hosts[slot].copy_(self.record, non_blocking=True)   # outside the graph: a pinned-memory copy records a host-allocator event
+        if self.readies is not None: self.readies[slot].record()
+        self.unread.append(slot)
         return out
 
     def read(self) -> tuple[int, int, list, list, torch.Tensor|None]:
-        "The one host wait of a round: (accepted length A incl. the root, bonus, drafted tokens on the path, the path's A node indices, the round's keys or None at T=0)."
-        if self.ready is not None: self.ready.synchronize()
+        "The one host wait of the oldest unread round: (accepted length A incl. the root, bonus, drafted tokens on the path, the path's A node indices, the round's keys or None at T=0)."
+        slot = self.unread.popleft()
+        if self.readies is not None: self.readies[slot].synchronize()
         self.feats = None       # round 1 consumed the prompt's features: free them (after the wait: the engine stream read them)
-        v = self.host.tolist()
+        v = self.hosts[slot].tolist()
         if v[-1] & ERR_PAST_CACHE:   # the kernel compacted nothing and kept prefix_len: the host's P would go wrong
             raise RuntimeError(f"accept: the round's accepted rows lie past the target cache ({self.dec.rows} rows); nothing was compacted")
         A, K = v[0], 2 + MAX_PATH

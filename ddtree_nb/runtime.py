@@ -394,8 +394,8 @@ def _oom_summary(msg: str) -> str:
     return '. '.join(msg.replace('\n', ' ').split('. ')[:3]).strip()
 
 @contextlib.contextmanager
-def releasing_on_oom(what: str, release):
-    "On `torch.OutOfMemoryError` inside the block: `release()`, free the failed frames' locals, and re-raise in one line naming `what`."
+def releasing_on_oom(doing: str, release):
+    "On `torch.OutOfMemoryError` inside the block: `release()`, free the failed frames' locals, and re-raise in one line naming what it was `doing`."
     import torch
     try: yield
     except torch.OutOfMemoryError as e:
@@ -405,4 +405,4 @@ def releasing_on_oom(what: str, release):
     else: return
     # raised after the except block: `e` is gone, so no exception <-> frame cycle keeps the failed frames for the cyclic GC
     if torch.cuda.is_initialized(): torch.cuda.empty_cache()
-    raise torch.OutOfMemoryError(f"out of memory while allocating {what}: {msg}; what was allocated so far is released") from None
+    raise torch.OutOfMemoryError(f"out of memory while {doing}: {msg}; what was allocated so far is released") from None
