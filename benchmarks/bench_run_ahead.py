@@ -1,0 +1,141 @@
+"""Run-ahead A/B and a launch census of the decode round on the GPU (the shipped demo pair, bf16, cuda faces, CUDA graph).
+
+Not a test. For AR, DFlash and DDTree (B 16, 64) at T=0 and T=0.8: the same generations with `Decoder(run_ahead=False)`
+(enqueue a round, wait for its record, emit, enqueue the next) and `run_ahead=True` (round k+1 enqueued before round
+k's record is read). Reports decode tokens/s (prefill excluded), wall ms per round, GPU ms per round (CUDA events around
+each stage, a separate run), and checks that both give the same tokens. Then counts the kernels one eager round launches
+(torch.profiler, CUPTI: PyCUDA kernels included), by stage and by name. Writes run_ahead.json and run_ahead.md into --out.
+
+    python benchmarks/bench_run_ahead.py --out OUTDIR [--commit HASH] [--max-new 256] [--reps 3]
+"""
+import argparse, json, statistics, time, traceback
+from pathlib import Path
+import torch
+
+CASES = [('ar', 0), ('dflash', 15), ('ddtree', 16), ('ddtree', 64)]
+
+
+def decode(t, d, p, method, B, T, ahead, n_new, timed=None, seed=0):
+    "One generation with a manual round loop; (tokens, acceptance lengths, decode wall s, stage seconds or None)."
+    from ddtree_nb.decode import Decoder, Stages, _EventClock
+    g = torch.Generator(device='cuda').manual_seed(seed) if T > 0 else None
+    dec = Decoder(t, d if method != 'ar' else None, p, method=method, budget=B, temperature=T, max_new_tokens=n_new,
+                  backend='cuda', generator=g, stages=Stages(graph=True), run_ahead=ahead)
+    dec.prefill()
+    if timed: dec.timed = _EventClock(dec.device)
+    torch.cuda.synchronize(); t0 = time.perf_counter()
+    while not dec.done: dec.step()
+    torch.cuda.synchronize(); wall = time.perf_counter() - t0
+    stages = dec.timed.totals() if timed else None
+    out = (list(dec.tokens), list(dec.acceptance_lengths), wall, stages)
+    dec.close()
+    return out
+
+
+def ab(t, d, prompts, n_new, reps, log):
+    rows = []
+    for T in (0.0, 0.8):
+        for method, B in CASES:
+            r = dict(method=method, budget=B, temperature=T)
+            for ahead in (False, True):
+                toks, walls, rounds = [], [], 0
+                for i, p in enumerate(prompts):
+                    decode(t, d, p, method, B, T, ahead, n_new, seed=i)               # warm-up: capture, workspaces
+                    w = []
+                    for _ in range(reps):
+                        tk, lens, wall, _ = decode(t, d, p, method, B, T, ahead, n_new, seed=i)
+                        w.append(wall)
+                    toks.append(tk); walls.append(statistics.median(w)); rounds += len(lens)
+                key = 'ahead' if ahead else 'plain'
+                r[key] = dict(tokens_per_s=sum(len(x) for x in toks) / sum(walls), ms_per_round=1e3 * sum(walls) / rounds,
+                              rounds=rounds, mean_acceptance=(sum(len(x) for x in toks) - len(toks)) / rounds)
+                r[key + '_tokens'] = toks
+            r['same_tokens'] = r.pop('plain_tokens') == r.pop('ahead_tokens')
+            gpu_s, rounds = 0.0, 0
+            for i, p in enumerate(prompts):
+                _, lens, _, st = decode(t, d, p, method, B, T, False, n_new, timed=True, seed=i)
+                gpu_s += sum(v for k, v in st.items() if k != 'prefill'); rounds += len(lens)
+            r['gpu_ms_per_round'] = 1e3 * gpu_s / rounds
+            r['speedup'] = r['ahead']['tokens_per_s'] / r['plain']['tokens_per_s']
+            rows.append(r)
+            log(f"T={T} {method:6s} B={B:3d}  plain {r['plain']['tokens_per_s']:8.1f} tok/s {r['plain']['ms_per_round']:.3f} ms/round | "
+                f"ahead {r['ahead']['tokens_per_s']:8.1f} tok/s {r['ahead']['ms_per_round']:.3f} ms/round | GPU {r['gpu_ms_per_round']:.3f} "
+                f"ms/round | x{r['speedup']:.3f} same={r['same_tokens']} tau={r['plain']['mean_acceptance']:.2f}")
+    return rows
+
+
+def census(t, d, p, method, B, log):
+    "Kernels launched by one eager round (round 3 of a generation), grouped by stage and by name."
+    from torch.profiler import profile, ProfilerActivity, record_function
+    from ddtree_nb.decode import Decoder, Stages
+    dec = Decoder(t, d if method != 'ar' else None, p, method=method, budget=B, max_new_tokens=64, backend='cuda', stages=Stages(graph=False))
+    dec.prefill(); dec.step(); dec.step(); torch.cuda.synchronize()
+    def rf(stage, f, *a):
+        with record_function('stage:' + stage): return f(*a)
+    dec.timed = rf
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        dec.step(); torch.cuda.synchronize()
+    dec.close()
+    trace = Path(f'/tmp/census_{method}_{B}.json'); prof.export_chrome_trace(str(trace))
+    evs = json.loads(trace.read_text())['traceEvents']
+    spans = [(e['name'][6:], e['ts'], e['ts'] + e.get('dur', 0)) for e in evs if e.get('name', '').startswith('stage:') and e.get('cat') == 'user_annotation']
+    launch = {e['args']['correlation']: e['ts'] for e in evs if e.get('cat') in ('cuda_runtime', 'cuda_driver') and 'correlation' in e.get('args', {})}
+    kern = [e for e in evs if e.get('cat') == 'kernel']
+    by_stage, by_name, gpu_us = {}, {}, 0.0
+    for k in kern:      # a kernel belongs to the stage whose host span holds its launch call
+        ts = launch.get(k.get('args', {}).get('correlation'))
+        s = next((n for n, a, b in spans if ts is not None and a <= ts <= b), '?')
+        by_stage[s] = by_stage.get(s, 0) + 1
+        nm = k['name'][:60]; by_name[nm] = by_name.get(nm, 0) + 1
+        gpu_us += k.get('dur', 0)
+    res = dict(method=method, budget=B, kernels=len(kern), by_stage=by_stage, gpu_us=gpu_us,
+               top=sorted(by_name.items(), key=lambda x: -x[1])[:25])
+    log(f"census {method} B={B}: {len(kern)} kernels, {gpu_us:.0f} us summed; by stage {by_stage}")
+    return res
+
+
+def markdown(res) -> str:
+    m = res['meta']
+    lines = [f"# Run-ahead A/B and launch census ({m['date']}, {m['gpu']}, commit {m['commit']})", '',
+             f"Command: `{m['command']}`; demo pair bf16, cuda faces, CUDA graph, {m['prompts']} prompts x {m['max_new']} new tokens, "
+             f"median of {m['reps']} runs per prompt after a warm-up; decode only (prefill excluded).", '',
+             '| T | method | B | tau | plain tok/s | ahead tok/s | speed-up | plain ms/round | ahead ms/round | GPU ms/round | same tokens |',
+             '|---|---|---|---|---|---|---|---|---|---|---|']
+    for r in res['ab']:
+        lines.append(f"| {r['temperature']} | {r['method']} | {r['budget']} | {r['plain']['mean_acceptance']:.2f} | {r['plain']['tokens_per_s']:.1f} | "
+                     f"{r['ahead']['tokens_per_s']:.1f} | {r['speedup']:.3f} | {r['plain']['ms_per_round']:.3f} | {r['ahead']['ms_per_round']:.3f} | "
+                     f"{r['gpu_ms_per_round']:.3f} | {r['same_tokens']} |")
+    lines += ['', '## Kernels per eager round', '']
+    for c in res['census']:
+        lines.append(f"- {c['method']} B={c['budget']}: {c['kernels']} kernels ({c['gpu_us']:.0f} µs summed); by stage {c['by_stage']}")
+        lines.append('  - top names: ' + ', '.join(f"{n} x{k}" for n, k in c['top'][:12]))
+    return '\n'.join(lines) + '\n'
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--out', required=True); ap.add_argument('--commit', default='unknown')
+    ap.add_argument('--max-new', type=int, default=256); ap.add_argument('--reps', type=int, default=3)
+    ap.add_argument('--prompts', type=int, default=2)
+    a = ap.parse_args(argv)
+    out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
+    logf = open(out / 'run_ahead.log', 'w')
+    def log(s): print(s, flush=True); logf.write(s + '\n'); logf.flush()
+    from ddtree_nb.demo import load_demo_pair, held_out_prompts
+    t, d, tok = load_demo_pair('cuda', torch.bfloat16)
+    prompts = held_out_prompts(tok, n=a.prompts, prompt_tokens=32)
+    res = dict(meta=dict(date=time.strftime('%Y-%m-%d'), gpu=torch.cuda.get_device_name(), commit=a.commit, torch=torch.__version__,
+                         command='python benchmarks/bench_run_ahead.py ' + ' '.join(argv or __import__('sys').argv[1:]),
+                         prompts=len(prompts), max_new=a.max_new, reps=a.reps))
+    res['ab'] = ab(t, d, prompts, a.max_new, a.reps, log)
+    res['census'] = []
+    for m, B in (('ar', 0), ('ddtree', 64)):
+        try: res['census'].append(census(t, d, prompts[0], m, B, log))
+        except Exception: log(f"census {m} B={B} failed:\n{traceback.format_exc()}")
+    (out / 'run_ahead.json').write_text(json.dumps(res, indent=1))
+    (out / 'run_ahead.md').write_text(markdown(res))
+    log(markdown(res))
+
+
+if __name__ == '__main__':
+    main()
