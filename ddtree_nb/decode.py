@@ -4,7 +4,7 @@
 
 # %% ../nbs/05_decode.ipynb #07433f9d
 from __future__ import annotations
-import time, contextlib, dataclasses, collections
+import time, contextlib, dataclasses, collections, gc
 from pathlib import Path
 from dataclasses import dataclass, field
 import torch
@@ -490,9 +490,15 @@ class Stages:
         es = engine_stream(self.dec.device.index)
         self._prepare(depth)
         torch.cuda.synchronize(self.dec.device)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, stream=es.torch):
-            self.graph_out = self._round(depth, _untimed)
+        g, collecting = torch.cuda.CUDAGraph(), gc.isenabled()
+        # no garbage collection while capturing: a collected pinned buffer of an earlier generation records a CUDA event
+        # when freed, which a capture forbids (the once-seen abort in `ddtree bench` at budget 1024); torch collects just before
+        gc.disable()
+        try:
+            with torch.cuda.graph(g, stream=es.torch):
+                self.graph_out = self._round(depth, _untimed)
+        finally:
+            if collecting: gc.enable()
         self.cuda_graph = g
         from ddtree_nb.moe import live_workspaces        # the graph holds the packed-MoE workspaces' addresses: keep them alive
         self._graph_ws = live_workspaces()               # even if a larger forward elsewhere replaces them in the shared cache
