@@ -494,7 +494,8 @@ def _capped_train(tok, man: dict, bases: dict, max_tokens: int|None) -> list[tor
         if full: s.setdefault('capped', []).append(r); continue
         kept.append(p); total += len(p); s.setdefault('train_tokens', 0); s['train_tokens'] += len(p)
     for s in man['sources']:
-        s['capped'] = sorted(s.get('capped', [])); s['train'] = [r for r in s['train'] if r not in set(s['capped'])]
+        s['capped'] = sorted(s.get('capped', [])); cut = set(s['capped'])
+        s['train'] = [r for r in s['train'] if r not in cut]
         s.update(n_train=len(s['train']), n_capped=len(s['capped']), train_sha256=_digest(s['train']), train_tokens=s.get('train_tokens', 0))
     man.update(max_train_tokens=max_tokens, train_tokens=total)
     return kept
