@@ -1,4 +1,4 @@
-"Held-out acceptance of the embedded demo pair: python benchmarks/eval_demo_pair.py [n_prompts] [max_new_tokens] > benchmarks/demo_pair.json"
+"Held-out acceptance of the embedded demo pair on both held-out sets (stdlib files, held-out packages): python benchmarks/eval_demo_pair.py [n_prompts] [max_new_tokens] [threads] > benchmarks/demo_pair.json"
 import sys, json, torch
 from ddtree_nb.demo import report_pair
 torch.set_num_threads(int(sys.argv[3]) if len(sys.argv) > 3 else 1)

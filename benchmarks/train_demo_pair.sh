@@ -1,21 +1,37 @@
 #!/usr/bin/env bash
-# How the shipped demo pair (ddtree_nb/demo_pair) was made; see nbs/06_demo_models.ipynb and benchmarks/demo_pair.md.
-# Step 1 (CPU, the Python whose stdlib is the corpus: 3.11.7 here): split, tokenizer, token streams -> build/gpu_data.
-# Step 2 (one GPU, ~5.5 min; on the project's leased H200 this ran in one `run` call that carried build/gpu_data):
-#   the target, its greedy continuations, the drafter; every phase on a wall-clock budget, --deadline-s caps the run.
+# How the demo pair v2 is made (issue 22); see nbs/06_demo_models.ipynb and benchmarks/demo_pair.md.
+# Step 1 (CPU, the Python whose stdlib and site-packages are the corpus: 3.11.7 here): manifest, tokenizer, token
+#   streams -> build/gpu_data_v2 (the stdlib + 15 packages, networkx / tornado / docutils / jinja2 held out whole;
+#   train stream capped at 24M tokens; uint16 xz streams, about 30 MB on disk).
+# Step 2 (one GPU, one `run` call carrying build/gpu_data_v2; budgets: target 200 s, greedy data 40 s, drafter 220 s,
+#   --deadline-s 520 caps the whole train_pair): the target at the v2 defaults of demo_target_config (hidden 256,
+#   6 layers, MLA latent 512 + 64, nope / v 128, 4 heads, q_lora 128, 16 experts top-4 + 1 shared, moe inter 64),
+#   its greedy continuations, the drafter.
 # Afterwards copy OUT/{target,drafter,train_log.json} over ddtree_nb/demo_pair/ and run benchmarks/eval_demo_pair.py.
+#
+# The v1 pair (shipped until v2 replaces it) came from `prepare --out build/gpu_data --vocab-size 4096` (stdlib only,
+# made by the prepare_data of commit f4cacd7) and this train command (today's demo_target_config defaults differ, so
+# the v1 widths must be spelled out):
+#   python3 -m ddtree_nb.demo train --out "$OUT" --data build/gpu_data --device cuda --seed 0 \
+#     --target '{"hidden_size": 256, "num_hidden_layers": 6, "moe_intermediate_size": 128, "intermediate_size": 768,
+#                "n_routed_experts": 8, "num_experts_per_tok": 2, "kv_lora_rank": 64, "qk_nope_head_dim": 32,
+#                "qk_rope_head_dim": 16, "v_head_dim": 32}' \
+#     --drafter '{"num_hidden_layers": 3, "target_layer_ids": [1, 3, 5]}' \
+#     --seq-len 256 --target-steps 100000 --target-batch 64 --target-lr 2e-3 --target-warmup 100 --target-time-s 120 \
+#     --prompt-len 48 --new-tokens 128 --gen-seqs 65536 --gen-batch 4096 --gen-time-s 30 --eval-seqs 256 \
+#     --drafter-steps 100000 --drafter-batch 128 --anchors-per-seq 16 --drafter-lr 2e-3 --drafter-warmup 100 \
+#     --drafter-time-s 200 --deadline-s 340 --target-shards 2
 set -euo pipefail
 STEP=${1:-all}
 OUT=${2:-/tmp/pair}
 if [[ $STEP == prepare || $STEP == all ]]; then
-  python -m ddtree_nb.demo prepare --out build/gpu_data --vocab-size 4096
+  python -m ddtree_nb.demo prepare --out build/gpu_data_v2 --vocab-size 4096 --max-train-tokens 24000000
 fi
 if [[ $STEP == train || $STEP == all ]]; then
-  python3 -m ddtree_nb.demo train --out "$OUT" --data build/gpu_data --device cuda --seed 0 \
-    --target '{"hidden_size": 256, "num_hidden_layers": 6, "moe_intermediate_size": 128, "intermediate_size": 768}' \
+  python3 -m ddtree_nb.demo train --out "$OUT" --data build/gpu_data_v2 --device cuda --seed 0 \
     --drafter '{"num_hidden_layers": 3, "target_layer_ids": [1, 3, 5]}' \
-    --seq-len 256 --target-steps 100000 --target-batch 64 --target-lr 2e-3 --target-warmup 100 --target-time-s 120 \
-    --prompt-len 48 --new-tokens 128 --gen-seqs 65536 --gen-batch 4096 --gen-time-s 30 --eval-seqs 256 \
+    --seq-len 256 --target-steps 100000 --target-batch 128 --target-lr 2e-3 --target-warmup 100 --target-time-s 200 \
+    --prompt-len 48 --new-tokens 128 --gen-seqs 65536 --gen-batch 4096 --gen-time-s 40 --eval-seqs 256 \
     --drafter-steps 100000 --drafter-batch 128 --anchors-per-seq 16 --drafter-lr 2e-3 --drafter-warmup 100 \
-    --drafter-time-s 200 --deadline-s 340 --target-shards 2
+    --drafter-time-s 220 --deadline-s 520 --target-shards 2
 fi

@@ -4,19 +4,21 @@
 
 # %% ../nbs/06_demo_models.ipynb #2ddcaa36
 from __future__ import annotations
-import hashlib, json, math, os, sys, sysconfig, time, argparse
+import hashlib, itertools, json, math, os, sys, sysconfig, time, argparse
 from pathlib import Path
 import torch
 import torch.nn.functional as F
-from .model import (build_target, tiny_config, save_target, load_target, apply_rope, Router, TargetModel)
+from .model import (build_target, tiny_config, save_target, load_target, apply_rope, Router, MoE, TargetModel)
 from .drafter import (Drafter, DrafterConfig, save_drafter, load_drafter, rope_cos_sin)
 
 # %% auto #0
-__all__ = ['EOS', 'MASK', 'stdlib_files', 'is_held_out', 'split_corpus', 'train_tokenizer', 'save_tokenizer', 'encode_files',
-           'demo_target_config', 'target_train_forward', 'batch_kv_cache', 'greedy_continuations', 'ExpertLoad',
-           'lr_at', 'random_windows', 'Schedule', 'train_target', 'eval_target_loss', 'demo_drafter_config',
-           'new_drafter', 'drafter_train_logits', 'block_loss_weights', 'sample_anchors', 'train_drafter',
-           'drafter_eval', 'prepare_data', 'load_data', 'round_weights_', 'greedy_dataset', 'save_pair', 'train_pair',
+__all__ = ['DEMO_PACKAGES', 'DEMO_HELD_OUT_PACKAGES', 'EOS', 'MASK', 'stdlib_files', 'is_held_out', 'split_corpus',
+           'site_packages', 'package_files', 'package_version', 'split_sources', 'train_tokenizer', 'save_tokenizer',
+           'encode_each', 'encode_files', 'save_ids', 'load_ids', 'demo_target_config', 'count_params',
+           'moe_train_forward', 'target_train_forward', 'batch_kv_cache', 'greedy_continuations', 'ExpertLoad', 'lr_at',
+           'random_windows', 'Schedule', 'train_target', 'eval_target_loss', 'demo_drafter_config', 'new_drafter',
+           'drafter_train_logits', 'block_loss_weights', 'sample_anchors', 'train_drafter', 'drafter_eval',
+           'prepare_data', 'load_data', 'round_weights_', 'greedy_dataset', 'save_pair', 'shipped_corpus', 'train_pair',
            'train_main', 'prepare_main', 'demo_pair_dir', 'load_demo_pair', 'held_out_prompts', 'acceptance_table',
            'format_table', 'demo_main', 'plot_training', 'report_pair']
 
@@ -32,15 +34,62 @@ def is_held_out(rel_path: str, frac: float=0.05) -> bool:
     h = int.from_bytes(hashlib.sha256(rel_path.encode()).digest()[:8], 'big')
     return h / 2**64 < frac
 
+def _digest(xs) -> str: return hashlib.sha256('\n'.join(xs).encode()).hexdigest()
+
 def split_corpus(files, root=None, frac: float=0.05) -> dict:
     "Train / held-out file lists (relative paths) and a manifest: Python version, counts, sha256 of each list."
     root = Path(root or sysconfig.get_paths()['stdlib'])
-    rel = [str(Path(f).relative_to(root)) for f in files]
+    rel = [Path(f).relative_to(root).as_posix() for f in files]
     held = [r for r in rel if is_held_out(r, frac)]
     train = [r for r in rel if not is_held_out(r, frac)]
-    digest = lambda xs: hashlib.sha256('\n'.join(xs).encode()).hexdigest()
     return dict(root=str(root), python=sys.version.split()[0], held_out_frac=frac, train=train, held_out=held,
-                n_train=len(train), n_held_out=len(held), train_sha256=digest(train), held_out_sha256=digest(held))
+                n_train=len(train), n_held_out=len(held), train_sha256=_digest(train), held_out_sha256=_digest(held))
+
+# %% ../nbs/06_demo_models.ipynb #9db3df3f
+DEMO_PACKAGES = ('sympy', 'matplotlib', 'pygments', 'setuptools', 'IPython', 'pydantic', 'rich', 'jedi', 'werkzeug', 'fsspec',
+                 'prompt_toolkit', 'trio', 'hypothesis', 'click', 'huggingface_hub')   # trained on (less their held-out files)
+DEMO_HELD_OUT_PACKAGES = ('networkx', 'tornado', 'docutils', 'jinja2')                   # never trained on
+_SKIP_DIRS = {'__pycache__', 'tests', 'test', 'testing', '_vendor', 'vendor', '_vendored'}
+
+def site_packages() -> Path:
+    "This Python's site-packages (purelib) directory."
+    return Path(sysconfig.get_paths()['purelib'])
+
+def _ordinary(p: Path, max_bytes: int, max_line: int) -> bool:
+    "False for data-like sources: over `max_bytes`, or a line longer than `max_line` characters."
+    if p.stat().st_size > max_bytes: return False
+    return max(map(len, p.read_text(encoding='utf-8', errors='replace').splitlines()), default=0) <= max_line
+
+def package_files(name: str, site=None, max_bytes: int=400_000, max_line: int=600) -> list[str]:
+    "`.py` files of installed package `name` relative to `site` (`name/...`), sorted, without tests, vendored copies and data-like files; [] if not installed."
+    site = Path(site or site_packages())
+    if not (site / name).is_dir(): return []
+    return [p.relative_to(site).as_posix() for p in sorted((site / name).rglob('*.py'))
+            if p.is_file() and not _SKIP_DIRS & set(p.relative_to(site).parts[1:-1]) and _ordinary(p, max_bytes, max_line)]
+
+def package_version(name: str) -> str|None:
+    "Installed version of the distribution providing top-level package `name` (None when unknown)."
+    import importlib.metadata as md
+    dists = md.packages_distributions().get(name, [])
+    return md.version(dists[0]) if dists else None
+
+# %% ../nbs/06_demo_models.ipynb #f1e3742d
+def split_sources(root=None, site=None, packages=DEMO_PACKAGES, held_out_packages=DEMO_HELD_OUT_PACKAGES, frac: float=0.05) -> dict:
+    "Corpus manifest (relative names only): the stdlib and each installed trained package split by the hash rule, plus whole held-out packages."
+    both = set(packages) & set(held_out_packages)
+    if both: raise ValueError(f"packages both trained on and held out: {sorted(both)}")
+    sp = split_corpus(stdlib_files(root), root=root, frac=frac)
+    srcs = [dict(name='stdlib', version=sp['python'], **{k: sp[k] for k in ('train', 'held_out')})]
+    held, missing = [], []
+    for name in (*packages, *held_out_packages):
+        files = package_files(name, site)
+        if not files: missing.append(name)
+        elif name in held_out_packages: held.append(dict(name=name, version=package_version(name), files=files))
+        else: srcs.append(dict(name=name, version=package_version(name), train=[f for f in files if not is_held_out(f, frac)],
+                               held_out=[f for f in files if is_held_out(f, frac)]))
+    for s in srcs: s.update(n_train=len(s['train']), n_held_out=len(s['held_out']), train_sha256=_digest(s['train']), held_out_sha256=_digest(s['held_out']))
+    for h in held: h.update(n_files=len(h['files']), files_sha256=_digest(h['files']))
+    return dict(version=2, python=sp['python'], held_out_frac=frac, sources=srcs, held_out_packages=held, missing=missing)
 
 # %% ../nbs/06_demo_models.ipynb #f20b64d5
 EOS, MASK = '<|endoftext|>', '<|mask|>'
@@ -71,26 +120,62 @@ def save_tokenizer(tok, path) -> Path:
     return path
 
 # %% ../nbs/06_demo_models.ipynb #6b56e433
+def encode_each(tok, root, rels) -> list[torch.Tensor]:
+    "Per file, an int32 tensor: the file's ids followed by EOS."
+    return _encode_texts(tok, [_read(root, r) for r in rels])
+
+def _encode_texts(tok, texts) -> list[torch.Tensor]:
+    eos = tok.token_to_id(EOS)
+    return [torch.tensor(enc.ids + [eos], dtype=torch.int32) for enc in tok.encode_batch(texts)]
+
 def encode_files(tok, root, rels) -> torch.Tensor:
     "One int32 stream: the ids of each file followed by EOS."
-    eos = tok.token_to_id(EOS)
-    ids = []
-    for enc in tok.encode_batch([_read(root, r) for r in rels]): ids.extend(enc.ids); ids.append(eos)
-    return torch.tensor(ids, dtype=torch.int32)
+    parts = encode_each(tok, root, rels)
+    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.int32)
+
+def save_ids(ids: torch.Tensor, path) -> Path:
+    "Write a token stream as xz-compressed little-endian uint16 (ids must be in [0, 65535])."
+    import lzma, numpy as np
+    if len(ids) and (int(ids.min()) < 0 or int(ids.max()) > 65535): raise ValueError(f"ids for {path} fall outside uint16: [{int(ids.min())}, {int(ids.max())}]")
+    Path(path).write_bytes(lzma.compress(ids.numpy().astype('<u2').tobytes(), preset=9))
+    return Path(path)
+
+def load_ids(path) -> torch.Tensor:
+    "A `save_ids` stream as an int32 tensor."
+    import lzma, numpy as np
+    return torch.from_numpy(np.frombuffer(lzma.decompress(Path(path).read_bytes()), dtype='<u2').astype(np.int32))
 
 # %% ../nbs/06_demo_models.ipynb #87156acf
-def demo_target_config(vocab_size: int=2048, hidden_size: int=192, num_hidden_layers: int=4, num_attention_heads: int=4,
-                       n_routed_experts: int=8, num_experts_per_tok: int=2, moe_intermediate_size: int=128,
-                       intermediate_size: int=512, max_position_embeddings: int=2048, **kw) -> dict:
-    "A hub-style `deepseek_v3` config dict for the demo target (Kimi K2 layout at toy size)."
+def demo_target_config(vocab_size: int=4096, hidden_size: int=256, num_hidden_layers: int=6, num_attention_heads: int=4,
+                       n_routed_experts: int=16, num_experts_per_tok: int=4, moe_intermediate_size: int=64,
+                       intermediate_size: int=768, q_lora_rank: int=128, kv_lora_rank: int=512, qk_nope_head_dim: int=128,
+                       qk_rope_head_dim: int=64, v_head_dim: int=128, max_position_embeddings: int=2048, **kw) -> dict:
+    "A hub-style `deepseek_v3` config dict for the demo target (Kimi K2 layout and MLA latent, toy width and depth)."
     return tiny_config(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_hidden_layers,
                        num_attention_heads=num_attention_heads, num_key_value_heads=num_attention_heads,
                        n_routed_experts=n_routed_experts, num_experts_per_tok=num_experts_per_tok, n_group=1, topk_group=1,
                        moe_intermediate_size=moe_intermediate_size, intermediate_size=intermediate_size,
-                       q_lora_rank=hidden_size // 2, kv_lora_rank=64, qk_nope_head_dim=32, qk_rope_head_dim=16, v_head_dim=32,
+                       q_lora_rank=q_lora_rank, kv_lora_rank=kv_lora_rank, qk_nope_head_dim=qk_nope_head_dim,
+                       qk_rope_head_dim=qk_rope_head_dim, v_head_dim=v_head_dim,
                        max_position_embeddings=max_position_embeddings, routed_scaling_factor=2.5,
                        rope_scaling=dict(type='yarn', factor=4.0, original_max_position_embeddings=max_position_embeddings // 4,
                                          beta_fast=32, beta_slow=1, mscale=1.0, mscale_all_dim=1.0), **kw)
+
+def count_params(model) -> int:
+    "Number of parameters of `model`."
+    return sum(p.numel() for p in model.parameters())
+
+# %% ../nbs/06_demo_models.ipynb #dc47cc5c
+def moe_train_forward(moe: MoE, x: torch.Tensor) -> torch.Tensor:
+    "`moe(x)` for tokens `x [T, D]` with every routed expert on every token (two matmuls over stacked weights), weighted by the combine weights (zero off-route)."
+    w, idx = moe.gate(x)
+    ex = moe.experts
+    E, I, D = ex.gate_proj.shape
+    comb = torch.zeros(x.shape[0], E, dtype=x.dtype, device=x.device).scatter(1, idx, w.to(x.dtype))       # [T, E]
+    gu = F.linear(x, torch.cat([ex.gate_proj, ex.up_proj], 1).reshape(E * 2 * I, D)).view(-1, E, 2, I)
+    h = F.silu(gu[:, :, 0]) * gu[:, :, 1] * comb[..., None]                                                 # [T, E, I]
+    y = F.linear(h.reshape(-1, E * I), ex.down_proj.permute(1, 0, 2).reshape(D, E * I))
+    return y + moe.shared_experts(x) if moe.shared_experts is not None else y
 
 # %% ../nbs/06_demo_models.ipynb #4344417f
 def _train_attention(a, x, cos, sin, kv=None, start: int=0):
@@ -121,7 +206,7 @@ def target_train_forward(model: TargetModel,
                          cache: list|None=None, # per layer (K, V) buffers from `batch_kv_cache`, for incremental decoding
                          start: int=0,          # position of ids[:, 0] (with `cache`)
                         ) -> tuple[torch.Tensor|None, torch.Tensor]: # (logits [B, S, V] fp32, hidden [B, S, len(hidden_layers), D])
-    "Causal forward of a batch with gradients, through the model's own modules; same outputs as `TargetModel.forward`."
+    "Causal forward of a batch with gradients, through the model's own modules (routed experts by `moe_train_forward`); same outputs as `TargetModel.forward`."
     if ids.ndim != 2: raise ValueError(f"ids must be [B, S], got shape {tuple(ids.shape)}")
     B, S = ids.shape
     cos, sin = model.rope(torch.arange(start, start + S, device=ids.device))
@@ -130,7 +215,8 @@ def target_train_forward(model: TargetModel,
     for i, layer in enumerate(model.layers):
         x = x + _train_attention(layer.self_attn, layer.input_layernorm(x), cos, sin, None if cache is None else cache[i], start)
         h = layer.post_attention_layernorm(x)
-        x = x + layer.mlp(h.reshape(S * B, -1)).view(S, B, -1)
+        h = h.reshape(S * B, -1)
+        x = x + (moe_train_forward(layer.mlp, h) if isinstance(layer.mlp, MoE) else layer.mlp(h)).view(S, B, -1)
         if i in hidden_layers and i != last: feats[i] = x
     x = model.norm(x)
     if last in hidden_layers: feats[last] = x
@@ -396,25 +482,50 @@ def drafter_eval(drafter: Drafter, target: TargetModel, sequences: torch.Tensor,
     return dict(row_acc=[round(float(a), 3) for a in hits.mean(0)], chain_acceptance=float(1 + hits.cumprod(1).sum(1).mean()),
                 n_blocks=len(hits))
 
+# %% ../nbs/06_demo_models.ipynb #ff9366f2
+def _capped_train(tok, man: dict, bases: dict, max_tokens: int|None) -> list[torch.Tensor]:
+    "Encode every source's train files in cap order (stdlib by path, then packages by sha256 of the name); keep files within `max_tokens`; record it in `man`."
+    order = [(s, r) for s in man['sources'] if s['name'] == 'stdlib' for r in s['train']]
+    order += sorted(((s, r) for s in man['sources'] if s['name'] != 'stdlib' for r in s['train']), key=lambda t: hashlib.sha256(t[1].encode()).digest())
+    parts = _encode_texts(tok, [_read(bases[s['name']], r) for s, r in order])
+    kept, total, full = [], 0, False
+    for (s, r), p in zip(order, parts):
+        full = full or (max_tokens is not None and total + len(p) > max_tokens)
+        if full: s.setdefault('capped', []).append(r); continue
+        kept.append(p); total += len(p); s.setdefault('train_tokens', 0); s['train_tokens'] += len(p)
+    for s in man['sources']:
+        s['capped'] = sorted(s.get('capped', [])); cut = set(s['capped'])
+        s['train'] = [r for r in s['train'] if r not in cut]
+        s.update(n_train=len(s['train']), n_capped=len(s['capped']), train_sha256=_digest(s['train']), train_tokens=s.get('train_tokens', 0))
+    man.update(max_train_tokens=max_tokens, train_tokens=total)
+    return kept
+
 # %% ../nbs/06_demo_models.ipynb #b2a3ed1d
-def prepare_data(out, vocab_size: int=4096, held_out_frac: float=0.05, root=None) -> dict:
-    "Split the stdlib, train the tokenizer on the train files, and save it with both token streams under `out`."
+def prepare_data(out, vocab_size: int=4096, held_out_frac: float=0.05, root=None, site=None, packages=DEMO_PACKAGES,
+                 held_out_packages=DEMO_HELD_OUT_PACKAGES, max_train_tokens: int|None=24_000_000) -> dict:
+    "Corpus manifest, tokenizer (train files only) and the train / held-out stdlib / held-out package token streams, saved under `out`."
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
-    split = split_corpus(stdlib_files(root), root=root, frac=held_out_frac)
-    tok = train_tokenizer((_read(split['root'], r) for r in split['train']), vocab_size=vocab_size)
+    man = split_sources(root, site, packages, held_out_packages, held_out_frac)
+    site = Path(site or site_packages())
+    bases = {s['name']: Path(root or sysconfig.get_paths()['stdlib']) if s['name'] == 'stdlib' else site for s in man['sources']}
+    tok = train_tokenizer((_read(bases[s['name']], r) for s in man['sources'] for r in s['train']), vocab_size=vocab_size)
     save_tokenizer(tok, out)
-    dt = torch.int16 if tok.get_vocab_size() <= 2**15 else torch.int32
-    for name in ('train', 'held_out'): torch.save(encode_files(tok, split['root'], split[name]).to(dt), out / f'{name}_ids.pt')
-    (out / 'corpus.json').write_text(json.dumps(split, indent=1))
-    return split
+    streams = dict(train=torch.cat(_capped_train(tok, man, bases, max_train_tokens)),
+                   held_out=encode_files(tok, bases['stdlib'], man['sources'][0]['held_out']),
+                   held_out_packages=encode_files(tok, site, [f for h in man['held_out_packages'] for f in h['files']]))
+    for k, v in streams.items(): save_ids(v, out / f'{k}_ids.u16.xz')
+    man['tokens'] = {k: len(v) for k, v in streams.items()}
+    (out / 'corpus.json').write_text(json.dumps(man, indent=1))
+    return man
 
 def load_data(path) -> tuple:
-    "(tokenizer, split manifest, train ids, held-out ids) of a `prepare_data` directory."
+    "(tokenizer, corpus manifest, streams {'train', 'held_out', 'held_out_packages'} as int32) of a `prepare_data` directory."
     from tokenizers import Tokenizer
     p = Path(path)
     if not (p / 'corpus.json').is_file(): raise FileNotFoundError(f"{p} is not a prepare_data directory (no corpus.json)")
-    return (Tokenizer.from_file(str(p / 'tokenizer.json')), json.loads((p / 'corpus.json').read_text()),
-            torch.load(p / 'train_ids.pt'), torch.load(p / 'held_out_ids.pt'))
+    streams = {f.name[:-len('_ids.u16.xz')]: load_ids(f) for f in sorted(p.glob('*_ids.u16.xz'))}
+    if 'train' not in streams: raise FileNotFoundError(f"{p} has no train_ids.u16.xz (made by an older prepare_data? run it again)")
+    return Tokenizer.from_file(str(p / 'tokenizer.json')), json.loads((p / 'corpus.json').read_text()), streams
 
 # %% ../nbs/06_demo_models.ipynb #db66c534
 @torch.no_grad()
@@ -456,14 +567,18 @@ def save_pair(target: TargetModel, drafter: Drafter, tokenizer, out, dtype=torch
 
 # %% ../nbs/06_demo_models.ipynb #d7f2fe66
 def _pair_data(data, target_from, held_out_frac: float, vocab_size: int):
-    "(tokenizer, corpus split, train ids, held-out ids): a `prepare_data` directory's, or the stdlib's tokenised here (with `target_from`'s tokenizer when given)."
+    "(tokenizer, corpus manifest, streams): a `prepare_data` directory's, or the stdlib's tokenised here (with `target_from`'s tokenizer when given)."
     from tokenizers import Tokenizer
     if data: return load_data(data)
-    split = split_corpus(stdlib_files(), frac=held_out_frac)
+    man = split_sources(packages=(), held_out_packages=(), frac=held_out_frac)
+    root, std = sysconfig.get_paths()['stdlib'], man['sources'][0]
     if target_from: tok = Tokenizer.from_file(str(Path(target_from) / 'target' / 'tokenizer.json'))
-    else: tok = train_tokenizer((_read(split['root'], r) for r in split['train']), vocab_size=vocab_size)
-    train_ids, held_ids = encode_files(tok, split['root'], split['train']), encode_files(tok, split['root'], split['held_out'])
-    return tok, split, train_ids, held_ids
+    else: tok = train_tokenizer((_read(root, r) for r in std['train']), vocab_size=vocab_size)
+    return tok, man, dict(train=encode_files(tok, root, std['train']), held_out=encode_files(tok, root, std['held_out']))
+
+def shipped_corpus(man: dict) -> dict:
+    "The manifest as shipped with the target: train lists replaced by their counts and sha256 (held-out lists kept)."
+    return {**man, 'sources': [{k: v for k, v in s.items() if k not in ('train', 'capped')} for s in man['sources']]}
 
 def _pair_target(target_from, tok, train_ids, held_ids, target_kw: dict|None, seed: int, device, log, **train_kw):
     "(target, its config dict, its history, the earlier run's log or None): `target_from`'s target, or a new one trained by `train_target(**train_kw)`."
@@ -476,6 +591,21 @@ def _pair_target(target_from, tok, train_ids, held_ids, target_kw: dict|None, se
         if isinstance(m, Router): m.e_score_correction_bias.zero_()
     th = train_target(target, train_ids, held_ids, seed=seed, device=device, log=log, **train_kw)
     return target, tcfg, th, None
+
+# %% ../nbs/06_demo_models.ipynb #4f401022
+def _corpus_summary(man: dict, streams: dict) -> dict:
+    "Per source and held-out package: version, file counts, list hashes and tokens, for `train_log.json`."
+    keep = ('version', 'n_train', 'n_held_out', 'n_capped', 'train_tokens', 'train_sha256', 'held_out_sha256')
+    return dict(sources={s['name']: {k: s[k] for k in keep if k in s} for s in man['sources']},
+                held_out_packages={h['name']: {k: h[k] for k in ('version', 'n_files', 'files_sha256')} for h in man.get('held_out_packages', [])},
+                max_train_tokens=man.get('max_train_tokens'), tokens={k: len(v) for k, v in streams.items()})
+
+@torch.no_grad()
+def _held_out_evals(target, streams: dict, seq_len: int, eval_seqs: int, prompt_len: int, new_tokens: int, gen_batch: int, seed: int, device) -> tuple:
+    "({set: target loss}, {set: held-out greedy sequences}) for every held-out stream long enough."
+    sets = {k: v for k, v in streams.items() if k != 'train' and len(v) > max(seq_len, prompt_len) + 2}
+    loss = {k: eval_target_loss(target, v, seq_len=seq_len, device=device) for k, v in sets.items()}
+    return loss, {k: greedy_dataset(target, v, eval_seqs, prompt_len, new_tokens, gen_batch, seed) for k, v in sets.items()}
 
 # %% ../nbs/06_demo_models.ipynb #5e9b0968
 def train_pair(out,                                   # output directory of the pair
@@ -501,17 +631,16 @@ def train_pair(out,                                   # output directory of the 
     torch.manual_seed(seed)
     if torch.device(device).type == 'cuda': torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     t0 = time.time()
-    tok, split, train_ids, held_ids = _pair_data(data, target_from, held_out_frac, vocab_size)
-    t_tok = time.time() - t0
-    log(dict(stage='tokenizer', vocab=tok.get_vocab_size(), train_tokens=len(train_ids), held_out_tokens=len(held_ids), s=t_tok))
+    tok, man, streams = _pair_data(data, target_from, held_out_frac, vocab_size)
+    train_ids, held_ids, t_tok = streams['train'], streams['held_out'], time.time() - t0
+    log(dict(stage='tokenizer', vocab=tok.get_vocab_size(), **{f'{k}_tokens': len(v) for k, v in streams.items()}, s=t_tok))
     target, tcfg, th, prev = _pair_target(target_from, tok, train_ids, held_ids, target_kw, seed, device, log, steps=target_steps,
                                           batch=target_batch, seq_len=seq_len, lr=target_lr, warmup=target_warmup, time_budget_s=target_time_s)
     round_weights_(target, torch.bfloat16)
     t_target = time.time() - t0 - t_tok
-    seqs = held_seqs = None
-    if drafter_data == 'greedy':
-        seqs = greedy_dataset(target, train_ids, gen_seqs, prompt_len, new_tokens, gen_batch, seed + 2, gen_time_s, log)
-        held_seqs = greedy_dataset(target, held_ids, eval_seqs, prompt_len, new_tokens, gen_batch, seed + 3)
+    seqs, (vloss, held_seqs) = None, _held_out_evals(target, streams, seq_len, eval_seqs, prompt_len, new_tokens, gen_batch, seed + 3, device)
+    log(dict(stage='target held-out loss', **vloss))
+    if drafter_data == 'greedy': seqs = greedy_dataset(target, train_ids, gen_seqs, prompt_len, new_tokens, gen_batch, seed + 2, gen_time_s, log)
     t_gen = time.time() - t0 - t_tok - t_target
     log(dict(stage='greedy data', train_seqs=0 if seqs is None else len(seqs), s=t_gen))
     dtime = drafter_time_s
@@ -522,17 +651,15 @@ def train_pair(out,                                   # output directory of the 
                        anchors_per_seq=anchors_per_seq, lr=drafter_lr, gamma=gamma, labels=drafter_labels, seed=seed + 1, device=device,
                        log=log, time_budget_s=dtime, sequences=seqs, prompt_len=prompt_len)
     t_drafter = time.time() - t0 - t_tok - t_target - t_gen
-    ev = drafter_eval(drafter, target, held_seqs, prompt_len) if held_seqs is not None else None
-    log(dict(stage='drafter held-out', **(ev or {})))
+    evs = {k: drafter_eval(drafter, target, s, prompt_len) for k, s in held_seqs.items()} if drafter_data == 'greedy' else {}
+    log(dict(stage='drafter held-out', **evs))
     save_pair(target, drafter, tok, out, target_shards=target_shards)
-    corpus = {k: v for k, v in split.items() if k not in ('train',)}
-    (out / 'target' / 'corpus.json').write_text(json.dumps(corpus, indent=1))
+    (out / 'target' / 'corpus.json').write_text(json.dumps(shipped_corpus(man), indent=1))
     if target_from: t_target = prev['wall_s']['target']
-    rec = dict(python=split['python'], target_from=str(target_from) if target_from else None, torch=torch.__version__, device=str(device),
+    rec = dict(python=man['python'], target_from=str(target_from) if target_from else None, torch=torch.__version__, device=str(device),
                device_name=torch.cuda.get_device_name() if torch.device(device).type == 'cuda' else 'cpu', seed=seed, threads=torch.get_num_threads(),
-               corpus=dict(n_train=split['n_train'], n_held_out=split['n_held_out'], train_sha256=split['train_sha256'],
-                           held_out_sha256=split['held_out_sha256'], train_tokens=len(train_ids), held_out_tokens=len(held_ids)),
-               hyper=dict(vocab_size=tok.get_vocab_size(), held_out_frac=split['held_out_frac'], target_config=tcfg, drafter_config=dcfg.to_dict(),
+               corpus=_corpus_summary(man, streams), params=dict(target=count_params(target), drafter=count_params(drafter)),
+               hyper=dict(vocab_size=tok.get_vocab_size(), held_out_frac=man['held_out_frac'], target_config=tcfg, drafter_config=dcfg.to_dict(),
                           target_steps=target_steps, target_batch=target_batch, target_lr=target_lr, target_warmup=target_warmup,
                           drafter_steps=drafter_steps, drafter_batch=drafter_batch, drafter_lr=drafter_lr, drafter_warmup=drafter_warmup,
                           anchors_per_seq=anchors_per_seq, seq_len=seq_len, gamma=gamma, drafter_labels=drafter_labels,
@@ -541,7 +668,8 @@ def train_pair(out,                                   # output directory of the 
                           drafter_time_s_used=dtime, target_steps_done=th[-1]['step'] + 1, drafter_steps_done=dh[-1]['step'] + 1,
                           greedy_train_seqs=0 if seqs is None else len(seqs)),
                wall_s=dict(tokenizer=t_tok, target=t_target, greedy_data=t_gen, drafter=t_drafter, total=time.time() - t0),
-               drafter_held_out=ev, target_history=th, drafter_history=dh)
+               target_held_out_loss=vloss, drafter_held_out=evs.get('held_out'), drafter_held_out_packages=evs.get('held_out_packages'),
+               target_history=th, drafter_history=dh)
     (out / 'train_log.json').write_text(json.dumps(rec, indent=1))
     return rec
 
@@ -581,12 +709,17 @@ def train_main(argv=None) -> int:
 
 def prepare_main(argv=None) -> int:
     "`python -m ddtree_nb.demo prepare --out DIR --vocab-size N`: run `prepare_data` and print its manifest's summary."
-    ap = argparse.ArgumentParser(prog='python -m ddtree_nb.demo prepare', description='Split the stdlib, train the tokenizer, save token streams.')
+    ap = argparse.ArgumentParser(prog='python -m ddtree_nb.demo prepare', description='Split the corpus (stdlib + packages), train the tokenizer, save token streams.')
     ap.add_argument('--out', required=True); ap.add_argument('--vocab-size', type=int, default=4096)
     ap.add_argument('--held-out-frac', type=float, default=0.05)
+    ap.add_argument('--max-train-tokens', type=int, default=24_000_000, help='cap of the train stream (0: no cap; default 24M)')
+    ap.add_argument('--packages', default=','.join(DEMO_PACKAGES), help='comma-separated site-packages packages to train on')
+    ap.add_argument('--held-out-packages', default=','.join(DEMO_HELD_OUT_PACKAGES), help='comma-separated packages held out whole')
     a = ap.parse_args(argv)
-    sp = prepare_data(a.out, a.vocab_size, a.held_out_frac)
-    print(json.dumps({k: v for k, v in sp.items() if k not in ('train', 'held_out')}))
+    names = lambda s: tuple(x for x in s.split(',') if x)
+    man = prepare_data(a.out, a.vocab_size, a.held_out_frac, packages=names(a.packages), held_out_packages=names(a.held_out_packages),
+                       max_train_tokens=a.max_train_tokens or None)
+    print(json.dumps(_corpus_summary(man, {k: range(v) for k, v in man['tokens'].items()}) | dict(missing=man['missing'])))
     return 0
 
 # %% ../nbs/06_demo_models.ipynb #e3b9acb1
@@ -604,13 +737,23 @@ def load_demo_pair(device='cpu', dtype=torch.float32):
     return target, load_drafter(d / 'drafter', target), AutoTokenizer.from_pretrained(str(d / 'target'))
 
 # %% ../nbs/06_demo_models.ipynb #2da5353c
-def held_out_prompts(tokenizer, n: int=4, prompt_tokens: int=48, root=None) -> list[list[int]]:
-    "Token ids of `n` prompts: each starts at a `def` line of a held-out file (recorded in the pair's `corpus.json`)."
-    corpus = json.loads((demo_pair_dir() / 'target' / 'corpus.json').read_text())
-    root = Path(root or sysconfig.get_paths()['stdlib'])
+def _held_out_paths(corpus: dict, which: str, root=None, site=None) -> list[Path]:
+    "Paths of the held-out files of set `which` ('stdlib' or 'packages') of a corpus manifest, on this machine."
+    if which == 'stdlib':
+        root = Path(root or sysconfig.get_paths()['stdlib'])
+        return [root / r for r in (corpus['sources'][0]['held_out'] if 'sources' in corpus else corpus['held_out'])]
+    if which != 'packages': raise ValueError(f"which must be 'stdlib' or 'packages', got {which!r}")
+    pk, site = corpus.get('held_out_packages') or [], Path(site or site_packages())
+    if not pk: raise ValueError("the pair's corpus.json names no held-out packages (a stdlib-only pair)")
+    have = [[site / f for f in h['files']] for h in pk if (site / h['name']).is_dir()]
+    if not have: raise FileNotFoundError(f"none of the held-out packages ({', '.join(h['name'] for h in pk)}) is installed in {site}")
+    return [p for group in itertools.zip_longest(*have) for p in group if p is not None]
+
+def held_out_prompts(tokenizer, n: int=4, prompt_tokens: int=48, root=None, which: str='stdlib', corpus: dict|None=None, site=None) -> list[list[int]]:
+    "Token ids of `n` prompts, each from a `def` line of a held-out file of set `which` (default: the shipped pair's `corpus.json`)."
+    corpus = corpus or json.loads((demo_pair_dir() / 'target' / 'corpus.json').read_text())
     out, found = [], 0
-    for rel in corpus['held_out']:
-        p = root / rel
+    for p in _held_out_paths(corpus, which, root, site):
         if not p.is_file(): continue
         found += 1
         text = p.read_text(encoding='utf-8', errors='replace')
@@ -620,8 +763,8 @@ def held_out_prompts(tokenizer, n: int=4, prompt_tokens: int=48, root=None) -> l
         ids = tokenizer.encode(text[i + 1:])[:prompt_tokens]
         if len(ids) == prompt_tokens: out.append(ids)
         if len(out) == n: break
-    if not found: raise FileNotFoundError(f"none of the pair's held-out files were found under {root}")
-    if not out: raise ValueError(f"none of the {found} held-out files under {root} has {prompt_tokens} tokens after its first def: ask for fewer prompt tokens")
+    if not found: raise FileNotFoundError(f"none of the pair's held-out {which} files were found (stdlib root {root or sysconfig.get_paths()['stdlib']})")
+    if not out: raise ValueError(f"none of the {found} held-out {which} files has {prompt_tokens} tokens after its first def: ask for fewer prompt tokens")
     return out
 
 def acceptance_table(target, drafter, prompts, budgets=(16, 64, 256), max_new_tokens: int=96, backend='auto', progress=None) -> dict:
@@ -715,12 +858,16 @@ def plot_training(log: dict, path=None):
     return fig
 
 # %% ../nbs/06_demo_models.ipynb #6934bcef
-def report_pair(n_prompts: int=8, prompt_tokens: int=48, max_new_tokens: int=128, budgets=(16, 64, 256), device='cpu') -> dict:
-    "Held-out acceptance table of the embedded pair (see `acceptance_table`)."
+def report_pair(n_prompts: int=8, prompt_tokens: int=48, max_new_tokens: int=128, budgets=(16, 64, 256), device='cpu',
+                sets=('stdlib', 'packages')) -> dict:
+    "Held-out acceptance tables of the embedded pair (see `acceptance_table`), one per held-out set; a set whose files aren't here gets its error."
     target, drafter, tok = load_demo_pair(device)
-    prompts = held_out_prompts(tok, n_prompts, prompt_tokens)
-    return dict(n_prompts=len(prompts), prompt_tokens=prompt_tokens, max_new_tokens=max_new_tokens, device=str(device),
-                threads=torch.get_num_threads(), table=acceptance_table(target, drafter, prompts, budgets, max_new_tokens))
+    res = dict(prompt_tokens=prompt_tokens, max_new_tokens=max_new_tokens, device=str(device), threads=torch.get_num_threads(), sets={})
+    for which in sets:
+        try: prompts = held_out_prompts(tok, n_prompts, prompt_tokens, which=which)
+        except (FileNotFoundError, ValueError) as e: res['sets'][which] = dict(error=str(e)); continue
+        res['sets'][which] = dict(n_prompts=len(prompts), table=acceptance_table(target, drafter, prompts, budgets, max_new_tokens))
+    return res
 
 # %% ../nbs/06_demo_models.ipynb #762e5b6a
 if __name__ == '__main__' and '__file__' in globals() and sys.argv[1:2] in (['train'], ['prepare']):
