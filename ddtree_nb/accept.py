@@ -9,7 +9,7 @@ from typing import NamedTuple
 import torch
 from .tree import DraftTree, MAX_DEPTH, MAX_BUDGET, TreeBuffers, load_tree
 from .reference import ancestor_mask
-from .runtime import load_kernel, require_cuda
+from .runtime import load_kernel, require_cuda, device_limits
 
 
 # %% auto #0
@@ -220,14 +220,10 @@ def _accept_kernel(idx: int) -> tuple:
     if idx not in _grids:        # once per GPU: the attribute and occupancy queries are driver calls, kept out of a captured round
         import pycuda.driver as drv
         k = load_kernel('tree_accept.cu', 'tree_accept', _SIG, device=idx, limits=_KERNEL_LIMITS)
-        F, d = drv.function_attribute, drv.Device(idx)
-        at = lambda nm, default=None: d.get_attribute(getattr(drv.device_attribute, nm)) if hasattr(drv.device_attribute, nm) else default
+        F, sm = drv.function_attribute, device_limits(idx)
         k.fn.set_attribute(F.PREFERRED_SHARED_MEMORY_CARVEOUT, 100)   # a hint: the occupancy below assumes the full carveout
-        sm = dict(threads=at('MAX_THREADS_PER_MULTIPROCESSOR'), regs=at('MAX_REGISTERS_PER_MULTIPROCESSOR'),
-                  smem=at('MAX_SHARED_MEMORY_PER_MULTIPROCESSOR'), blocks=at('MAX_BLOCKS_PER_MULTIPROCESSOR', 16),
-                  reserved_smem=at('RESERVED_SHARED_MEMORY_PER_BLOCK', 1024))   # older PyCUDA builds lack the last two
         occ = blocks_per_sm(_NT, k.fn.get_attribute(F.NUM_REGS), k.fn.get_attribute(F.SHARED_SIZE_BYTES), sm)
-        G = at('MULTIPROCESSOR_COUNT')
+        G = sm['sms']
         if occ < 1 or G > _MAXG: raise RuntimeError(f"tree_accept: {G} SMs x {occ} blocks per SM can't hold a co-resident grid of one block per SM (at most {_MAXG} blocks)")
         _grids[idx] = (k, G)
     return _grids[idx]
