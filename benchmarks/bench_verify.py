@@ -19,9 +19,9 @@ from pathlib import Path
 import torch
 from ddtree_nb.verify import (DC, DQK, H200_BW, H200_BF16, SM90_KERNELS, SM90_CASES, SM90_BRUTE_CASES, VERIFY_CASES, brute_case, mla_tree_attention,
                               vis_to_bits, verify_cost, verify_plan, verify_workspace, verify_error, first_mismatch,
-                              verify_selftest_case, tree_parents, edge_case_inputs, check_edge_case, sm90_fits, _device_info)
+                              verify_selftest_case, tree_parents, edge_case_inputs, check_edge_case, sm90_fits)
 from ddtree_nb.reference import ancestor_mask, mla_tree_attention_ref
-from ddtree_nb.runtime import engine_stream, device_arch, find_nvcc, kernel_path
+from ddtree_nb.runtime import engine_stream, device_arch, device_limits, find_nvcc, kernel_path
 
 SHAPES = [  # (T, H, P, kind): the AR step and trees at H = 64, then H = 16 / 8 (a Kimi layer over 4 / 8 GPUs)
     (1, 64, 4096, 'chain'), (1, 64, 32768, 'chain'), (1, 64, 131072, 'chain'),
@@ -255,7 +255,7 @@ def main():
         if n_ok == len(res['checks']): impls['v2'] = {}
         else: print("v2 is wrong on the matrix: not timed", flush=True)
     if a.impl in ('sm90', 'both'):
-        if not sm90_fits(device_arch(), _device_info(torch.cuda.current_device())['smem_block']):
+        if not sm90_fits(device_arch(), device_limits(torch.cuda.current_device())['smem_block']):
             print(f"sm_90a kernel skipped: this GPU is {device_arch()}", flush=True)
         else:
             kernel_report(out)

@@ -39,7 +39,7 @@ class Record:
 class Log:
     records: list = field(default_factory=list)
     summary: dict = field(default_factory=dict)
-    cases: dict = field(default_factory=dict)     # case -> ('ok'|'FAIL', secs, info)
+    cases: dict = field(default_factory=dict)     # case -> ('ok'|'FAIL'|'skipped', secs, info)
     kernels_of: dict = field(default_factory=dict)  # case -> kernels it launches
     begun: list = field(default_factory=list)
     live: dict = field(default_factory=dict)      # ptr -> (bytes, what)
@@ -153,7 +153,7 @@ def table(logdir: Path, names: dict | None = None) -> str:
     cnt = {t: counts(logs[t]) for t in tools}
     def covered(t, k):
         lg = logs[t]
-        return any(k in lg.kernels_of.get(c, ()) for c in lg.cases)
+        return any(k in lg.kernels_of.get(c, ()) for c, v in lg.cases.items() if v[0] != 'skipped')   # a skipped case launched nothing
     L = ['# compute-sanitizer over our kernels (benchmarks/sanitize_kernels.py)', '']
     for k in ('date', 'gpu', 'sanitizer', 'torch', 'commit', 'command', 'env', 'kernel filter'):
         if k in meta: L.append(f"- {k}: {meta[k] if k != 'command' else '`' + meta[k] + '`'}")
@@ -183,7 +183,8 @@ def table(logdir: Path, names: dict | None = None) -> str:
     for t in ('plain', *tools):
         if t not in logs: continue
         lg, r = logs[t], runs.get(t, {})
-        ok = sum(v[0] == 'ok' for v in lg.cases.values()); bad = [c for c, v in lg.cases.items() if v[0] != 'ok']
+        ok = sum(v[0] == 'ok' for v in lg.cases.values()); bad = [c for c, v in lg.cases.items() if v[0] not in ('ok', 'skipped')]
+        skipped = [c for c, v in lg.cases.items() if v[0] == 'skipped']
         notes = []
         if r.get('rc') in ('124', '137'):
             last = lg.begun[-1] if lg.begun else None
@@ -191,6 +192,7 @@ def table(logdir: Path, names: dict | None = None) -> str:
                          'TIMED OUT after the cases (canary or exit)' if last else 'TIMED OUT before the first case')
         elif not lg.done: notes.append('no SANITIZE_DONE line: the script did not finish')
         if bad: notes.append('failed: ' + ', '.join(f"{c} ({lg.cases[c][2][:120]})" for c in bad))
+        if skipped: notes.append('skipped: ' + ', '.join(f"{c} ({lg.cases[c][2][:120]})" for c in skipped))
         s = lg.summary
         summ = '; '.join(x for x in (f"{s['errors'][0]} errors" if 'errors' in s else '',
                                        f"race {s['race'][1]} errors, {s['race'][2]} warnings" if 'race' in s else '',

@@ -99,13 +99,15 @@ SYNCCHECK = """\
 ========= COMPUTE-SANITIZER
 SANITIZE_BEGIN accept_greedy tree_accept
 SANITIZE_CASE accept_greedy ok 0.90 n=120 accepted=4
+SANITIZE_BEGIN verify_sm90 verify_attn_sm90_n256,verify_attn_sm90_n64,verify_attn_combine
+SANITIZE_CASE verify_sm90 skipped 0.01 the sm_90a kernel needs an sm_90 GPU, this one is sm_80
 SANITIZE_CANARY synccheck start
 ========= Barrier error detected. Divergent thread(s) in warp
 =========     at sanitize_canary+0x110 in /tmp/c/sanitize_canary.cu:7
 =========     by thread (37,0,0) in block (0,0,0)
 =========
 SANITIZE_CANARY synccheck end
-SANITIZE_DONE ok=1 failed=0
+SANITIZE_DONE ok=1 failed=0 skipped=1
 ========= ERROR SUMMARY: 1 error
 """
 
@@ -234,9 +236,11 @@ def test_table():
     rows = {l.split(' | ')[0].lstrip('| '): l for l in md.splitlines() if l.startswith('| ')}
     assert '| tb_hist_bf16 | tree_build.cu | 1 | – | – | – |' in md          # racecheck etc. never launched it
     assert rows['tree_accept'].endswith('| – | – | 0 | 0 |')                  # run in synccheck and initcheck only
+    assert rows['verify_attn_sm90_n64'].endswith('| – | – | – | – |')         # its one case skipped in synccheck: not run, not 0
+    assert 'skipped: verify_sm90 (the sm_90a kernel needs' in md and 'failed: verify_sm90' not in md
     assert rows['verify_attn_v2_64x64x2'].split(' | ')[3] == '1'
     assert rows['tb_tree'].split(' | ')[3] == '0 (+1 warnings)'
-    assert '1 (1 live tensors)' in rows[st.LEAKS] or '2 (1 live tensors)' in rows[st.LEAKS]
+    assert rows[st.LEAKS] == f'| {st.LEAKS} | | 2 (1 live tensors) | 0 | 0 | 0 |', rows[st.LEAKS]   # memcheck: 2 leaks, 1 a live tensor's
     assert rows[f'{sk.CANARY} (deliberate fault)'].endswith('| 1 (seen) | 1 (seen) | 1 (seen) | not run |')
     assert 'TIMED OUT in case moe_T1' in md and 'failed: tree_bf16' in md
     assert '- commit: abc1234' in md and '- memcheck: `compute-sanitizer --tool memcheck ...`' in md
@@ -288,11 +292,15 @@ def test_run_markers_round_trip():
     "run()'s output, parsed back: cases, their kernels, a failing case, the canary markers, the end line."
     import contextlib, io
     bad = sk.Case('bad_case', 'smoke', ('axpy',), 'fails on purpose', lambda: 1 / 0)
+    def _skip(): raise sk.Skipped('not on this GPU')
+    skip = sk.Case('skip_case', 'verify', ('verify_attn_sm90_n64',), 'skips on purpose', _skip)
     buf = io.StringIO()
     with _OnCpu(), contextlib.redirect_stdout(buf):
-        rc = sk.run(sk.select(['smoke_axpy', 'accept_root_only']) + [bad], tool='synccheck')
+        rc = sk.run(sk.select(['smoke_axpy', 'accept_root_only']) + [bad, skip], tool='synccheck')
     lg = st.parse_log(buf.getvalue())
-    assert rc == 1 and lg.done == 'ok=2 failed=1' and lg.cases['bad_case'][0] == 'FAIL'
+    assert rc == 1 and lg.done == 'ok=2 failed=1 skipped=1' and lg.cases['bad_case'][0] == 'FAIL'
+    assert lg.cases['skip_case'][0] == 'skipped' and lg.cases['skip_case'][2] == 'not on this GPU'
+    with _OnCpu(), contextlib.redirect_stdout(io.StringIO()): assert sk.run([skip]) == 0    # a skip alone is no failure
     assert lg.cases['accept_root_only'][0] == 'ok' and lg.kernels_of['accept_root_only'] == ('tree_accept',)
     assert [x.split()[-1] for x in lg.canary] == ['start', 'end'] and lg.records == []
 

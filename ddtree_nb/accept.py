@@ -9,7 +9,7 @@ from typing import NamedTuple
 import torch
 from .tree import DraftTree, MAX_DEPTH, MAX_BUDGET, TreeBuffers, load_tree
 from .reference import ancestor_mask
-from .runtime import load_kernel, require_cuda
+from .runtime import load_kernel, require_cuda, device_limits
 
 
 # %% auto #0
@@ -216,20 +216,16 @@ def blocks_per_sm(threads: int, regs: int, smem: int, sm: dict) -> int:
 _grids, _default_ws = {}, {}
 
 def _accept_kernel(idx: int) -> tuple:
-    "(kernel, grid, blocks per SM) on GPU `idx`, made once: grid = SM count, checked to be co-resident by occupancy."
+    "(kernel, grid) on GPU `idx`, made once: grid = SM count, checked to be co-resident by occupancy."
     if idx not in _grids:        # once per GPU: the attribute and occupancy queries are driver calls, kept out of a captured round
         import pycuda.driver as drv
         k = load_kernel('tree_accept.cu', 'tree_accept', _SIG, device=idx, limits=_KERNEL_LIMITS)
-        F, d = drv.function_attribute, drv.Device(idx)
-        at = lambda nm, default=None: d.get_attribute(getattr(drv.device_attribute, nm)) if hasattr(drv.device_attribute, nm) else default
+        F, sm = drv.function_attribute, device_limits(idx)
         k.fn.set_attribute(F.PREFERRED_SHARED_MEMORY_CARVEOUT, 100)   # a hint: the occupancy below assumes the full carveout
-        sm = dict(threads=at('MAX_THREADS_PER_MULTIPROCESSOR'), regs=at('MAX_REGISTERS_PER_MULTIPROCESSOR'),
-                  smem=at('MAX_SHARED_MEMORY_PER_MULTIPROCESSOR'), blocks=at('MAX_BLOCKS_PER_MULTIPROCESSOR', 16),
-                  reserved_smem=at('RESERVED_SHARED_MEMORY_PER_BLOCK', 1024))   # older PyCUDA builds lack the last two
         occ = blocks_per_sm(_NT, k.fn.get_attribute(F.NUM_REGS), k.fn.get_attribute(F.SHARED_SIZE_BYTES), sm)
-        G = at('MULTIPROCESSOR_COUNT')
+        G = sm['sms']
         if occ < 1 or G > _MAXG: raise RuntimeError(f"tree_accept: {G} SMs x {occ} blocks per SM can't hold a co-resident grid of one block per SM (at most {_MAXG} blocks)")
-        _grids[idx] = (k, G, occ)
+        _grids[idx] = (k, G)
     return _grids[idx]
 
 class AcceptWorkspace(NamedTuple):
@@ -237,8 +233,10 @@ class AcceptWorkspace(NamedTuple):
     part_val: torch.Tensor   # float64 [2 * CHAIN * grid]
     part_idx: torch.Tensor   # int32 [2 * CHAIN * grid]
     barrier: torch.Tensor    # int32 [2]: arrivals (back to 0 after each barrier), generation (counts barriers)
-    status: torch.Tensor     # int32 [2]: the last launch's error bits (ERR_PAST_CACHE), every launch's bits OR-ed
-    grid: int
+    status: torch.Tensor     # int32 [2]: the last launch's error bits (ERR_PAST_CACHE), every launch's bits OR-ed (the kernel writes both)
+
+    @property
+    def grid(self) -> int: return self.part_val.numel() // (2 * _CHAIN)   # the launch grid the partials were sized for
 
 def accept_workspace(device=None) -> AcceptWorkspace:
     "A new workspace on GPU `device`: launches that may run at the same time (other streams, graphs replayed concurrently) each need their own."
@@ -246,7 +244,7 @@ def accept_workspace(device=None) -> AcceptWorkspace:
     idx = dev.index if dev.index is not None else torch.cuda.current_device()
     with torch.cuda.device(idx): G = _accept_kernel(idx)[1]
     z = lambda n, dt: torch.zeros(n, dtype=dt, device=torch.device('cuda', idx))
-    return AcceptWorkspace(z(2 * _CHAIN * G, torch.float64), z(2 * _CHAIN * G, torch.int32), z(2, torch.int32), z(2, torch.int32), G)
+    return AcceptWorkspace(z(2 * _CHAIN * G, torch.float64), z(2 * _CHAIN * G, torch.int32), z(2, torch.int32), z(2, torch.int32))
 
 def _stream_workspace(dev: torch.device) -> AcceptWorkspace:
     "The default workspace of `dev`'s current stream (made on first use: make it before capturing a graph)."
@@ -268,9 +266,9 @@ def _launch(bufs, logits, temperature, keys, out: Accepted, kv=None, prefix_len=
     "One `tree_accept` launch (no checks of values, no host sync); logits rows may be strided (`ld = logits.stride(0)`). Returns the workspace used."
     dev = logits.device
     with torch.cuda.device(dev):   # PyCUDA loads modules and launches in the current context: make it the tensors' GPU
-        k, G, _ = _accept_kernel(dev.index if dev.index is not None else torch.cuda.current_device())
+        k, G = _accept_kernel(dev.index if dev.index is not None else torch.cuda.current_device())
         ws = _stream_workspace(dev) if workspace is None else workspace
-        if ws.grid != G or ws.part_val.device != dev or ws.part_val.numel() < 2 * _CHAIN * G or ws.status.numel() < 2:
+        if ws.grid != G or ws.part_idx.numel() < 2 * _CHAIN * G or ws.part_val.device != dev or ws.status.numel() < 2:
             raise ValueError(f"workspace is not an accept_workspace of {dev} (grid {ws.grid}, kernel grid {G})")
         R, V = logits.shape
         sample = temperature > 0

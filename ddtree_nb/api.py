@@ -12,7 +12,7 @@ from .decode import (GenerationConfig, Decoder, Generation, check_generate_args,
                               resolve_backend, start_clock, generation_of, torch_device)
 
 # %% auto #0
-__all__ = ['TextSoFar', 'GenerationOutput', 'decode_stream', 'Engine', 'TextStream']
+__all__ = ['TextSoFar', 'GenerationOutput', 'decoder_tokens', 'decode_stream', 'Engine', 'TextStream']
 
 # %% ../nbs/09_api.ipynb #efa258a7
 class TextSoFar:
@@ -78,6 +78,13 @@ class GenerationOutput:
                     config=self.config.to_dict(), generation=self.generation.to_dict())
 
 # %% ../nbs/09_api.ipynb #22bf2087
+def decoder_tokens(dec: Decoder):
+    "Iterate the tokens `dec` emits: the prefill's first token, then each round's new tokens, until generation ends (the stage clock starts first)."
+    start_clock(dec)
+    yield dec.prefill()
+    while not dec.done: yield dec.step().new_tokens
+
+# %% ../nbs/09_api.ipynb #608dc744
 def decode_stream(target, drafter, tokenizer, prompt_ids: list, cfg: GenerationConfig, backend: str='auto', should_stop=None):
     "Generator: decode `prompt_ids` under `cfg`, yielding each round's final text; returns the `GenerationOutput`."
     eos = getattr(tokenizer, 'eos_token_id', None)
@@ -87,14 +94,11 @@ def decode_stream(target, drafter, tokenizer, prompt_ids: list, cfg: GenerationC
                   torch.Generator(device=dev).manual_seed(cfg.seed))
     text, cancelled = TextSoFar(tokenizer, cfg.stop), False
     try:   # also when the consumer stops early (GeneratorExit): the caches and round buffers are freed at once
-        start_clock(dec)
-        new = dec.prefill()
-        while True:
+        for new in decoder_tokens(dec):
             piece = text.add(new)
             if piece: yield piece
             if dec.done or text.stopped_at is not None: break
             if should_stop is not None and should_stop(): cancelled = True; break
-            new = dec.step().new_tokens
         piece = text.finish()
         if piece: yield piece
         g = generation_of(dec)

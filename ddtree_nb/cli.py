@@ -134,10 +134,6 @@ def run_generate(args, target, drafter, tokenizer, out=None, stages=None, err=No
         print('\n' + format_summary(g), file=err or sys.stderr)   # the text alone on stdout (`> out.txt` keeps just the text)
     return g
 
-def _error(msg) -> int:
-    print(f"ddtree generate: error: {' '.join(str(msg).split())}", file=sys.stderr)
-    return 2                                     # a user error, as `ddtree` reports them
-
 def _read_prompt(args) -> str:
     "The prompt text of `--prompt` or `--prompt-file`, refused here if empty (before any model loads)."
     if args.prompt is not None: text = args.prompt
@@ -148,35 +144,32 @@ def _read_prompt(args) -> str:
     return text
 
 def generate_main(argv=None) -> int:
-    "Entry point of `ddtree generate`: arguments are checked before any model loads."
+    "Entry point of `ddtree generate`: arguments are checked before any model loads; a bad one raises, and `main` reports it."
     import torch
     from ddtree_nb.decode import GenerationConfig, torch_device, cpu_threads, load_target_for
     args = generate_parser().parse_args(argv)
     if args.target is None:                      # the demo pair shipped in the package (nbs/06_demo_models)
         from ddtree_nb.demo import demo_pair_dir
         args.target, args.drafter = str(demo_pair_dir() / 'target'), args.drafter or str(demo_pair_dir() / 'drafter')
-    if args.method != 'ar' and not args.drafter: return _error(f"--method {args.method} needs --drafter")
-    try:
-        GenerationConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, method=args.method, budget=args.budget,
-                         seed=args.seed, ignore_eos=args.ignore_eos)     # the settings' checks, as the API and `ddtree serve` make them
-        args.prompt, args.prompt_file = _read_prompt(args), None
-        device = str(torch_device(args.device)) if args.device else ('cuda' if torch.cuda.is_available() else 'cpu')
-        if args.backend == 'cuda':
-            from ddtree_nb.runtime import require_cuda
-            require_cuda()                           # no GPU, pycuda or nvcc: said now, not after the target loads
-        if args.threads is not None and args.threads < 1: raise ValueError(f"--threads must be >= 1, got {args.threads}")
-        for flag, path in (('--target', args.target), ('--drafter', args.drafter if args.method != 'ar' else None)):
-            if path is not None and not Path(path).is_dir(): raise ValueError(f"{flag} {path}: no such directory")
-        from ddtree_nb.model import load_tokenizer
-        from ddtree_nb.drafter import load_drafter
-        dtype = getattr(torch, args.dtype) if args.dtype else (torch.bfloat16 if torch.device(device).type == 'cuda' else torch.float32)
-        with cpu_threads(args.threads, device):
-            target = load_target_for(args.target, device, dtype)
-            tokenizer = load_tokenizer(args.target, trust_remote_code=args.trust_remote_code)
-            drafter = load_drafter(args.drafter, target) if args.method != 'ar' else None
-            run_generate(args, target, drafter, tokenizer)
-    except BrokenPipeError: raise                # `| head`: the CLI ends quietly (99_cli)
-    except (ValueError, OSError, NotImplementedError) as e: return _error(e)
+    if args.method != 'ar' and not args.drafter: raise ValueError(f"--method {args.method} needs --drafter")
+    GenerationConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, method=args.method, budget=args.budget,
+                     seed=args.seed, ignore_eos=args.ignore_eos)     # the settings' checks, as the API and `ddtree serve` make them
+    args.prompt, args.prompt_file = _read_prompt(args), None
+    device = str(torch_device(args.device)) if args.device else ('cuda' if torch.cuda.is_available() else 'cpu')
+    if args.backend == 'cuda':
+        from ddtree_nb.runtime import require_cuda
+        require_cuda()                           # no GPU, pycuda or nvcc: said now, not after the target loads
+    if args.threads is not None and args.threads < 1: raise ValueError(f"--threads must be >= 1, got {args.threads}")
+    for flag, path in (('--target', args.target), ('--drafter', args.drafter if args.method != 'ar' else None)):
+        if path is not None and not Path(path).is_dir(): raise ValueError(f"{flag} {path}: no such directory")
+    from ddtree_nb.model import load_tokenizer
+    from ddtree_nb.drafter import load_drafter
+    dtype = getattr(torch, args.dtype) if args.dtype else (torch.bfloat16 if torch.device(device).type == 'cuda' else torch.float32)
+    with cpu_threads(args.threads, device):
+        target = load_target_for(args.target, device, dtype)
+        tokenizer = load_tokenizer(args.target, trust_remote_code=args.trust_remote_code)
+        drafter = load_drafter(args.drafter, target) if args.method != 'ar' else None
+        run_generate(args, target, drafter, tokenizer)
     return 0
 
 # %% ../nbs/99_cli.ipynb #c11e0005

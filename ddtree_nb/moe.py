@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 from .model import (pack_int4, unpack_int4, dequant_int4, quantize_int4, MoE, Router, TargetModel, LatentCache, expert_loop,
                              config_from_dict, Checkpoint, int4_args, load_target)
-from .runtime import load_kernel, require_cuda
+from .runtime import load_kernel, require_cuda, device_limits
 
 
 # %% auto #0
@@ -187,15 +187,10 @@ _VERSIONS = {1: (('moe_gate_up', 256, 8), ('moe_down', 256, 8)),
              11: (('moe_gate_up_v11', 128, None), ('moe_down_v11', 128, None))}
 CUDA_VERSION = 11
 _KERNEL_LIMITS = dict(MAXE=MAX_EXPERTS)   # kernels/moe_w4a16.cu's #defines, checked on load
-_n_sm = {}
 
 def _kernel(fn: str, sig: str, device: int):
     "The compiled kernel `fn` of kernels/moe_w4a16.cu on `device` (`load_kernel` caches it)."
     return load_kernel('moe_w4a16.cu', fn, sig, device=device, limits=_KERNEL_LIMITS)
-
-def _sm_count(device: int) -> int:
-    if device not in _n_sm: _n_sm[device] = torch.cuda.get_device_properties(device).multi_processor_count
-    return _n_sm[device]
 
 def _launch_grid(rows: int|None, n: int, Y: int, n_sm: int) -> tuple[int, int]:
     "Grid of a gate/up or down launch over `n` output rows: a block per `rows` rows per hit-expert slot (Y of them), or the resident blocks."
@@ -211,7 +206,7 @@ def _moe_cuda(x, topk_idx, topk_w, ex: PackedExperts, rsf: float, out: torch.Ten
     T, k = topk_idx.shape
     P, E, H, I, d = T * k, ex.n_experts, ex.hidden, ex.inter, x.device.index
     (fu, tu, ru), (fd, td, rd) = _VERSIONS[version]
-    n_sm = _sm_count(d) if None in (ru, rd) else 0
+    n_sm = device_limits(d)['sms'] if None in (ru, rd) else 0
     ld = lambda fn, sig: _kernel(fn, sig, d)
     mark = (lambda i: marks[i].record()) if marks is not None else (lambda i: None)
     Y = min(E, P)

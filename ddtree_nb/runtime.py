@@ -10,8 +10,8 @@ from pathlib import Path
 # %% auto #0
 __all__ = ['ARCH_SPECIFIC', 'CudaUnavailable', 'KernelCompileError', 'kernels_dir', 'kernel_path', 'find_nvcc', 'nvcc_version',
            'nvcc_compile', 'kernel_archs', 'check_kernels', 'kernel_defines', 'KernelLimitError', 'check_limits',
-           'cuda_ok', 'require_cuda', 'cuda_context', 'device_arch', 'EngineStream', 'engine_stream', 'Kernel',
-           'load_kernel', 'releasing_on_oom']
+           'cuda_ok', 'require_cuda', 'cuda_context', 'device_arch', 'device_limits', 'EngineStream', 'engine_stream',
+           'Kernel', 'load_kernel', 'releasing_on_oom']
 
 # %% ../nbs/00a_runtime.ipynb #feedfc0a
 class CudaUnavailable(RuntimeError):
@@ -290,6 +290,23 @@ def device_arch(device: int|None=None) -> str:
     import torch
     maj, mi = torch.cuda.get_device_capability(device)
     return f'sm_{maj}{mi}'
+
+# %% ../nbs/00a_runtime.ipynb #68553887
+_limits = {}
+
+def device_limits(device: int|None=None) -> dict:
+    "CUDA device `device`'s size, asked of the driver once: `sms`; per SM `threads`, `regs`, `smem` (bytes) and `blocks`; per block `smem_block` (the opt-in maximum) and `reserved_smem` (what the driver keeps)."
+    import torch
+    idx = torch.cuda.current_device() if device is None else int(device)
+    if idx not in _limits:
+        cuda_context(idx)
+        import pycuda.driver as drv
+        d, A = drv.Device(idx), drv.device_attribute
+        at = lambda nm, default=None: d.get_attribute(getattr(A, nm)) if hasattr(A, nm) else default   # older PyCUDA builds lack the last two
+        _limits[idx] = dict(sms=at('MULTIPROCESSOR_COUNT'), threads=at('MAX_THREADS_PER_MULTIPROCESSOR'), regs=at('MAX_REGISTERS_PER_MULTIPROCESSOR'),
+                            smem=at('MAX_SHARED_MEMORY_PER_MULTIPROCESSOR'), smem_block=at('MAX_SHARED_MEMORY_PER_BLOCK_OPTIN'),
+                            blocks=at('MAX_BLOCKS_PER_MULTIPROCESSOR', 16), reserved_smem=at('RESERVED_SHARED_MEMORY_PER_BLOCK', 1024))
+    return _limits[idx]
 
 # %% ../nbs/00a_runtime.ipynb #cb2c4070
 class EngineStream:

@@ -8,7 +8,7 @@ import heapq
 from dataclasses import dataclass
 import torch
 from .reference import ancestor_mask
-from .runtime import load_kernel, require_cuda
+from .runtime import load_kernel, require_cuda, device_limits
 
 
 # %% auto #0
@@ -327,8 +327,7 @@ def _tree_kernels(dtype):
         import pycuda.driver as drv
         sfx = {torch.bfloat16: 'bf16', torch.float32: 'f32'}[dtype]
         tree = load_kernel('tree_build.cu', 'tb_tree', 'PPPiiiiiii' + 'P' * 20, limits=_KERNEL_LIMITS)
-        optin = drv.Context.get_device().get_attribute(drv.device_attribute.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
-        limit = optin - tree.fn.get_attribute(drv.function_attribute.SHARED_SIZE_BYTES)
+        limit = device_limits(key[1])['smem_block'] - tree.fn.get_attribute(drv.function_attribute.SHARED_SIZE_BYTES)
         tree.set_max_dynamic_shared(limit)
         cluster = torch.cuda.get_device_capability() >= (9, 0)
         _kcache[key] = dict(hist=load_kernel('tree_build.cu', f'tb_hist_{sfx}', 'PiiPPPPP'), collect=load_kernel('tree_build.cu', f'tb_collect_{sfx}', 'PiPP'),

@@ -8,7 +8,7 @@ import math, numbers
 import torch
 from .reference import mla_tree_attention_ref, mla_tree_attention_brute, ancestor_mask
 from .tree import vis_words, pack_visibility as vis_to_bits, unpack_visibility as bits_to_vis
-from .runtime import load_kernel, require_cuda, cuda_context, engine_stream, device_arch, CudaUnavailable
+from .runtime import load_kernel, require_cuda, engine_stream, device_arch, device_limits, CudaUnavailable
 
 # %% auto #0
 __all__ = ['DC', 'DR', 'DQK', 'MAX_SPLITS', 'H200_BW', 'H200_BF16', 'V2_CONFIGS', 'SM90_KERNELS', 'SM90_PV_N', 'IMPLS', 'SIG_V1',
@@ -181,7 +181,6 @@ def sm90_fits(arch: str, smem_per_block: int) -> bool:
 SIG_V1, SIG_V2, SIG_COMBINE = 'PPPPiiiiPifPP', 'PPPPiiiiPifPPPPi', 'PPiiPP'
 _KERNEL_LIMITS = {'verify_attn.cu': dict(DC=DC, DR=DR, DQK=DQK, MAX_SPLITS=MAX_SPLITS),    # the kernels' #defines and constexprs
                   'verify_attn_sm90.cu': dict(DC=DC, DR=DR, DQK=DQK, SMEM=sm90_smem())}   # (with their headers'), checked on load
-_dev_info = {}
 
 def combine_shape(splits: int) -> tuple:
     "Block (lanes, groups) of `verify_attn_combine`: 8 lanes x 32 groups for many splits, else 64 lanes x <= 4 groups."
@@ -194,23 +193,12 @@ def _kernel(name: str, sig: str, smem: int=0, source: str='verify_attn.cu', arch
     if smem > 48 * 1024: k.set_max_dynamic_shared(smem)   # a driver call only the first time
     return k
 
-def _device_info(dev: int) -> dict:
-    "SM count and shared-memory limits of CUDA device `dev`."
-    if dev not in _dev_info:
-        cuda_context(dev)
-        import pycuda.driver as drv
-        d, A = drv.Device(dev), drv.device_attribute
-        _dev_info[dev] = dict(sms=d.get_attribute(A.MULTIPROCESSOR_COUNT),
-                              smem_block=d.get_attribute(A.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
-                              smem_sm=d.get_attribute(A.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR))
-    return _dev_info[dev]
-
 # %% ../nbs/03_verify.ipynb #6a424811
 def verify_plan(T: int, H: int, P: int, device: int|None=None, config: tuple|None=None, splits: int|None=None,
                 impl: str='v2', pv_n: int=SM90_PV_N) -> dict:
     "How kernel `impl` ('v2' or 'sm90') runs `T` tree tokens x `H` heads over `P` prefix rows on `device`: kernel name, config, splits, grid, smem."
     dev = torch.cuda.current_device() if device is None else device
-    info = _device_info(dev)
+    info = device_limits(dev)
     if impl == 'sm90':
         if pv_n not in SM90_KERNELS: raise ValueError(f"pv_n must be one of {sorted(SM90_KERNELS)}, got {pv_n!r}")
         (bm, bn, ns), smem = (64, 64, 2), sm90_smem()
@@ -219,7 +207,7 @@ def verify_plan(T: int, H: int, P: int, device: int|None=None, config: tuple|Non
         smem = v2_smem(bm, bn, ns)
     M = T * H
     m_tiles, n_tiles = -(-M // bm), -(-(P + T) // bn)
-    slots = info['sms'] * max(1, info['smem_sm'] // (smem + 1024))
+    slots = info['sms'] * max(1, info['smem'] // (smem + 1024))
     s = splits or choose_splits(m_tiles, n_tiles, slots)
     name = SM90_KERNELS[pv_n] if impl == 'sm90' else f'verify_attn_v2_{bm}x{bn}x{ns}'
     return dict(kernel=name, config=(bm, bn, ns), splits=s, grid=(m_tiles, s), smem=smem, M=M, impl=impl)
@@ -246,7 +234,7 @@ def _pick_impl(impl: str, dev: int, version: int, config) -> str:
     "'v2' or 'sm90' for the requested `impl` on CUDA device `dev`; 'sm90' on a GPU that cannot run it raises `CudaUnavailable`."
     if impl not in IMPLS: raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
     if impl == 'v2': return impl                      # the default costs no device query
-    fits = sm90_fits(device_arch(dev), _device_info(dev)['smem_block'])
+    fits = sm90_fits(device_arch(dev), device_limits(dev)['smem_block'])
     if impl == 'auto': return 'sm90' if fits and version == 2 and config is None else 'v2'
     if impl == 'sm90':
         if version != 2 or config is not None: raise ValueError("impl='sm90' has one tile config and no version=1; leave version and config unset")
