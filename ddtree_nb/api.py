@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 import torch
 from .decode import (GenerationConfig, Decoder, Generation, check_generate_args, cpu_threads, load_target_for,
-                              resolve_backend, start_clock, generation_of, torch_device)
+                              resolve_backend, decoder_tokens, generation_of, torch_device)
 
 # %% auto #0
-__all__ = ['TextSoFar', 'GenerationOutput', 'decoder_tokens', 'decode_stream', 'Engine', 'TextStream']
+__all__ = ['TextSoFar', 'GenerationOutput', 'decode_stream', 'Engine', 'TextStream']
 
 # %% ../nbs/09_api.ipynb #efa258a7
 class TextSoFar:
@@ -77,13 +77,6 @@ class GenerationOutput:
         return dict(text=self.text, token_ids=list(self.token_ids), finish_reason=self.finish_reason, usage=self.usage(),
                     config=self.config.to_dict(), generation=self.generation.to_dict())
 
-# %% ../nbs/09_api.ipynb #22bf2087
-def decoder_tokens(dec: Decoder):
-    "Iterate the tokens `dec` emits: the prefill's first token, then each round's new tokens, until generation ends (the stage clock starts first)."
-    start_clock(dec)
-    yield dec.prefill()
-    while not dec.done: yield dec.step().new_tokens
-
 # %% ../nbs/09_api.ipynb #608dc744
 def decode_stream(target, drafter, tokenizer, prompt_ids: list, cfg: GenerationConfig, backend: str='auto', should_stop=None):
     "Generator: decode `prompt_ids` under `cfg`, yielding each round's final text; returns the `GenerationOutput`."
@@ -91,7 +84,7 @@ def decode_stream(target, drafter, tokenizer, prompt_ids: list, cfg: GenerationC
     stop_ids = tuple(cfg.stop_token_ids) + (() if cfg.ignore_eos or eos is None else (eos,))
     dev = target.embed_tokens.weight.device
     dec = Decoder(target, drafter, prompt_ids, cfg.method, cfg.budget, cfg.temperature, cfg.max_new_tokens, stop_ids, backend,
-                  torch.Generator(device=dev).manual_seed(cfg.seed))
+                  torch.Generator(device=dev).manual_seed(cfg.seed), run_ahead=dev.type == 'cuda')
     text, cancelled = TextSoFar(tokenizer, cfg.stop), False
     try:   # also when the consumer stops early (GeneratorExit): the caches and round buffers are freed at once
         for new in decoder_tokens(dec):

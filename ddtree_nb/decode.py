@@ -14,8 +14,9 @@ from .runtime import releasing_on_oom
 
 # %% auto #0
 __all__ = ['METHODS', 'DENSE_MAX_EXPERTS', 'sample_token', 'check_decode_params', 'check_generate_args', 'resolve_backend',
-           'GenerationConfig', 'Generation', 'Round', 'Decoder', 'generate', 'start_clock', 'generation_of', 'moe_plan',
-           'Stages', 'keeps_experts_packed', 'load_target_for', 'torch_device', 'cpu_threads']
+           'GenerationConfig', 'Generation', 'Round', 'Decoder', 'generate', 'decoder_tokens', 'start_clock',
+           'generation_of', 'moe_plan', 'Stages', 'keeps_experts_packed', 'load_target_for', 'torch_device',
+           'cpu_threads']
 
 # %% ../nbs/05_decode.ipynb #ca14f372
 def sample_token(logits: torch.Tensor, temperature: float, generator: torch.Generator|None=None) -> int:
@@ -299,14 +300,16 @@ def generate(target, drafter, prompt_ids,
     dec = Decoder(target, drafter, prompt_ids, method, budget, temperature, max_new_tokens, stop_ids, backend, generator,
                   max_cache_tokens, stages, run_ahead=torch.device(target.embed_tokens.weight.device).type == 'cuda')
     try:
-        start_clock(dec)
-        new = dec.prefill()
-        while True:
+        for new in decoder_tokens(dec):
             if on_tokens and new: on_tokens(new)
-            if dec.done: break
-            new = dec.step().new_tokens
         return generation_of(dec)
     finally: dec.close()   # the Decoder and its Stages point at each other: free the buffers now, also on an error
+
+def decoder_tokens(dec: Decoder):
+    "Iterate the tokens `dec` emits: the prefill's first token, then each round's new tokens, until generation ends (the stage clock starts first)."
+    start_clock(dec)
+    yield dec.prefill()
+    while not dec.done: yield dec.step().new_tokens
 
 def start_clock(dec: Decoder):
     "Time `dec`'s stages from now on: CUDA events on a GPU, host clocks on the CPU."
