@@ -199,23 +199,23 @@ class Decoder:
     def prefill(self) -> list:
         "Allocate the caches, run the prompt, sample the first token and set up the round's buffers; the tokens emitted (that one token)."
         if self.cache is not None: raise RuntimeError("prefill() was already run")
-        with releasing_on_oom(f"allocating the caches and the round's buffers ({self.rows} target cache rows, budget {self.budget})", self.close):
+        with releasing_on_oom(f"allocating the caches and the round's buffers ({self.rows} target cache rows, budget {self.budget})", self._free):
             self._allocate_and_prefill()   # its frame holds the prompt's logits and features: cleared on an OOM (this one is running)
         return self._emit([self.root])
 
     def _allocate_and_prefill(self):
-        self.cache = self.target.new_cache(self.rows)
-        slack = self.drafter.block_size if self.use_drafter else 0      # every draft writes a block of scratch rows past the context
-        self.dcache = self.drafter.new_cache(len(self.prompt) + self.max_new_tokens + slack) if self.use_drafter else None
+        self.cache, self.dcache = self.stages.caches(self)
         logits, features = self.timed('prefill', self.stages.prefill, self.target, self.prompt.to(self.device), self.cache, self.layers)
         self.root = sample_token(logits, self.temperature, self.generator)
         self.stages.setup(self, features)
 
-    def close(self):
-        "Release the caches and the round's buffers now, not at the garbage collector's next pass; the generation cannot go on."
+    def close(self, free: bool|None=None):
+        "Release the caches and the round's buffers now (`Stages(keep=True)`: keep them for the next generation; `free` overrides); the generation cannot go on."
         self.cache = self.dcache = self.pending = None
-        self.stages.release(self)                # waits for a round still running (a run-ahead round a stop made useless)
+        self.stages.release(self, free)          # waits for a round still running (a run-ahead round a stop made useless)
         self.done = True
+
+    def _free(self): self.close(free=True)       # after running out of memory: the kept buffers go too
 
     def _emit(self, toks) -> list:
         "Append `toks` up to the first stop id or `max_new_tokens`; the tokens appended."
@@ -243,7 +243,7 @@ class Decoder:
         if self.done: return None
         st, P, root = self.stages, self.P, self.root
         if st.dec is not self: raise RuntimeError("this Stages object was set up by another Decoder since: use one stages object per live Decoder")
-        with releasing_on_oom(f"running round {len(self.acceptance_lengths) + 1} (budget {self.budget})", self.close):
+        with releasing_on_oom(f"running round {len(self.acceptance_lengths) + 1} (budget {self.budget})", self._free):
             dl, logits = self.pending or st.run_round(self._depth(), self.timed)
             self.pending = st.run_round(self._depth(), self.timed) if self._ahead() else None   # the GPU goes on while we read
             A, bonus, drafted, nodes, keys = st.read()
@@ -361,70 +361,77 @@ class _ModelMode:
         self.t.attn_backend, self.t.moe_dispatch = self.new
     def __exit__(self, *a): self.t.attn_backend, self.t.moe_dispatch = self.old
 
-# %% ../nbs/05_decode.ipynb #6b2c3d4e
-class Stages:
-    "The decode round on static buffers with one host read per round (the emitted tokens); optionally replayed as a CUDA graph."
-    def __init__(self, faces: str='cuda',        # 'cuda': the kernels; 'torch': their torch faces on the same buffers (any device)
-                 graph: bool|None=None):         # capture full-depth rounds in a CUDA graph (None: when faces='cuda', any temperature)
-        if faces not in ('cuda', 'torch'): raise ValueError(f"faces must be 'cuda' or 'torch', got {faces!r}")
-        if graph and faces != 'cuda': raise ValueError("graph=True needs faces='cuda' (a graph replays GPU work only)")
-        self.faces, self.graph, self.dec = faces, graph, None
+# %% ../nbs/05_decode.ipynb #st0a1b02
+class _RoundCaches:
+    "The caches a generation decodes into, and what stays after it: with `keep`, the next one with the same models and settings reuses caches, buffers and graph."
+    def caches(self, dec) -> tuple:
+        "The target's and the drafter's caches for `dec`: the kept ones when `keep` and they are large enough, else new ones."
+        drows = len(dec.prompt) + dec.max_new_tokens + (dec.drafter.block_size if dec.use_drafter else 0)   # + a draft block of scratch rows
+        kept = self.__dict__.get('kept_caches')
+        if kept and kept[0] is dec.target and kept[1] is (dec.drafter if dec.use_drafter else None) and kept[2].max_tokens >= dec.rows \
+           and (kept[3] is None or kept[3].max_tokens >= drows):
+            if kept[3] is not None: kept[3].reset()
+            return kept[2:]
+        self.kept_caches = None                                     # free the old ones before allocating the new
+        new = (dec.target.new_cache(dec.rows), dec.drafter.new_cache(drows) if dec.use_drafter else None)
+        if self.keep: self.kept_caches = (dec.target, dec.drafter if dec.use_drafter else None) + new
+        return new
 
-    def check(self, dec):
-        "Refuse before the prefill what `setup` could only refuse after it: the cuda faces or a graph off a CUDA device, a graph the target can't give."
-        if self.faces == 'cuda':
-            from ddtree_nb.runtime import require_cuda
-            require_cuda()
-            if dec.device.type != 'cuda': raise ValueError(f"faces='cuda' needs the models on a CUDA device, got {dec.device}")
-        if self.graph:
-            capturable = moe_plan(dec.target, self.faces)[1]
-            if not capturable: raise ValueError(f"graph=True: {capturable.why}")
+    def release(self, dec, free: bool|None=None):
+        "Unlink `dec` (the two point at each other) unless another Decoder was set up since; drop buffers, graph and kept caches unless `keep` (`free` overrides)."
+        if self.__dict__.get('dec') not in (None, dec): return      # another Decoder's round: not ours to touch
+        for slot in self.__dict__.get('unread', ()) if self.__dict__.get('readies') else ():
+            self.readies[slot].synchronize()     # a round still running (run-ahead, discarded) uses the buffers
+        self.dec = self.feats = None
+        if not ((not self.keep) if free is None else free): return
+        for k in ('key', 'kept_caches', 'buf', 'plen', 'acc', 'feats_buf', 'record', 'hosts', 'readies', 'unread', 'cuda_graph', 'graph_out', '_graph_ws',
+                  'seed', 'counter', 'keys', 'acc_ws', 'no_keys', 'no_status'):
+            self.__dict__.pop(k, None)
 
-    def prefill(self, target, prompt: torch.Tensor, cache, hidden_layers):
-        "Run the prompt causally into cache slots [0, P); last-row logits and all rows' features."
-        out = target(prompt, torch.arange(len(prompt), device=prompt.device), cache, 0, None, hidden_layers=hidden_layers)
-        return out.logits[-1], out.hidden
-
+# %% ../nbs/05_decode.ipynb #st0a1b03
+class _RoundBuffers:
+    "The round's device state for one generation: allocated at its first setup, reset in place for later ones when `keep`."
     def setup(self, dec, features):
-        "Allocate the round's buffers after the prefill (`dec`: the `Decoder`; `features`: the prompt's, drafted from in round 1)."
+        "Make the round ready for `dec` after its prefill (`features`: the prompt's, drafted from in round 1)."
+        key = (dec.target, dec.drafter if dec.use_drafter else None, dec.method, dec.budget, dec.temperature, dec.cache, dec.dcache)
+        if self.__dict__.get('key') != key: self._allocate(dec, features.numel() // dec.P if dec.use_drafter else 0, features.dtype)
+        self.key = key                     # a graph captured for this key replays on the same buffers, caches and settings
+        self._reset(dec, features)
+
+    def _allocate(self, dec, nfeat: int, fdtype):
         from ddtree_nb.verify import DC, DR
         t, dev, i32 = dec.target, dec.device, torch.int32
-        self.dec, self.L = dec, (dec.drafter.block_size - 1 if dec.use_drafter else 0)
-        self.nmax = _max_nodes(dec.method, dec.budget, dec.drafter)
+        self.L, self.nmax = (dec.drafter.block_size - 1 if dec.use_drafter else 0), _max_nodes(dec.method, dec.budget, dec.drafter)
         self.T, self.buf = self.nmax + 1, TreeBuffers(self.nmax, dev)
-        self.plen = torch.full((1,), dec.P, dtype=i32, device=dev)
-        self.acc = Accepted(torch.full((MAX_PATH,), -1, dtype=i32, device=dev), torch.full((1,), dec.P, dtype=i32, device=dev),
-                            torch.full((1,), dec.root, dtype=i32, device=dev))   # round 1: P prompt feature rows, root = first token
-        self.feats = features.reshape(dec.P, -1) if dec.use_drafter else None   # round 1 drafts from the prompt's features
-        self.feats_buf = torch.zeros(MAX_PATH, self.feats.shape[1], dtype=self.feats.dtype, device=dev) if dec.use_drafter else None
+        self.plen = torch.zeros(1, dtype=i32, device=dev)
+        self.acc = Accepted(*(torch.zeros(n, dtype=i32, device=dev) for n in (MAX_PATH, 1, 1)))
+        self.feats_buf = torch.zeros(MAX_PATH, nfeat, dtype=fdtype, device=dev) if dec.use_drafter else None
         self.record = torch.zeros(5 + 2 * MAX_PATH, dtype=i32, device=dev)    # [A, bonus, path tokens, path nodes, keys, status]
         # two host copies of the record and their events: round k+1 may be enqueued before round k is read (run-ahead)
         self.hosts = [torch.zeros(5 + 2 * MAX_PATH, dtype=i32, pin_memory=dev.type == 'cuda') for _ in range(2)]
         self.readies = [torch.cuda.Event() for _ in range(2)] if dev.type == 'cuda' else None   # recorded after each round's record copy
-        self.unread = collections.deque()          # slots of enqueued rounds not yet read, oldest first
-        # T > 0: one seed per generation from its generator; each round's keys come from it and a device counter
-        self.seed = self.counter = self.keys = None
-        if dec.temperature > 0:
-            self.seed = gumbel_keys(dec.generator, dev)
-            self.counter, self.keys = torch.zeros(1, dtype=torch.int64, device=dev), torch.zeros(2, dtype=torch.int64, device=dev)
+        # T > 0: a seed per generation from its generator; each round's keys come from it and a device counter
+        self.seed, self.counter, self.keys = ((torch.zeros(2, dtype=torch.int64, device=dev), torch.zeros(1, dtype=torch.int64, device=dev),
+                                               torch.zeros(2, dtype=torch.int64, device=dev)) if dec.temperature > 0 else (None, None, None))
         self.acc_ws = accept_workspace(dev) if self.faces == 'cuda' else None   # the kernel's status word joins the record
         self.no_keys, self.no_status = torch.zeros(2, dtype=i32, device=dev), torch.zeros(1, dtype=i32, device=dev)
         c = t.config
         kernel_attn = self.faces == 'cuda' and (c.kv_lora_rank, c.qk_rope_head_dim) == (DC, DR) and t.dtype == torch.bfloat16
         dispatch, capturable = moe_plan(t, self.faces)
         self.mode = _ModelMode(t, 'cuda' if kernel_attn else 'torch', dispatch)
-        self.chain_n, self.cuda_graph, self.rounds = None, None, 0
+        self.chain_n, self.cuda_graph = None, None
         self.use_graph = (self.graph if self.graph is not None else self.faces == 'cuda') and bool(capturable)
 
-    def release(self, dec):
-        "Drop the round's buffers, its graph and the link to `dec` (the two point at each other), if `dec` is the Decoder set up last."
-        if self.__dict__.get('dec') is not dec: return
-        for slot in self.__dict__.get('unread', ()) if self.__dict__.get('readies') else ():
-            self.readies[slot].synchronize()     # a round still running (run-ahead, discarded) uses the buffers
-        for k in ('dec', 'buf', 'plen', 'acc', 'feats', 'feats_buf', 'record', 'hosts', 'readies', 'unread', 'cuda_graph', 'graph_out', '_graph_ws', 'seed', 'counter', 'keys',
-                  'acc_ws', 'no_keys', 'no_status'):
-            self.__dict__.pop(k, None)
+    def _reset(self, dec, features):
+        self.dec, self.rounds, self.unread = dec, 0, collections.deque()   # unread: slots of enqueued rounds not yet read, oldest first
+        self.plen.fill_(dec.P); self.acc.path.fill_(-1); self.acc.accepted_len.fill_(dec.P); self.acc.bonus.fill_(dec.root)  # round 1: P feature rows
+        self.feats = features.reshape(dec.P, -1) if dec.use_drafter else None   # round 1 drafts from the prompt's features
+        self.record.zero_()
+        if self.seed is not None: self.seed.copy_(gumbel_keys(dec.generator, dec.device)); self.counter.zero_()
 
+# %% ../nbs/05_decode.ipynb #st0a1b04
+class _RoundStages:
+    "The four stages of a round on the buffers: draft, tree, verify, accept (+ the host record)."
     def _chain(self, n: int):
         "Make `buf` a chain of `n` nodes (structure only; tokens are written per round), when `n` changed."
         if self.chain_n != n: _write_chain(self.buf, n); self.chain_n = n
@@ -482,6 +489,9 @@ class Stages:
         timed('accept', self.accept, logits, hidden)
         return dl, logits
 
+# %% ../nbs/05_decode.ipynb #st0a1b05
+class _RoundReplay:
+    "Enqueue a round (eager, or a replay of the captured full-depth round) and read its record: the one host wait."
     def _prepare(self, depth: int):
         "Write a chain's structure before a capture (so replays need not rewrite it)."
         n = self._chain_nodes(depth)
@@ -520,6 +530,7 @@ class Stages:
     def _run(self, depth: int, timed) -> tuple:
         if self.use_graph and depth == self.L and self.rounds > 0:   # round 1 (the prompt's features) and short last rounds: eager
             if self.cuda_graph is None: self._capture(depth)
+            else: self._prepare(depth)              # a kept graph: an eager short round (or another generation) may have changed the chain
             timed('round', self.cuda_graph.replay)
             out = self.graph_out
         else: out = self._round(depth, timed)
@@ -542,6 +553,31 @@ class Stages:
         A, K = v[0], 2 + MAX_PATH
         keys = torch.tensor([k & 0xFFFFFFFF for k in v[-3:-1]], dtype=torch.int64) if self.seed is not None else None
         return A, v[1], v[3:2 + A], v[K:K + A], keys
+
+# %% ../nbs/05_decode.ipynb #6b2c3d4e
+class Stages(_RoundCaches, _RoundBuffers, _RoundStages, _RoundReplay):
+    "The decode round on static buffers with one host read per round (the emitted tokens); optionally replayed as a CUDA graph."
+    def __init__(self, faces: str='cuda',        # 'cuda': the kernels; 'torch': their torch faces on the same buffers (any device)
+                 graph: bool|None=None,          # capture full-depth rounds in a CUDA graph (None: when faces='cuda', any temperature)
+                 keep: bool=False):              # keep caches, buffers and graph for the next generation (same models and settings)
+        if faces not in ('cuda', 'torch'): raise ValueError(f"faces must be 'cuda' or 'torch', got {faces!r}")
+        if graph and faces != 'cuda': raise ValueError("graph=True needs faces='cuda' (a graph replays GPU work only)")
+        self.faces, self.graph, self.keep, self.dec = faces, graph, keep, None
+
+    def check(self, dec):
+        "Refuse before the prefill what `setup` could only refuse after it: the cuda faces or a graph off a CUDA device, a graph the target can't give."
+        if self.faces == 'cuda':
+            from ddtree_nb.runtime import require_cuda
+            require_cuda()
+            if dec.device.type != 'cuda': raise ValueError(f"faces='cuda' needs the models on a CUDA device, got {dec.device}")
+        if self.graph:
+            capturable = moe_plan(dec.target, self.faces)[1]
+            if not capturable: raise ValueError(f"graph=True: {capturable.why}")
+
+    def prefill(self, target, prompt: torch.Tensor, cache, hidden_layers):
+        "Run the prompt causally into cache slots [0, P); last-row logits and all rows' features."
+        out = target(prompt, torch.arange(len(prompt), device=prompt.device), cache, 0, None, hidden_layers=hidden_layers)
+        return out.logits[-1], out.hidden
 
 # %% ../nbs/05_decode.ipynb #729ff7cd
 def keeps_experts_packed(path, device, dtype) -> bool:
