@@ -4,11 +4,11 @@
 
 # %% ../nbs/09_api.ipynb #db0aec58
 from __future__ import annotations
-import time
+import time, threading
 from dataclasses import dataclass
 from pathlib import Path
 import torch
-from .decode import (GenerationConfig, Decoder, Generation, check_generate_args, cpu_threads, load_target_for,
+from .decode import (GenerationConfig, Decoder, Generation, Stages, check_generate_args, cpu_threads, load_target_for,
                               resolve_backend, decoder_tokens, generation_of, torch_device)
 
 # %% auto #0
@@ -78,13 +78,14 @@ class GenerationOutput:
                     config=self.config.to_dict(), generation=self.generation.to_dict())
 
 # %% ../nbs/09_api.ipynb #608dc744
-def decode_stream(target, drafter, tokenizer, prompt_ids: list, cfg: GenerationConfig, backend: str='auto', should_stop=None):
+def decode_stream(target, drafter, tokenizer, prompt_ids: list, cfg: GenerationConfig, backend: str='auto', should_stop=None,
+                  stages=None):   # a `Stages` to run the round with (an engine's kept one); None: a new one
     "Generator: decode `prompt_ids` under `cfg`, yielding each round's final text; returns the `GenerationOutput`."
     eos = getattr(tokenizer, 'eos_token_id', None)
     stop_ids = tuple(cfg.stop_token_ids) + (() if cfg.ignore_eos or eos is None else (eos,))
     dev = target.embed_tokens.weight.device
     dec = Decoder(target, drafter, prompt_ids, cfg.method, cfg.budget, cfg.temperature, cfg.max_new_tokens, stop_ids, backend,
-                  torch.Generator(device=dev).manual_seed(cfg.seed), run_ahead=dev.type == 'cuda')
+                  torch.Generator(device=dev).manual_seed(cfg.seed), stages=stages, run_ahead=dev.type == 'cuda')
     text, cancelled = TextSoFar(tokenizer, cfg.stop), False
     try:   # also when the consumer stops early (GeneratorExit): the caches and round buffers are freed at once
         for new in decoder_tokens(dec):
@@ -125,6 +126,9 @@ class Engine:
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
             raise ValueError(f"threads must be an int >= 1, got {threads!r}")
         self.context_length = getattr(target.config, 'max_position_embeddings', None)
+        # on a GPU one kept round (caches, buffers, captured graph) serves every generation that fits it; a stream started
+        # while another is running gets a round of its own
+        self._kept, self._kept_free = (Stages(keep=True) if self.backend == 'cuda' else None), threading.Lock()
 
     @classmethod
     def from_pretrained(cls, target_dir, drafter_dir=None, device=None, dtype=None, backend: str='auto',
@@ -185,8 +189,13 @@ def _stream(self: Engine, prompt, config: GenerationConfig|None=None, should_sto
     "Stream the text generated for `prompt` (a string or token ids); `changes` set fields of the engine's `GenerationConfig` for this call."
     ids, cfg = self.prepare(prompt, config, changes)
     def run():
-        with cpu_threads(self.threads, self.device):
-            return (yield from decode_stream(self.target, self.drafter, self.tokenizer, ids, cfg, self.backend, should_stop))
+        kept = self._kept is not None and self._kept_free.acquire(blocking=False)
+        try:
+            with cpu_threads(self.threads, self.device):
+                return (yield from decode_stream(self.target, self.drafter, self.tokenizer, ids, cfg, self.backend, should_stop,
+                                                 self._kept if kept else None))
+        finally:
+            if kept: self._kept_free.release()
     return TextStream(run())
 
 def _generate(self: Engine, prompt, config: GenerationConfig|None=None, **changes) -> GenerationOutput:
