@@ -27,13 +27,15 @@ class OracleDrafter:
         self.pfeats = [target(torch.tensor(p, device=target.device), torch.arange(len(p), device=target.device), target.new_cache(len(p)), 0,
                               hidden_layers=tuple(hidden_layers)).hidden for p in prompts]
     def new_cache(self, n): return SimpleNamespace(length=0, seq=None)
-    def draft(self, cache, features, n_new, root):   # the decode round's call: the first n_new rows of `features` are new (host reads are fine here)
-        k, root = int(n_new[0]), int(root[0])
-        features = features[:k].reshape(k, len(self.target_layer_ids), -1)
-        if cache.seq is None:      # which prompt: the one whose features the first call brings
+    def extend(self, cache, features, n_new):        # the first n_new rows of `features` are new (host reads are fine here)
+        k = int(n_new[0])
+        features = features[:k].reshape(k, len(self.target_layer_ids), features.shape[-1] // len(self.target_layer_ids))
+        if cache.seq is None:      # which prompt: the one whose features the first call (the prefill's) brings
             cache.seq = next((s for s, f in zip(self.seqs, self.pfeats) if f.shape == features.shape and torch.allclose(f, features, atol=1e-5)), [])
-        cache.length += len(features)
-        n, L = cache.length, self.block_size - 1                     # the root sits at position n
+        cache.length += k
+    def draft(self, cache, features, n_new, root):   # the decode round's call
+        self.extend(cache, features, n_new)
+        n, L, root = cache.length, self.block_size - 1, int(root[0])   # the root sits at position n
         lg = torch.randn(L, self.V, generator=torch.Generator().manual_seed(1_000_003 * n + int(root)))
         for k in range(L):
             if n + 1 + k < len(cache.seq): lg[k, cache.seq[n + 1 + k]] += self.strength

@@ -4,7 +4,7 @@
 
 # %% ../nbs/05_decode.ipynb #07433f9d
 from __future__ import annotations
-import time, contextlib, dataclasses, collections, gc
+import time, contextlib, dataclasses, collections, gc, weakref
 from pathlib import Path
 from dataclasses import dataclass, field
 import torch
@@ -382,7 +382,7 @@ class _RoundCaches:
         if self.__dict__.get('dec') not in (None, dec): return      # another Decoder's round: not ours to touch
         for slot in self.__dict__.get('unread', ()) if self.__dict__.get('readies') else ():
             self.readies[slot].synchronize()     # a round still running (run-ahead, discarded) uses the buffers
-        self.dec = self.feats = None
+        self.dec = None
         if not ((not self.keep) if free is None else free): return
         for k in ('key', 'kept_caches', 'buf', 'plen', 'acc', 'feats_buf', 'record', 'hosts', 'readies', 'unread', 'cuda_graph', 'graph_out', '_graph_ws',
                   'seed', 'counter', 'keys', 'acc_ws', 'no_keys', 'no_status'):
@@ -424,8 +424,11 @@ class _RoundBuffers:
 
     def _reset(self, dec, features):
         self.dec, self.rounds, self.unread = dec, 0, collections.deque()   # unread: slots of enqueued rounds not yet read, oldest first
-        self.plen.fill_(dec.P); self.acc.path.fill_(-1); self.acc.accepted_len.fill_(dec.P); self.acc.bonus.fill_(dec.root)  # round 1: P feature rows
-        self.feats = features.reshape(dec.P, -1) if dec.use_drafter else None   # round 1 drafts from the prompt's features
+        self.plen.fill_(dec.P); self.acc.path.fill_(-1); self.acc.bonus.fill_(dec.root)
+        self.acc.accepted_len.fill_(dec.P)
+        if dec.use_drafter:   # the prompt's features into the drafter's context now: round 1 is then a round like any other
+            dec.drafter.extend(dec.dcache, features.reshape(dec.P, -1), self.acc.accepted_len)
+        self.acc.accepted_len.zero_()                                        # no new context rows for round 1
         self.record.zero_()
         if self.seed is not None: self.seed.copy_(gumbel_keys(dec.generator, dec.device)); self.counter.zero_()
 
@@ -481,17 +484,22 @@ class _RoundStages:
     def _round(self, depth: int, timed):
         dec = self.dec
         dl = None
-        if dec.use_drafter:
-            feats = self.feats if self.rounds == 0 else self.feats_buf[:dec.drafter.block_size]
-            dl = timed('draft', dec.drafter.draft, dec.dcache, feats, self.acc.accepted_len, self.acc.bonus)
+        if dec.use_drafter:   # the accepted path's features (round 1: none, the prompt's went in at setup)
+            dl = timed('draft', dec.drafter.draft, dec.dcache, self.feats_buf[:dec.drafter.block_size], self.acc.accepted_len, self.acc.bonus)
         timed('tree', self.build, dl, depth)
         logits, hidden = timed('verify', self.verify)
         timed('accept', self.accept, logits, hidden)
         return dl, logits
 
 # %% ../nbs/05_decode.ipynb #st0a1b05
+_WARMED = weakref.WeakKeyDictionary()   # target -> settings whose full-depth round has run eagerly once in this process
+
 class _RoundReplay:
     "Enqueue a round (eager, or a replay of the captured full-depth round) and read its record: the one host wait."
+    def _settings(self) -> tuple:
+        d = self.dec
+        return (id(d.drafter) if d.use_drafter else None, d.method, d.budget, d.temperature > 0, self.faces)
+
     def _prepare(self, depth: int):
         "Write a chain's structure before a capture (so replays need not rewrite it)."
         n = self._chain_nodes(depth)
@@ -528,12 +536,16 @@ class _RoundReplay:
             with es: return self._run(depth, timed)
 
     def _run(self, depth: int, timed) -> tuple:
-        if self.use_graph and depth == self.L and self.rounds > 0:   # round 1 (the prompt's features) and short last rounds: eager
+        full = self.use_graph and depth == self.L                   # short last rounds run eagerly
+        warm = full and self._settings() in _WARMED.get(self.dec.target, ())
+        if full and (self.cuda_graph is not None or warm):
             if self.cuda_graph is None: self._capture(depth)
             else: self._prepare(depth)              # a kept graph: an eager short round (or another generation) may have changed the chain
             timed('round', self.cuda_graph.replay)
             out = self.graph_out
-        else: out = self._round(depth, timed)
+        else:          # the first full-depth round of a setting in this process runs eagerly: kernels load, workspaces are made
+            out = self._round(depth, timed)
+            if full: _WARMED.setdefault(self.dec.target, set()).add(self._settings())
         slot = self.rounds % 2
         if len(self.unread) == 2: raise RuntimeError("two rounds are already enqueued and unread: read() one first")
         self.rounds += 1
@@ -546,7 +558,6 @@ class _RoundReplay:
         "The one host wait of the oldest unread round: (accepted length A incl. the root, bonus, drafted tokens on the path, the path's A node indices, the round's keys or None at T=0)."
         slot = self.unread.popleft()
         if self.readies is not None: self.readies[slot].synchronize()
-        self.feats = None       # round 1 consumed the prompt's features: free them (after the wait: the engine stream read them)
         v = self.hosts[slot].tolist()
         if v[-1] & ERR_PAST_CACHE:   # the kernel compacted nothing and kept prefix_len: the host's P would go wrong
             raise RuntimeError(f"accept: the round's accepted rows lie past the target cache ({self.dec.rows} rows); nothing was compacted")

@@ -230,37 +230,48 @@ class Drafter(nn.Module):
         c, w = self.config, self.fc.weight
         return DrafterCache(c.num_hidden_layers, max_tokens, c.num_key_value_heads, c.head_dim, w.dtype, w.device)
 
-    @torch.no_grad()
-    def draft(self, cache: DrafterCache,
-              features: torch.Tensor,    # [R, len(target_layer_ids)*hidden] (or [R, n, hidden]): rows [0, n_new) are new context, the rest scratch
-              n_new: torch.Tensor,       # int [1] on the device: how many feature rows are real (<= R)
-              root_token: torch.Tensor,  # int [1] on the device: the bonus token
-             ) -> torch.Tensor:          # draft_logits [block_size-1, vocab] fp32
-        "The one draft: append `n_new` context rows, run the block [root, mask × (block_size−1)] and return per-depth draft logits; static shapes, no host read. The caller keeps `length + max(R, n_new + block_size) <= max_tokens` (`Decoder` sizes the cache so)."
-        c, dev, dt = self.config, self.fc.weight.device, self.fc.weight.dtype
-        R, B, S, nf = features.shape[0], self.block_size, cache.max_tokens, len(c.target_layer_ids)
-        if tuple(features.shape[1:]) not in ((nf, c.hidden_size), (nf * c.hidden_size,)):
-            raise ValueError(f"features must be [R, {nf}, {c.hidden_size}] or [R, {nf * c.hidden_size}], got {tuple(features.shape)}")
-        if not cache.length.is_cuda:   # a length on the CPU is read for free: say what overflows instead of an index error
-            have, new = int(cache.length[0]), int(n_new.reshape(-1)[0])
-            if have + max(R, new + B) > S: raise ValueError(f"drafter cache overflow: {have} rows + {max(R, new + B)} (context and block) > max_tokens {S}")
-        start = cache.length.long()
-        th = self.hidden_norm(self.fc(features.reshape(R, nf * c.hidden_size).to(dt)))
-        slots = start + torch.arange(R, device=dev)       # all R rows are written; rows past n_new lie beyond the context
-        cos, sin = rope_cos_sin(slots, c.head_dim, c.rope_theta, dt)
-        for l, layer in enumerate(self.layers):
-            k, v = layer.self_attn.kv(th, cos, sin)
-            cache.k[l].index_copy_(0, slots, k); cache.v[l].index_copy_(0, slots, v)
-        cache.length += n_new.to(torch.int32)
-        n = cache.length.long()
-        ids = torch.cat([root_token.reshape(1).long(), torch.full((B - 1,), self.mask_token_id, dtype=torch.long, device=dev)])
-        h = self.embed_tokens(ids).to(dt)
-        bslots = n + torch.arange(B, device=dev)            # the block's positions, and the scratch rows its K/V go to (dropped by the next draft)
-        cos, sin = rope_cos_sin(bslots, c.head_dim, c.rope_theta, dt)
-        mask = (torch.arange(S, device=dev) < n + B).expand(B, S)
-        for l, layer in enumerate(self.layers): h = layer(h, cache.k[l], cache.v[l], cos, sin, mask, bslots)
-        return self._head(self.norm(h)[1:])
 
+# %% ../nbs/05a_drafter.ipynb #dx5a0b02
+@torch.no_grad()
+def _drafter_extend(self: Drafter, cache: DrafterCache,
+                    features: torch.Tensor,   # [R, len(target_layer_ids)*hidden] (or [R, n, hidden]): rows [0, n_new) are new context, the rest scratch
+                    n_new: torch.Tensor):     # int [1] on the device: how many feature rows are real (<= R)
+    "Append `n_new` context rows to `cache`: all R rows' K/V are written from `length` on (rows past n_new are scratch, overwritten later); `length += n_new`."
+    c, dev, dt = self.config, self.fc.weight.device, self.fc.weight.dtype
+    R, nf = features.shape[0], len(c.target_layer_ids)
+    if tuple(features.shape[1:]) not in ((nf, c.hidden_size), (nf * c.hidden_size,)):
+        raise ValueError(f"features must be [R, {nf}, {c.hidden_size}] or [R, {nf * c.hidden_size}], got {tuple(features.shape)}")
+    th = self.hidden_norm(self.fc(features.reshape(R, nf * c.hidden_size).to(dt)))
+    slots = cache.length.long() + torch.arange(R, device=dev)
+    cos, sin = rope_cos_sin(slots, c.head_dim, c.rope_theta, dt)
+    for l, layer in enumerate(self.layers):
+        k, v = layer.self_attn.kv(th, cos, sin)
+        cache.k[l].index_copy_(0, slots, k); cache.v[l].index_copy_(0, slots, v)
+    cache.length += n_new.to(torch.int32)
+
+@torch.no_grad()
+def _drafter_draft(self: Drafter, cache: DrafterCache,
+                   features: torch.Tensor,    # as `extend`'s: rows [0, n_new) are new context, the rest scratch
+                   n_new: torch.Tensor,       # int [1] on the device: how many feature rows are real (<= R)
+                   root_token: torch.Tensor,  # int [1] on the device: the bonus token
+                  ) -> torch.Tensor:          # draft_logits [block_size-1, vocab] fp32
+    "The one draft: `extend` by `n_new` rows, run the block [root, mask × (block_size−1)] and return per-depth draft logits; static shapes, no host read. The caller keeps `length + max(R, n_new + block_size) <= max_tokens` (`Decoder` sizes the cache so)."
+    c, dev, dt = self.config, self.fc.weight.device, self.fc.weight.dtype
+    R, B, S = features.shape[0], self.block_size, cache.max_tokens
+    if not cache.length.is_cuda:   # a length on the CPU is read for free: say what overflows instead of an index error
+        have, new = int(cache.length[0]), int(n_new.reshape(-1)[0])
+        if have + max(R, new + B) > S: raise ValueError(f"drafter cache overflow: {have} rows + {max(R, new + B)} (context and block) > max_tokens {S}")
+    self.extend(cache, features, n_new)
+    n = cache.length.long()
+    ids = torch.cat([root_token.reshape(1).long(), torch.full((B - 1,), self.mask_token_id, dtype=torch.long, device=dev)])
+    h = self.embed_tokens(ids).to(dt)
+    bslots = n + torch.arange(B, device=dev)            # the block's positions, and the scratch rows its K/V go to (dropped by the next draft)
+    cos, sin = rope_cos_sin(bslots, c.head_dim, c.rope_theta, dt)
+    mask = (torch.arange(S, device=dev) < n + B).expand(B, S)
+    for l, layer in enumerate(self.layers): h = layer(h, cache.k[l], cache.v[l], cos, sin, mask, bslots)
+    return self._head(self.norm(h)[1:])
+
+Drafter.extend, Drafter.draft = _drafter_extend, _drafter_draft
 
 # %% ../nbs/05a_drafter.ipynb #2fdc5a40
 _BORROWED = ('embed_tokens.weight', 'lm_head.weight')

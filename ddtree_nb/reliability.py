@@ -344,9 +344,10 @@ class NoisyOracleDrafter:
         self.seq = list(prompt) + list(continuation)
         self.V, self.g = target.config.vocab_size, torch.Generator().manual_seed(seed)
     def new_cache(self, n: int): return SimpleNamespace(length=0)
+    def extend(self, cache, features, n_new): cache.length += int(n_new[0])   # the context grows by the committed tokens' features
     def draft(self, cache, features, n_new, root) -> torch.Tensor:   # the round's call (host reads are fine here)
-        "Logits `[block_size - 1, V]` for the depths after `root`; the context grows by the `n_new` committed tokens' features."
-        cache.length = n = cache.length + int(n_new[0])
+        "Logits `[block_size - 1, V]` for the depths after `root`, after `extend`."
+        self.extend(cache, features, n_new); n = cache.length
         g, u = self.g, lambda: float(torch.rand(1, generator=self.g))
         lg = torch.randn(self.block_size - 1, self.V, generator=g)
         for d in range(1, self.block_size):
