@@ -11,6 +11,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 from . import model
+from .runtime import unfinished_dropped
 
 # %% auto #0
 __all__ = ['RMSNorm', 'SwiGLU', 'default_target_layer_ids', 'DrafterConfig', 'rope_cos_sin', 'DFlashAttention', 'DFlashLayer',
@@ -166,9 +167,10 @@ class DFlashLayer(nn.Module):
 class DrafterCache:
     "Per-layer context K/V of a drafter: `k, v [n_layers, max_tokens, nkv, head_dim]`, rows `[0, length)` valid (`length`: int32 [1] on the device)."
     def __init__(self, n_layers, max_tokens, nkv, hd, dtype, device):
-        self.k = torch.zeros(n_layers, max_tokens, nkv, hd, dtype=dtype, device=device)
-        self.v = torch.zeros_like(self.k)
-        self.length = torch.zeros(1, dtype=torch.int32, device=device)
+        with unfinished_dropped(self):           # k allocated and v out of memory: k goes too
+            self.k = torch.zeros(n_layers, max_tokens, nkv, hd, dtype=dtype, device=device)
+            self.v = torch.zeros_like(self.k)
+            self.length = torch.zeros(1, dtype=torch.int32, device=device)
     @property
     def max_tokens(self) -> int: return self.k.shape[1]
     def reset(self): self.length.zero_()

@@ -11,7 +11,7 @@ from pathlib import Path
 __all__ = ['ARCH_SPECIFIC', 'CudaUnavailable', 'KernelCompileError', 'kernels_dir', 'kernel_path', 'find_nvcc', 'nvcc_version',
            'nvcc_compile', 'kernel_archs', 'check_kernels', 'kernel_defines', 'KernelLimitError', 'check_limits',
            'cuda_ok', 'require_cuda', 'cuda_context', 'device_arch', 'device_limits', 'EngineStream', 'engine_stream',
-           'Kernel', 'load_kernel', 'releasing_on_oom']
+           'Kernel', 'load_kernel', 'releasing_on_oom', 'unfinished_dropped']
 
 # %% ../nbs/00a_runtime.ipynb #feedfc0a
 class CudaUnavailable(RuntimeError):
@@ -423,3 +423,12 @@ def releasing_on_oom(doing: str, release):
     # raised after the except block: `e` is gone, so no exception <-> frame cycle keeps the failed frames for the cyclic GC
     if torch.cuda.is_initialized(): torch.cuda.empty_cache()
     raise torch.OutOfMemoryError(f"out of memory while {doing}: {msg}; what was allocated so far is released") from None
+
+# %% ../nbs/00a_runtime.ipynb #hb0a0b02
+@contextlib.contextmanager
+def unfinished_dropped(obj):
+    "Inside `obj`'s constructor: on any error, drop the attributes set so far (a half-built object keeps no buffers), then re-raise."
+    try: yield
+    except BaseException:
+        obj.__dict__.clear()
+        raise

@@ -8,7 +8,7 @@ import heapq
 from dataclasses import dataclass
 import torch
 from .reference import ancestor_mask
-from .runtime import load_kernel, require_cuda, device_limits
+from .runtime import load_kernel, require_cuda, device_limits, unfinished_dropped
 
 
 # %% auto #0
@@ -256,22 +256,23 @@ class TreeBuffers:
     def __init__(self, max_budget: int, device='cuda'):
         if not isinstance(max_budget, int) or not 0 <= max_budget <= MAX_BUDGET:
             raise ValueError(f"max_budget must be an int in 0..{MAX_BUDGET}, got {max_budget!r}")
-        self.max_budget, self.device = max_budget, torch.device(device)
-        n, self.W = max_budget + 1, vis_words(max_budget + 1)
-        i32 = lambda *s, v=0: torch.full(s, v, dtype=torch.int32, device=self.device)
-        self.n_nodes, self.root_token = i32(1), i32(1)
-        self.tokens, self.depths = i32(n), i32(n)
-        self.parents, self.first_child, self.next_sibling = i32(n, v=-1), i32(n, v=-1), i32(n, v=-1)
-        self.vis_bits = i32(n, self.W)
-        self.scores = torch.zeros(n, dtype=torch.float64, device=self.device)
-        f64 = lambda *s: torch.zeros(s, dtype=torch.float64, device=self.device)
-        self.ws = dict(hist=i32(MAX_DEPTH * NBINS), stat=f64(MAX_DEPTH * MAXC * 2),
-                       row_done=i32(MAX_DEPTH), rowinfo=i32(MAX_DEPTH * 8), rowlse=f64(MAX_DEPTH * 2),
-                       cand=torch.zeros(MAX_DEPTH * CAND, dtype=torch.int64, device=self.device),
-                       lq=f64(MAX_DEPTH * KMAX), ltok=i32(MAX_DEPTH * KMAX), kd=i32(MAX_DEPTH),
-                       u_score=f64(UCAP), u_par=i32(UCAP), u_rank=i32(UCAP), u_depth=i32(UCAP), slot_idx=i32(UCAP),
-                       h_score=f64(n + 1), h_par=i32(n + 1), h_rank=i32(n + 1), h_depth=i32(n + 1), h_prev=i32(n + 1),
-                       stats=i32(16))
+        with unfinished_dropped(self):             # a failed allocation leaves no half-built buffers behind
+            self.max_budget, self.device = max_budget, torch.device(device)
+            n, self.W = max_budget + 1, vis_words(max_budget + 1)
+            i32 = lambda *s, v=0: torch.full(s, v, dtype=torch.int32, device=self.device)
+            self.n_nodes, self.root_token = i32(1), i32(1)
+            self.tokens, self.depths = i32(n), i32(n)
+            self.parents, self.first_child, self.next_sibling = i32(n, v=-1), i32(n, v=-1), i32(n, v=-1)
+            self.vis_bits = i32(n, self.W)
+            self.scores = torch.zeros(n, dtype=torch.float64, device=self.device)
+            f64 = lambda *s: torch.zeros(s, dtype=torch.float64, device=self.device)
+            self.ws = dict(hist=i32(MAX_DEPTH * NBINS), stat=f64(MAX_DEPTH * MAXC * 2),
+                           row_done=i32(MAX_DEPTH), rowinfo=i32(MAX_DEPTH * 8), rowlse=f64(MAX_DEPTH * 2),
+                           cand=torch.zeros(MAX_DEPTH * CAND, dtype=torch.int64, device=self.device),
+                           lq=f64(MAX_DEPTH * KMAX), ltok=i32(MAX_DEPTH * KMAX), kd=i32(MAX_DEPTH),
+                           u_score=f64(UCAP), u_par=i32(UCAP), u_rank=i32(UCAP), u_depth=i32(UCAP), slot_idx=i32(UCAP),
+                           h_score=f64(n + 1), h_par=i32(n + 1), h_rank=i32(n + 1), h_depth=i32(n + 1), h_prev=i32(n + 1),
+                           stats=i32(16))
 
     def to_draft_tree(self) -> DraftTree:
         "Read the tree back to the host (a sync: for tests and APIs, not the decode loop)."
