@@ -29,7 +29,7 @@ class OracleDrafter:
     def new_cache(self, n): return SimpleNamespace(length=0, seq=None)
     def extend(self, cache, features, n_new):        # the first n_new rows of `features` are new (host reads are fine here)
         k = int(n_new[0])
-        features = features[:k].reshape(k, len(self.target_layer_ids), features.shape[-1] // len(self.target_layer_ids))
+        features = features.reshape(len(features), len(self.target_layer_ids), -1)[:k]   # [R, F] or [R, n, H]: R >= 1
         if cache.seq is None:      # which prompt: the one whose features the first call (the prefill's) brings
             cache.seq = next((s for s, f in zip(self.seqs, self.pfeats) if f.shape == features.shape and torch.allclose(f, features, atol=1e-5)), [])
         cache.length += k

@@ -170,8 +170,47 @@ class Round:
 
 def _untimed(stage, f, *a): return f(*a)
 
+# %% ../nbs/05_decode.ipynb #dc0a1b01
+class _DecoderSteps:
+    "The host side of a round: its depth, whether to run ahead, one `step` (enqueue, read the record, emit)."
+    def _emit(self, toks) -> list:
+        "Append `toks` up to the first stop id or `max_new_tokens`; the tokens appended."
+        new = []
+        for t in toks:
+            new.append(t)
+            if t in self.stop: self.stopped = True
+            if self.stopped or len(self.tokens) + len(new) == self.max_new_tokens: break
+        self.tokens.extend(new)
+        self.done = self.stopped or len(self.tokens) == self.max_new_tokens
+        return new
+
+    def _depth(self, emitted: int=0) -> int:
+        "Draft depth of the next round: L, or fewer when fewer tokens are still wanted (after `emitted` more)."
+        return min(self.L, self.max_new_tokens - len(self.tokens) - emitted - 1)
+
+    def _ahead(self) -> bool:
+        "Whether to enqueue the next round before reading the one in flight: only where its depth is L whatever that one emits (up to L+1)."
+        return self.run_ahead and self._depth(self.L + 1) == self.L
+
+    @torch.no_grad()
+    def step(self) -> Round|None:
+        "Run one round (enqueue it, then one host read of its record); None once generation has ended."
+        if self.cache is None: raise RuntimeError("call prefill() before step()")
+        if self.done: return None
+        st, P, root = self.stages, self.P, self.root
+        if st.dec is not self: raise RuntimeError("this Stages object was set up by another Decoder since: use one stages object per live Decoder")
+        with releasing_on_oom(f"running round {len(self.acceptance_lengths) + 1} (budget {self.budget})", self._free):
+            dl, logits = self.pending or st.run_round(self._depth(), self.timed)
+            self.pending = st.run_round(self._depth(), self.timed) if self._ahead() else None   # the GPU goes on while we read
+            A, bonus, drafted, nodes, keys = st.read()
+        self.P += A; self.acceptance_lengths.append(A); self.root = bonus
+        new = self._emit(drafted + [bonus])
+        acc = make_accepted(nodes, bonus, 'cpu')                 # a snapshot: `st.acc` is rewritten by the next round
+        buf, dl, logits = (None, None, None) if self.pending else (st.buf, dl, logits)
+        return Round(len(self.acceptance_lengths), P, root, buf, dl, logits, acc, acc.path[:A].long(), bonus, new, self.done, keys)
+
 # %% ../nbs/05_decode.ipynb #0e1a2b3c
-class Decoder:
+class Decoder(_DecoderSteps):
     "The state of one generation: `prefill()` gives the first token, each `step()` runs one round and returns its `Round`."
     def __init__(self, target, drafter, prompt_ids, method: str='ddtree', budget: int=64, temperature: float=0.0,
                  max_new_tokens: int=128, stop_ids=(), backend: str='auto', generator: torch.Generator|None=None,
@@ -217,42 +256,6 @@ class Decoder:
 
     def _free(self): self.close(free=True)       # after running out of memory: the kept buffers go too
 
-    def _emit(self, toks) -> list:
-        "Append `toks` up to the first stop id or `max_new_tokens`; the tokens appended."
-        new = []
-        for t in toks:
-            new.append(t)
-            if t in self.stop: self.stopped = True
-            if self.stopped or len(self.tokens) + len(new) == self.max_new_tokens: break
-        self.tokens.extend(new)
-        self.done = self.stopped or len(self.tokens) == self.max_new_tokens
-        return new
-
-    def _depth(self, emitted: int=0) -> int:
-        "Draft depth of the next round: L, or fewer when fewer tokens are still wanted (after `emitted` more)."
-        return min(self.L, self.max_new_tokens - len(self.tokens) - emitted - 1)
-
-    def _ahead(self) -> bool:
-        "Whether to enqueue the next round before reading the one in flight: only where its depth is L whatever that one emits (up to L+1)."
-        return self.run_ahead and self._depth(self.L + 1) == self.L
-
-    @torch.no_grad()
-    def step(self) -> Round|None:
-        "Run one round (enqueue it, then one host read of its record); None once generation has ended."
-        if self.cache is None: raise RuntimeError("call prefill() before step()")
-        if self.done: return None
-        st, P, root = self.stages, self.P, self.root
-        if st.dec is not self: raise RuntimeError("this Stages object was set up by another Decoder since: use one stages object per live Decoder")
-        with releasing_on_oom(f"running round {len(self.acceptance_lengths) + 1} (budget {self.budget})", self._free):
-            dl, logits = self.pending or st.run_round(self._depth(), self.timed)
-            self.pending = st.run_round(self._depth(), self.timed) if self._ahead() else None   # the GPU goes on while we read
-            A, bonus, drafted, nodes, keys = st.read()
-        self.P += A; self.acceptance_lengths.append(A); self.root = bonus
-        new = self._emit(drafted + [bonus])
-        acc = make_accepted(nodes, bonus, 'cpu')                 # a snapshot: `st.acc` is rewritten by the next round
-        buf, dl, logits = (None, None, None) if self.pending else (st.buf, dl, logits)
-        return Round(len(self.acceptance_lengths), P, root, buf, dl, logits, acc, acc.path[:A].long(), bonus, new, self.done, keys)
-
 # %% ../nbs/05_decode.ipynb #ed11b087
 class _Clock:
     "Per-stage wall time, synchronising CUDA before reading the clock."
@@ -283,6 +286,7 @@ class _EventClock(_Clock):
         self.marks = []
         return self.t
 
+# %% ../nbs/05_decode.ipynb #ge0a1b01
 @torch.no_grad()
 def generate(target, drafter, prompt_ids,
              method: str='ddtree',              # 'ddtree' | 'dflash' (top-1 chain) | 'ar' (no drafter)
@@ -491,11 +495,11 @@ class _RoundStages:
         timed('accept', self.accept, logits, hidden)
         return dl, logits
 
-# %% ../nbs/05_decode.ipynb #st0a1b05
+# %% ../nbs/05_decode.ipynb #st0a1b06
 _WARMED = weakref.WeakKeyDictionary()   # target -> settings whose full-depth round has run eagerly once in this process
 
-class _RoundReplay:
-    "Enqueue a round (eager, or a replay of the captured full-depth round) and read its record: the one host wait."
+class _RoundGraph:
+    "Capture one full-depth round in a CUDA graph, once per setting (the first full-depth round of a setting in the process runs eagerly)."
     def _settings(self) -> tuple:
         d = self.dec
         return (id(d.drafter) if d.use_drafter else None, d.method, d.budget, d.temperature > 0, self.faces)
@@ -524,6 +528,9 @@ class _RoundReplay:
         from ddtree_nb.moe import live_workspaces        # the graph holds the packed-MoE workspaces' addresses: keep them alive
         self._graph_ws = live_workspaces()               # even if a larger forward elsewhere replaces them in the shared cache
 
+# %% ../nbs/05_decode.ipynb #st0a1b05
+class _RoundReplay(_RoundGraph):
+    "Enqueue a round (eager, or a replay of the captured full-depth round) and read its record: the one host wait."
     def run_round(self, depth: int, timed) -> tuple:
         "Enqueue one round (eager or a graph replay) on the models' device; returns (draft_logits, logits): views of static buffers."
         dev = self.dec.device
