@@ -10,7 +10,10 @@ from dataclasses import dataclass, field
 import torch
 from .tree import TreeBuffers, build_tree_ref, load_tree, pack_visibility, fill_tree, MAX_BUDGET
 from .accept import Accepted, MAX_PATH, ERR_PAST_CACHE, accept_compact, accept_workspace, gumbel_keys, round_keys, target_choice, make_accepted
-from .runtime import releasing_on_oom
+from .runtime import releasing_on_oom, require_cuda, cuda_ok, engine_stream
+from .model import MoE, read_json, load_target, check_device
+from .moe import PackedMoE, load_target_packed, live_workspaces
+from .verify import DC, DR
 
 # %% auto #0
 __all__ = ['METHODS', 'DENSE_MAX_EXPERTS', 'sample_token', 'check_decode_params', 'check_generate_args', 'resolve_backend',
@@ -76,14 +79,12 @@ def resolve_backend(backend: str, device) -> str:
     dev = torch.device(device)
     if backend == 'auto':
         if dev.type == 'cuda':
-            from ddtree_nb.runtime import cuda_ok
             if cuda_ok()[0]: return 'cuda'
         return 'torch'
     if backend not in ('torch', 'cuda'): raise ValueError(f"backend must be 'auto', 'torch' or 'cuda', got {backend!r}")
     if backend == 'cuda':
         if dev.type != 'cuda': raise ValueError(f"backend 'cuda' needs the models on a CUDA device, they are on {dev}"
                                         + ('' if torch.cuda.is_available() else ' (and torch sees no CUDA GPU here)'))
-        from ddtree_nb.runtime import require_cuda
         require_cuda()
     return backend
 
@@ -344,8 +345,6 @@ class _Capturable:
 
 def moe_plan(target, faces: str='cuda') -> tuple[str, _Capturable]:
     "The MoE dispatch the round gives `target` ('dense' or 'loop') and whether the round can then be graph-captured."
-    from ddtree_nb.model import MoE
-    from ddtree_nb.moe import PackedMoE
     mods = list(target.modules())
     packed = [m for m in mods if isinstance(m, PackedMoE)]
     if faces == 'cuda' and any(m.backend != 'cuda' for m in packed):
@@ -403,7 +402,6 @@ class _RoundBuffers:
         self._reset(dec, features)
 
     def _allocate(self, dec, nfeat: int, fdtype):
-        from ddtree_nb.verify import DC, DR
         t, dev, i32 = dec.target, dec.device, torch.int32
         self.L, self.nmax = (dec.drafter.block_size - 1 if dec.use_drafter else 0), _max_nodes(dec.method, dec.budget, dec.drafter)
         self.T, self.buf = self.nmax + 1, TreeBuffers(self.nmax, dev)
@@ -511,7 +509,6 @@ class _RoundGraph:
 
     def _capture(self, depth: int):
         "Capture one full-depth round on the engine stream (nothing runs until `replay`)."
-        from ddtree_nb.runtime import engine_stream
         es = engine_stream(self.dec.device.index)
         self._prepare(depth)
         torch.cuda.synchronize(self.dec.device)
@@ -525,7 +522,6 @@ class _RoundGraph:
         finally:
             if collecting: gc.enable()
         self.cuda_graph = g
-        from ddtree_nb.moe import live_workspaces        # the graph holds the packed-MoE workspaces' addresses: keep them alive
         self._graph_ws = live_workspaces()               # even if a larger forward elsewhere replaces them in the shared cache
 
 # %% ../nbs/05_decode.ipynb #st0a1b05
@@ -537,7 +533,6 @@ class _RoundReplay(_RoundGraph):
         if dev.type != 'cuda': return self._run(depth, timed)
         with torch.cuda.device(dev):                    # streams and the `ready` event belong to the models' GPU, whichever is current
             if not self.use_graph: return self._run(depth, timed)
-            from ddtree_nb.runtime import engine_stream
             es = engine_stream(dev.index)               # graph rounds, and the eager ones around them, run on the engine stream
             es.torch.wait_stream(torch.cuda.current_stream())
             with es: return self._run(depth, timed)
@@ -585,7 +580,6 @@ class Stages(_RoundCaches, _RoundBuffers, _RoundStages, _RoundReplay):
     def check(self, dec):
         "Refuse before the prefill what `setup` could only refuse after it: the cuda faces or a graph off a CUDA device, a graph the target can't give."
         if self.faces == 'cuda':
-            from ddtree_nb.runtime import require_cuda
             require_cuda()
             if dec.device.type != 'cuda': raise ValueError(f"faces='cuda' needs the models on a CUDA device, got {dec.device}")
         if self.graph:
@@ -600,7 +594,6 @@ class Stages(_RoundCaches, _RoundBuffers, _RoundStages, _RoundReplay):
 # %% ../nbs/05_decode.ipynb #729ff7cd
 def keeps_experts_packed(path, device, dtype) -> bool:
     "Whether `load_target_for` keeps `path`'s routed experts INT4-packed: an INT4 (pack-quantized) checkpoint, loaded in bf16 on a GPU."
-    from ddtree_nb.model import read_json
     cfg = Path(path) / 'config.json'
     if not cfg.is_file(): return False                  # load_target names what is missing
     q = read_json(cfg).get('quantization_config') or {}
@@ -609,9 +602,7 @@ def keeps_experts_packed(path, device, dtype) -> bool:
 def load_target_for(path, device, dtype):
     "The target from `path` as the decode round wants it: INT4 routed experts stay packed on a GPU (the W4A16 kernel), otherwise `load_target`."
     if keeps_experts_packed(path, device, dtype):
-        from ddtree_nb.moe import load_target_packed
         return load_target_packed(path, device, dtype, backend='cuda')
-    from ddtree_nb.model import load_target
     return load_target(path, device=device, dtype=dtype)
 
 def torch_device(s, what: str='--device') -> torch.device:
@@ -619,7 +610,6 @@ def torch_device(s, what: str='--device') -> torch.device:
     try: d = torch.device(s)
     except (RuntimeError, TypeError): raise ValueError(f"{what} {s!r} is not a device torch knows (e.g. cpu, cuda, cuda:1)") from None
     if d.type not in ('cpu', 'cuda'): raise ValueError(f"{what} {s!r}: the models run on cpu or cuda, not {d.type}")
-    from ddtree_nb.model import check_device
     return check_device(d)                      # a CUDA device torch can't use here: said now
 
 @contextlib.contextmanager
