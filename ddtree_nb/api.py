@@ -10,6 +10,9 @@ from pathlib import Path
 import torch
 from .decode import (GenerationConfig, Decoder, Generation, Stages, check_generate_args, cpu_threads, load_target_for,
                               resolve_backend, decoder_tokens, generation_of, torch_device)
+from .demo import load_demo_pair
+from .drafter import load_drafter
+from .model import load_tokenizer
 
 # %% auto #0
 __all__ = ['TextSoFar', 'GenerationOutput', 'decode_stream', 'Engine', 'TextStream']
@@ -138,8 +141,6 @@ class Engine:
             if p is not None and not Path(p).is_dir(): raise FileNotFoundError(f"{what} {p}: no such directory")
         device = _device(device); dtype = _dtype(dtype, device)
         resolve_backend(backend, device)                                  # before any weights load
-        from ddtree_nb.model import load_tokenizer
-        from ddtree_nb.drafter import load_drafter
         with cpu_threads(threads, device):
             target = load_target_for(target_dir, device, dtype)
             tok = load_tokenizer(target_dir, trust_remote_code=trust_remote_code)
@@ -149,7 +150,6 @@ class Engine:
     @classmethod
     def from_demo(cls, device='cpu', dtype=None, backend: str='auto', threads: int|None=None, **kw) -> Engine:
         "The demo pair shipped in the package (a tiny Kimi-K2-architecture target + DFlash drafter, trained on Python code)."
-        from ddtree_nb.demo import load_demo_pair
         device = _device(device); dtype = _dtype(dtype, device)
         resolve_backend(backend, device)
         with cpu_threads(threads, device): target, drafter, tok = load_demo_pair(device, dtype)

@@ -8,8 +8,11 @@ import sys, os, json, time, argparse, platform, shlex, subprocess, datetime, mat
 from pathlib import Path
 import torch
 from types import SimpleNamespace
-from .decode import generate, METHODS, cpu_threads
+from .decode import generate, METHODS, cpu_threads, load_target_for
 from .env import missing_extra
+from .demo import held_out_prompts, load_demo_pair
+from .drafter import Drafter, DrafterConfig, load_drafter
+from .model import build_target, load_tokenizer, tiny_config
 
 # %% auto #0
 __all__ = ['DEFAULT_BUDGETS', 'STAGE_KEYS', 'DEFAULT_PROMPTS', 'OracleDrafter', 'CharTokenizer', 'tiny_pair', 'bench_configs',
@@ -50,8 +53,6 @@ class CharTokenizer:
 
 def tiny_pair(seed: int=0, block: int=8):
     "(target, drafter, tokenizer): the real target at `tiny_config` size and the real DFlash drafter, both random, fp32 on CPU."
-    from ddtree_nb.model import build_target, tiny_config
-    from ddtree_nb.drafter import Drafter, DrafterConfig
     target = build_target(tiny_config(), dtype=torch.float32, seed=seed)
     c = DrafterConfig.from_dict(dict(model_type='qwen3', hidden_size=target.config.hidden_size, intermediate_size=64, num_hidden_layers=1,
         num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=target.config.vocab_size,
@@ -287,11 +288,7 @@ def _load_pair(args):
     device = args.device or ('cuda' if torch.cuda.is_available() else 'cpu')
     dtype = getattr(torch, args.dtype) if args.dtype else (torch.bfloat16 if torch.device(device).type == 'cuda' else torch.float32)
     if args.demo:
-        from ddtree_nb.demo import load_demo_pair
         return load_demo_pair(device, dtype)
-    from ddtree_nb.model import load_tokenizer
-    from ddtree_nb.drafter import load_drafter
-    from ddtree_nb.decode import load_target_for
     target = load_target_for(args.target, device, dtype)         # INT4 experts stay packed on a GPU
     drafter = load_drafter(args.drafter, target) if args.drafter else None
     return target, drafter, load_tokenizer(args.target, trust_remote_code=args.trust_remote_code)
@@ -313,7 +310,6 @@ def bench_main(argv=None, pair=None) -> int:
         dev = target.embed_tokens.weight.device
         backends = args.backends or (('torch', 'cuda') if torch.device(dev).type == 'cuda' else ('torch',))
         if args.demo and not args.prompts:     # the demo pair knows Python source: its held-out files, not English prompts
-            from ddtree_nb.demo import held_out_prompts
             ids = held_out_prompts(tokenizer, n=args.n_prompts or 4)
         else: ids = [tokenizer.encode(p, add_special_tokens=True) for p in prompts_text[:args.n_prompts]]
         cmd = 'ddtree bench ' + ' '.join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))

@@ -10,6 +10,8 @@ import torch
 import torch.nn.functional as F
 from .model import (build_target, tiny_config, save_target, load_target, apply_rope, Router, MoE, TargetModel)
 from .drafter import (Drafter, DrafterConfig, save_drafter, load_drafter, rope_cos_sin)
+from .decode import cpu_threads, generate
+from .runtime import cuda_ok
 
 # %% auto #0
 __all__ = ['DEMO_PACKAGES', 'DEMO_HELD_OUT_PACKAGES', 'EOS', 'MASK', 'stdlib_files', 'is_held_out', 'split_corpus',
@@ -769,7 +771,6 @@ def held_out_prompts(tokenizer, n: int=4, prompt_tokens: int=48, root=None, whic
 
 def acceptance_table(target, drafter, prompts, budgets=(16, 64, 256), max_new_tokens: int=96, backend='auto', progress=None) -> dict:
     "Mean acceptance length (pooled over rounds) of DFlash and DDTree at each budget, checking every greedy output equals AR's."
-    from ddtree_nb.decode import generate
     runs = [('ar', 0), ('dflash', drafter.block_size - 1)] + [('ddtree', b) for b in budgets]
     res = {}
     for method, b in runs:
@@ -798,7 +799,6 @@ def _demo_parser():
 
 def _pick_device(device):
     if device: return device
-    from ddtree_nb.runtime import cuda_ok
     return 'cuda' if torch.cuda.is_available() and cuda_ok()[0] else 'cpu'
 
 def format_table(rows: dict) -> str:
@@ -815,13 +815,11 @@ def demo_main(argv=None, out=None) -> int:
     for flag, v in (('--threads', a.threads), ('--prompts', a.prompts), ('--prompt-tokens', a.prompt_tokens), ('--max-new-tokens', a.max_new_tokens)):
         if v < 1: print(f"ddtree demo: error: {flag} must be >= 1, got {v}", file=sys.stderr); return 2
     if a.budget < 0: print(f"ddtree demo: error: --budget must be >= 0, got {a.budget}", file=sys.stderr); return 2
-    from ddtree_nb.decode import cpu_threads
     with cpu_threads(a.threads, device): return _demo(a, device, out)
 
 def _demo(a, device, out) -> int:
     "The demo proper, on `device`, with the parsed arguments `a`."
     from tqdm.auto import tqdm
-    from ddtree_nb.decode import generate
     dtype = torch.bfloat16 if torch.device(device).type == 'cuda' else torch.float32
     target, drafter, tok = load_demo_pair(device, dtype)
     ctx = target.config.max_position_embeddings

@@ -12,6 +12,7 @@ from torch import nn
 import torch.nn.functional as F
 from . import model
 from .runtime import unfinished_dropped
+from .model import read_json
 
 # %% auto #0
 __all__ = ['RMSNorm', 'SwiGLU', 'default_target_layer_ids', 'DrafterConfig', 'rope_cos_sin', 'DFlashAttention', 'DFlashLayer',
@@ -297,7 +298,6 @@ def load_drafter(path,                          # directory with config.json and
                 ) -> Drafter:
     "Load a DFlash drafter checkpoint and attach it to `target`; mismatches raise before any weights move."
     from safetensors.torch import load_file
-    from ddtree_nb.model import read_json
     p = Path(path)
     if not (p / 'config.json').is_file(): raise FileNotFoundError(f"no config.json in drafter directory {p}")
     config = DrafterConfig.from_dict(read_json(p / 'config.json', 'drafter config'))

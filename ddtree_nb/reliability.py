@@ -8,8 +8,13 @@ import io, os, sys, math, json, time, subprocess, contextlib
 from pathlib import Path
 from types import SimpleNamespace
 import torch
-from .tree import DraftTree, MAX_DEPTH, MAX_BUDGET, build_tree_ref, threshold_tree_sim, check_same_tree
+from .tree import DraftTree, MAX_DEPTH, MAX_BUDGET, build_tree, build_tree_ref, threshold_tree_sim, check_same_tree
 from .reference import ancestor_mask, mla_tree_attention_brute
+from .accept import MAX_PATH, accept_compact, log_exp_noise
+from .decode import generate
+from .drafter import Drafter, DrafterConfig, save_drafter
+from .model import build_target, save_target, tiny_config
+from .verify import DC, DR, mla_tree_attention, verify_error, vis_to_bits, vis_words
 
 # %% auto #0
 __all__ = ['LOGIT_KINDS', 'TREE_KINDS', 'char_tokenizer', 'save_tiny_pair', 'variant', 'edit_json', 'run_cli',
@@ -31,8 +36,6 @@ def char_tokenizer(path, vocab_size: int):
 
 def save_tiny_pair(root, seed: int=0, **config) -> tuple[Path, Path]:
     "Write a tiny target (+ tokenizer) and a matching drafter under `root`; return (target_dir, drafter_dir)."
-    from ddtree_nb.model import tiny_config, build_target, save_target
-    from ddtree_nb.drafter import Drafter, DrafterConfig, save_drafter
     root = Path(root)
     cfg = tiny_config(**config)
     tgt = build_target(cfg, seed=seed)
@@ -202,7 +205,6 @@ def _check_tree_ref(case):
     check_same_tree(threshold_tree_sim(x, B, ucap, sortcap)[0], want, x)
 
 def _check_tree_cuda(case):
-    from ddtree_nb.tree import build_tree
     x = case['draft_logits'].to('cuda', getattr(torch, case['dtype']))
     if torch.isinf(x).all(-1).any(): return None                 # bf16 rounding can't make -inf; guard anyway
     check_same_tree(build_tree(x, case['budget'], backend='cuda'), build_tree_ref(x, case['budget']), x.float())
@@ -218,7 +220,6 @@ def fuzz_tree(seconds: float=5.0, seed: int=0, backend: str='ref', out_dir=None,
 # %% ../nbs/08_reliability.ipynb #f508cb8e
 def brute_accept(tree: DraftTree, logits: torch.Tensor, temperature: float, keys):
     "(path, bonus) by choosing at every node first, then walking: the accept rule without the walk's shortcuts."
-    from ddtree_nb.accept import log_exp_noise, MAX_PATH
     R, V = logits.shape
     score = logits.double()
     if temperature > 0: score = score / temperature - log_exp_noise(keys, torch.arange(R)[:, None], torch.arange(V))
@@ -249,7 +250,6 @@ def _accept_case(g, small: bool):
     return dict(tree=tree, logits=x, temperature=T, keys=keys, kv=kv, prefix_len=P, hidden=hidden, kind=kind)
 
 def _check_accept(case, backend):
-    from ddtree_nb.accept import accept_compact, MAX_PATH
     tree, x, T, keys = case['tree'], case['logits'], case['temperature'], case['keys']
     kv0, P, hid = case['kv'], case['prefix_len'], case['hidden']
     dev = 'cuda' if backend == 'cuda' else 'cpu'
@@ -277,11 +277,9 @@ def fuzz_accept(seconds: float=5.0, seed: int=0, backend: str='ref', out_dir=Non
 # %% ../nbs/08_reliability.ipynb #04e1c2a5
 def brute_verify(q_latent, q_pe, kv, prefix_len: int, visibility, scale: float):
     "(out [T, H, 512], lse [T, H]) in fp64 for one cache layer `kv [S, 576]`: `reference.mla_tree_attention_brute` on its two column blocks."
-    from ddtree_nb.verify import DC
     return mla_tree_attention_brute(q_latent, q_pe, kv[:, :DC], kv[:, DC:], prefix_len, visibility, scale)
 
 def _verify_case(g, small: bool):
-    from ddtree_nb.verify import DC, DR, vis_to_bits, vis_words
     T = _pick(g, [1, 2, _int(g, 1, 12)] if small else [1, 2, 16, 64, 257, 1025, _int(g, 1, 1025)])
     H = _int(g, 1, 3) if small else _pick(g, [1, 8, 64, _int(g, 1, 64)])
     P = _pick(g, [0, 1, _int(g, 0, 24)] if small else [0, 1, 100, 4096, _int(g, 0, 32768)])
@@ -299,7 +297,6 @@ def _verify_case(g, small: bool):
 
 def compare_verify(out, lse, ref_out, ref_lse, tol: float) -> str|None:
     "None if `out`/`lse` match the oracle's: NaN rows NaN, rows that see nothing 0 / -inf, the rest within `tol` (rel) and lse within `tol` x its scale."
-    from ddtree_nb.verify import verify_error
     o, l, ro, rl = (x.double().cpu() for x in (out, lse, ref_out, ref_lse))
     nan_rows = ro.isnan().any(-1)                                           # [T, H]
     if not o[nan_rows].isnan().all(): return f"{int(nan_rows.sum())} rows see a NaN cache row but are not all NaN"
@@ -312,7 +309,6 @@ def compare_verify(out, lse, ref_out, ref_lse, tol: float) -> str|None:
     if not (rel <= tol and dl <= ltol): return f"rel error {rel:.3g} (tolerance {tol}), lse error {dl:.3g} (tolerance {ltol:.3g})"
 
 def _check_verify(case, backend):
-    from ddtree_nb.verify import mla_tree_attention
     ql, qp, kv, P, vis, bits, scale = (case[k] for k in ('q_latent', 'q_pe', 'kv', 'prefix_len', 'visibility', 'vis_bits', 'scale'))
     if backend == 'ref':
         ro, rl = brute_verify(ql, qp, kv, P, vis, scale)
@@ -360,7 +356,6 @@ class NoisyOracleDrafter:
 
 def _greedy(target, prompt, n: int) -> list:
     "The target's greedy continuation of `n` tokens (plain AR: the reference the fuzz compares against, and the oracle the drafter corrupts)."
-    from ddtree_nb.decode import generate
     return generate(target, None, prompt, method='ar', max_new_tokens=n).tokens
 
 def _generate_case(g) -> dict:
@@ -372,8 +367,6 @@ def _generate_case(g) -> dict:
                 drafter_seed=_int(g, 0, 2**30), p_bad=_pick(g, [0.0, 0.1, 0.3, 0.7]))
 
 def _check_generate(c) -> str|None:
-    from ddtree_nb.model import build_target, tiny_config
-    from ddtree_nb.decode import generate
     cfg = tiny_config(vocab_size=c['V'], num_hidden_layers=c['layers'], n_routed_experts=c['experts'], num_experts_per_tok=2,
                       n_group=1, topk_group=1, max_position_embeddings=256)
     tgt = build_target(cfg, dtype=torch.float64, seed=c['model_seed'])
@@ -409,7 +402,6 @@ def replay(path) -> str|None:
 def long_run(target, drafter, n_tokens: int=20_000, budget: int=64, prompt=(1, 2, 3), backend: str='auto', warmup_rounds: int=3,
              progress_s: float=30.0) -> dict:
     "Generate `n_tokens` in one call, sampling CUDA memory once per round and reporting progress every `progress_s` s; returns the samples and the generation."
-    from ddtree_nb.decode import generate
     samples, done, t0 = [], [0], time.perf_counter()
     last = [t0]
     def probe(new):
