@@ -434,9 +434,9 @@ class _RoundBuffers:
         self.record.zero_()
         if self.seed is not None: self.seed.copy_(gumbel_keys(dec.generator, dec.device)); self.counter.zero_()
 
-# %% ../nbs/05_decode.ipynb #st0a1b04
-class _RoundStages:
-    "The four stages of a round on the buffers: draft, tree, verify, accept (+ the host record)."
+# %% ../nbs/05_decode.ipynb #st0a1b07
+class _RoundTree:
+    "The round's tree in `buf`: the drafter's top-1 chain (DFlash, AR's root only) written on the device, or a DDTree tree from the builder."
     def _chain(self, n: int):
         "Make `buf` a chain of `n` nodes (structure only; tokens are written per round), when `n` changed."
         if self.chain_n != n: _write_chain(self.buf, n); self.chain_n = n
@@ -464,6 +464,9 @@ class _RoundStages:
             load_tree(buf, build_tree_ref(draft_logits[:depth], dec.budget)); self.chain_n = None
         buf.tokens[:1].copy_(bonus)
 
+# %% ../nbs/05_decode.ipynb #st0a1b04
+class _RoundStages(_RoundTree):
+    "The four stages of a round on the buffers: draft, tree, verify, accept (+ the host record)."
     def verify(self):
         "Target forward of the buffer tree at positions `plen + depth`, prefix length and visibility on the device."
         b, T, dec = self.buf, self.T, self.dec
