@@ -185,13 +185,13 @@ class _DecoderSteps:
         self.done = self.stopped or len(self.tokens) == self.max_new_tokens
         return new
 
-    def _depth(self, emitted: int=0) -> int:
-        "Draft depth of the next round: L, or fewer when fewer tokens are still wanted (after `emitted` more)."
-        return min(self.L, self.max_new_tokens - len(self.tokens) - emitted - 1)
+    def _depth(self) -> int:
+        "Draft depth of the next round: L (the captured round), or fewer near the end when a full round's positions would pass the context."
+        return self.L if self.full_rounds else min(self.L, self.max_new_tokens - len(self.tokens) - 1)
 
     def _ahead(self) -> bool:
-        "Whether to enqueue the next round before reading the one in flight: only where its depth is L whatever that one emits (up to L+1)."
-        return self.run_ahead and self._depth(self.L + 1) == self.L
+        "Whether to enqueue the next round before reading the one in flight: only where that one cannot end the generation (it emits <= L+1)."
+        return self.run_ahead and self.max_new_tokens - len(self.tokens) >= 2 * (self.L + 1)
 
     @torch.no_grad()
     def step(self) -> Round|None:
@@ -230,6 +230,10 @@ class Decoder(_DecoderSteps):
         self.stages.check(self)                                         # before any work, not after the prefill
         self.use_drafter = method != 'ar'
         self.L = drafter.block_size - 1 if self.use_drafter else 0      # a round's full draft depth
+        # every round at full depth (one captured shape) unless the last rounds' tree positions would pass the context: the
+        # cache has room (a round writes at most n_max + 1 rows past P < P0 + max_new) and tokens past max_new are dropped
+        ctx = getattr(target.config, 'max_position_embeddings', None)
+        self.full_rounds = ctx is None or len(prompt) + max_new_tokens + self.L <= ctx
         self.layers = tuple(drafter.target_layer_ids) if self.use_drafter else ()
         self.timed, self.run_ahead, self.pending = timed or _untimed, run_ahead, None
         self.cache = self.dcache = self.root = None
