@@ -391,9 +391,8 @@ class _RoundCaches:
             self.readies[slot].synchronize()     # a round still running (run-ahead, discarded) uses the buffers
         self.dec = None
         if not ((not self.keep) if free is None else free): return
-        for k in ('key', 'kept_caches', 'buf', 'plen', 'acc', 'feats_buf', 'record', 'hosts', 'readies', 'unread', 'cuda_graph', 'graph_out', '_graph_ws',
-                  'seed', 'counter', 'keys', 'acc_ws', 'no_keys', 'no_status'):
-            self.__dict__.pop(k, None)
+        keep = ('faces', 'graph', 'keep', 'dec', 'mode', 'use_graph')    # the settings, and how the last generation ran (to inspect)
+        for k in [k for k in self.__dict__ if k not in keep]: del self.__dict__[k]
 
 # %% ../nbs/05_decode.ipynb #st0a1b03
 class _RoundBuffers:
@@ -407,7 +406,7 @@ class _RoundBuffers:
 
     def _allocate(self, dec, nfeat: int, fdtype):
         t, dev, i32 = dec.target, dec.device, torch.int32
-        self.L, self.nmax = (dec.drafter.block_size - 1 if dec.use_drafter else 0), _max_nodes(dec.method, dec.budget, dec.drafter)
+        self.nmax = _max_nodes(dec.method, dec.budget, dec.drafter)
         self.T, self.buf = self.nmax + 1, TreeBuffers(self.nmax, dev)
         self.plen = torch.zeros(1, dtype=i32, device=dev)
         self.acc = Accepted(*(torch.zeros(n, dtype=i32, device=dev) for n in (MAX_PATH, 1, 1)))
@@ -431,9 +430,8 @@ class _RoundBuffers:
     def _reset(self, dec, features):
         self.dec, self.rounds, self.unread = dec, 0, collections.deque()   # unread: slots of enqueued rounds not yet read, oldest first
         self.plen.fill_(dec.P); self.acc.path.fill_(-1); self.acc.bonus.fill_(dec.root)
-        self.acc.accepted_len.fill_(dec.P)
-        if dec.use_drafter:   # the prompt's features into the drafter's context now: round 1 is then a round like any other
-            dec.drafter.extend(dec.dcache, features.reshape(dec.P, -1), self.acc.accepted_len)
+        if dec.use_drafter:   # the prompt's P feature rows into the drafter's context now: round 1 is then a round like any other
+            dec.drafter.extend(dec.dcache, features.reshape(dec.P, -1), self.plen)
         self.acc.accepted_len.zero_()                                        # no new context rows for round 1
         self.record.zero_()
         if self.seed is not None: self.seed.copy_(gumbel_keys(dec.generator, dec.device)); self.counter.zero_()
@@ -520,8 +518,9 @@ class _RoundGraph:
         self._prepare(depth)
         torch.cuda.synchronize(self.dec.device)
         g, collecting = torch.cuda.CUDAGraph(), gc.isenabled()
-        # no garbage collection while capturing: a collected pinned buffer of an earlier generation records a CUDA event
-        # when freed, which a capture forbids (the once-seen abort in `ddtree bench` at budget 1024); torch collects just before
+        # no garbage collection while capturing: an earlier generation's graph (or pinned buffer) freed by the collector in the
+        # middle of a capture destroys a graph / records an event, which a capture forbids. A precaution against the once-seen
+        # abort in `ddtree bench` at budget 1024 (CUDAGraph reset + event record during capture), not a proven cause
         gc.disable()
         try:
             with torch.cuda.graph(g, stream=es.torch):
@@ -545,9 +544,8 @@ class _RoundReplay(_RoundGraph):
             with es: return self._run(depth, timed)
 
     def _run(self, depth: int, timed) -> tuple:
-        full = self.use_graph and depth == self.L                   # short last rounds run eagerly
-        warm = full and self._settings() in _WARMED.get(self.dec.target, ())
-        if full and (self.cuda_graph is not None or warm):
+        full = self.use_graph and depth == self.dec.L               # short last rounds run eagerly
+        if full and (self.cuda_graph is not None or self._settings() in _WARMED.get(self.dec.target, ())):
             if self.cuda_graph is None: self._capture(depth)
             else: self._prepare(depth)              # a kept graph: an eager short round (or another generation) may have changed the chain
             timed('round', self.cuda_graph.replay)
