@@ -8,6 +8,8 @@
 #   6 layers, MLA latent 512 + 64, nope / v 128, 4 heads, q_lora 128, 16 experts top-4 + 1 shared, moe inter 64),
 #   its greedy continuations, the drafter.
 # Afterwards copy OUT/{target,drafter,train_log.json} over ddtree_nb/demo_pair/ and run benchmarks/eval_demo_pair.py.
+# Step 3 (the shipped drafter, 2026-12-03): `drafter` retrains the drafter alone on the shipped target (--target-from), on
+#   twice the greedy data and for longer (deadline 460 s); copy OUT/{drafter,train_log.json} over ddtree_nb/demo_pair/.
 #
 # The v1 pair (shipped until v2 replaces it) came from `prepare --out build/gpu_data --vocab-size 4096` (stdlib only,
 # made by the prepare_data of commit f4cacd7) and this train command (today's demo_target_config defaults differ, so
@@ -34,4 +36,11 @@ if [[ $STEP == train || $STEP == all ]]; then
     --prompt-len 48 --new-tokens 128 --gen-seqs 65536 --gen-batch 4096 --gen-time-s 40 --eval-seqs 256 \
     --drafter-steps 100000 --drafter-batch 128 --anchors-per-seq 16 --drafter-lr 2e-3 --drafter-warmup 100 \
     --drafter-time-s 220 --deadline-s 520 --target-shards 2
+fi
+if [[ $STEP == drafter ]]; then
+  python3 -m ddtree_nb.demo train --out "$OUT" --data build/gpu_data_v2 --device cuda --seed 0 --target-from ddtree_nb/demo_pair \
+    --drafter '{"num_hidden_layers": 3, "target_layer_ids": [1, 3, 5]}' \
+    --seq-len 256 --prompt-len 48 --new-tokens 128 --gen-seqs 131072 --gen-batch 4096 --gen-time-s 70 --eval-seqs 256 \
+    --drafter-steps 100000 --drafter-batch 128 --anchors-per-seq 16 --drafter-lr 2e-3 --drafter-warmup 100 \
+    --drafter-time-s 400 --deadline-s 460 --target-shards 2
 fi
