@@ -410,19 +410,21 @@ def _oom_summary(msg: str) -> str:
     "torch's out-of-memory message cut to its first three sentences (what it tried to allocate, what was free), on one line."
     return '. '.join(msg.replace('\n', ' ').split('. ')[:3]).strip()
 
-@contextlib.contextmanager
-def releasing_on_oom(doing: str, release):
-    "On `torch.OutOfMemoryError` inside the block: `release()`, free the failed frames' locals, and re-raise in one line naming what it was `doing`."
-    import torch
-    try: yield
-    except torch.OutOfMemoryError as e:
-        release()
-        traceback.clear_frames(e.__traceback__)        # a half-built buffer held by a frame that was allocating goes too
-        msg = _oom_summary(str(e))
-    else: return
-    # raised after the except block: `e` is gone, so no exception <-> frame cycle keeps the failed frames for the cyclic GC
-    if torch.cuda.is_initialized(): torch.cuda.empty_cache()
-    raise torch.OutOfMemoryError(f"out of memory while {doing}: {msg}; what was allocated so far is released") from None
+class releasing_on_oom:
+    "On `torch.OutOfMemoryError` inside the block: `release()`, drop the failed frames, and re-raise in one line naming what it was `doing`."
+    def __init__(self, doing: str, release): self.doing, self.release = doing, release
+    def __enter__(self): return self
+    def __exit__(self, typ, e, tb):
+        import torch
+        if typ is None or not issubclass(typ, torch.OutOfMemoryError): return False
+        self.release()
+        traceback.clear_frames(tb)      # a half-built buffer held by a frame that was allocating goes
+        # and the frames themselves: a cleared frame still holds its function (a closure over a forward's mask), and the new
+        # error's context is this one. Nothing here may keep the traceback either (a generator-based manager's would)
+        e.__traceback__ = tb = None
+        msg, e = _oom_summary(str(e)), None
+        if torch.cuda.is_initialized(): torch.cuda.empty_cache()
+        raise torch.OutOfMemoryError(f"out of memory while {self.doing}: {msg}; what was allocated so far is released") from None
 
 # %% ../nbs/00a_runtime.ipynb #hb0a0b02
 @contextlib.contextmanager
