@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 CASES = [('ar', 0), ('dflash', 15), ('ddtree', 16), ('ddtree', 64)]
+OPT = dict(compile=False, temps=(0.0, 0.8))   # set from the command line: Stages(compile=...), the temperatures run
 
 
 def decode(t, d, p, method, B, T, ahead, n_new, timed=None, seed=0):
@@ -21,7 +22,7 @@ def decode(t, d, p, method, B, T, ahead, n_new, timed=None, seed=0):
     from ddtree_nb.decode import Decoder, Stages, _EventClock
     g = torch.Generator(device='cuda').manual_seed(seed) if T > 0 else None
     dec = Decoder(t, d if method != 'ar' else None, p, method=method, budget=B, temperature=T, max_new_tokens=n_new,
-                  backend='cuda', generator=g, stages=Stages(graph=True), run_ahead=ahead)
+                  backend='cuda', generator=g, stages=Stages(graph=True, compile=OPT['compile']), run_ahead=ahead)
     dec.prefill(); dec.step(); dec.step()          # round 1 (eager, the prompt's features) and round 2 (captured) are not timed:
     n0, r0 = len(dec.tokens), len(dec.acceptance_lengths)   # each generation captures its own graph (tens of ms, noisy)
     if timed: dec.timed = _EventClock(dec.device)
@@ -36,7 +37,7 @@ def decode(t, d, p, method, B, T, ahead, n_new, timed=None, seed=0):
 
 def ab(t, d, prompts, n_new, reps, log):
     rows = []
-    for T in (0.0, 0.8):
+    for T in OPT['temps']:
         for method, B in CASES:
             r = dict(method=method, budget=B, temperature=T)
             for ahead in (False, True):
@@ -70,7 +71,7 @@ def census(t, d, p, method, B, log):
     "Kernels launched by one eager round (round 3 of a generation), grouped by stage and by name."
     from torch.profiler import profile, ProfilerActivity, record_function
     from ddtree_nb.decode import Decoder, Stages
-    dec = Decoder(t, d if method != 'ar' else None, p, method=method, budget=B, max_new_tokens=64, backend='cuda', stages=Stages(graph=False))
+    dec = Decoder(t, d if method != 'ar' else None, p, method=method, budget=B, max_new_tokens=64, backend='cuda', stages=Stages(graph=False, compile=OPT['compile']))
     dec.prefill(); dec.step(); dec.step(); torch.cuda.synchronize()
     def rf(stage, f, *a):
         with record_function('stage:' + stage): return f(*a)
@@ -99,7 +100,7 @@ def census(t, d, p, method, B, log):
 def markdown(res) -> str:
     m = res['meta']
     lines = [f"# Run-ahead A/B and launch census ({m['date']}, {m['gpu']}, commit {m['commit']})", '',
-             f"Command: `{m['command']}`; demo pair bf16, cuda faces, CUDA graph, {m['prompts']} prompts x {m['max_new']} new tokens, "
+             f"Command: `{m['command']}`; demo pair bf16, cuda faces, CUDA graph{', torch.compile' if m.get('compile') else ''}, {m['prompts']} prompts x {m['max_new']} new tokens, "
              f"median of {m['reps']} runs per prompt after a warm-up; rounds 3 onwards (graph replays) only: prefill, the eager round 1 "
              f"and the capture of round 2 excluded.", '',
              '| T | method | B | tau | plain tok/s | ahead tok/s | speed-up | plain ms/round | ahead ms/round | GPU ms/round | same tokens |',
@@ -120,7 +121,10 @@ def main(argv=None):
     ap.add_argument('--out', required=True); ap.add_argument('--commit', default='unknown')
     ap.add_argument('--max-new', type=int, default=256); ap.add_argument('--reps', type=int, default=3)
     ap.add_argument('--prompts', type=int, default=2)
+    ap.add_argument('--compile', action='store_true', help="Stages(compile=True): the round's target layers and draft through torch.compile")
+    ap.add_argument('--temps', default='0,0.8', help='temperatures, comma-separated')
     a = ap.parse_args(argv)
+    OPT.update(compile=a.compile, temps=tuple(float(x) for x in a.temps.split(',')))
     out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
     logf = open(out / 'run_ahead.log', 'w')
     def log(s): print(s, flush=True); logf.write(s + '\n'); logf.flush()
@@ -129,7 +133,7 @@ def main(argv=None):
     prompts = held_out_prompts(tok, n=a.prompts, prompt_tokens=32)
     res = dict(meta=dict(date=time.strftime('%Y-%m-%d'), gpu=torch.cuda.get_device_name(), commit=a.commit, torch=torch.__version__,
                          command='python benchmarks/bench_run_ahead.py ' + ' '.join(argv or __import__('sys').argv[1:]),
-                         prompts=len(prompts), max_new=a.max_new, reps=a.reps))
+                         prompts=len(prompts), max_new=a.max_new, reps=a.reps, compile=a.compile))
     res['ab'] = ab(t, d, prompts, a.max_new, a.reps, log)
     res['census'] = []
     for m, B in (('ar', 0), ('ddtree', 64)):

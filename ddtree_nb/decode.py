@@ -361,12 +361,12 @@ def moe_plan(target, faces: str='cuda') -> tuple[str, _Capturable]:
                                "pack_moe_experts) for a capturable round")
 
 class _ModelMode:
-    "Temporarily set a target's attention backend and MoE dispatch (restored on exit)."
-    def __init__(self, target, attn: str, moe: str): self.t, self.new = target, (attn, moe)
+    "Temporarily set a target's attention backend, MoE dispatch and whether its compiled layers run (restored on exit)."
+    def __init__(self, target, attn: str, moe: str, compiled: bool=False): self.t, self.new = target, (attn, moe, compiled)
     def __enter__(self):
-        self.old = (self.t.attn_backend, self.t.moe_dispatch)
-        self.t.attn_backend, self.t.moe_dispatch = self.new
-    def __exit__(self, *a): self.t.attn_backend, self.t.moe_dispatch = self.old
+        self.old = (self.t.attn_backend, self.t.moe_dispatch, self.t.use_compiled)
+        self.t.attn_backend, self.t.moe_dispatch, self.t.use_compiled = self.new
+    def __exit__(self, *a): self.t.attn_backend, self.t.moe_dispatch, self.t.use_compiled = self.old
 
 # %% ../nbs/05_decode.ipynb #st0a1b02
 class _RoundCaches:
@@ -391,7 +391,7 @@ class _RoundCaches:
             self.readies[slot].synchronize()     # a round still running (run-ahead, discarded) uses the buffers
         self.dec = None
         if not ((not self.keep) if free is None else free): return
-        keep = ('faces', 'graph', 'keep', 'dec', 'mode', 'use_graph')    # the settings, and how the last generation ran (to inspect)
+        keep = ('faces', 'graph', 'keep', 'compile', 'dec', 'mode', 'use_graph')    # the settings, and how the last generation ran (to inspect)
         for k in [k for k in self.__dict__ if k not in keep]: del self.__dict__[k]
 
 # %% ../nbs/05_decode.ipynb #st0a1b03
@@ -423,7 +423,8 @@ class _RoundBuffers:
         c = t.config
         kernel_attn = self.faces == 'cuda' and (c.kv_lora_rank, c.qk_rope_head_dim) == (DC, DR) and t.dtype == torch.bfloat16
         dispatch, capturable = moe_plan(t, self.faces)
-        self.mode = _ModelMode(t, 'cuda' if kernel_attn else 'torch', dispatch)
+        if self.compile: t.compile_layers()
+        self.mode = _ModelMode(t, 'cuda' if kernel_attn else 'torch', dispatch, self.compile)
         self.chain_n, self.cuda_graph = None, None
         self.use_graph = (self.graph if self.graph is not None else self.faces == 'cuda') and bool(capturable)
 
@@ -492,7 +493,8 @@ class _RoundStages(_RoundTree):
         dec = self.dec
         dl = None
         if dec.use_drafter:   # the accepted path's features (round 1: none, the prompt's went in at setup)
-            dl = timed('draft', dec.drafter.draft, dec.dcache, self.feats_buf[:dec.drafter.block_size], self.acc.accepted_len, self.acc.bonus)
+            draft = dec.drafter.compiled_draft() if self.compile else dec.drafter.draft
+            dl = timed('draft', draft, dec.dcache, self.feats_buf[:dec.drafter.block_size], self.acc.accepted_len, self.acc.bonus)
         timed('tree', self.build, dl, depth)
         logits, hidden = timed('verify', self.verify)
         timed('accept', self.accept, logits, hidden)
@@ -505,7 +507,7 @@ class _RoundGraph:
     "Capture one full-depth round in a CUDA graph, once per setting (the first full-depth round of a setting in the process runs eagerly)."
     def _settings(self) -> tuple:
         d = self.dec
-        return (id(d.drafter) if d.use_drafter else None, d.method, d.budget, d.temperature > 0, self.faces)
+        return (id(d.drafter) if d.use_drafter else None, d.method, d.budget, d.temperature > 0, self.faces, self.compile)
 
     def _prepare(self, depth: int):
         "Write a chain's structure before a capture (so replays need not rewrite it)."
@@ -577,10 +579,11 @@ class Stages(_RoundCaches, _RoundBuffers, _RoundStages, _RoundReplay):
     "The decode round on static buffers with one host read per round (the emitted tokens); optionally replayed as a CUDA graph."
     def __init__(self, faces: str='cuda',        # 'cuda': the kernels; 'torch': their torch faces on the same buffers (any device)
                  graph: bool|None=None,          # capture full-depth rounds in a CUDA graph (None: when faces='cuda', any temperature)
-                 keep: bool=False):              # keep caches, buffers and graph for the next generation (same models and settings)
+                 keep: bool=False,               # keep caches, buffers and graph for the next generation (same models and settings)
+                 compile: bool=False):           # the round's target layers and draft through `torch.compile` (each shape compiles once per process)
         if faces not in ('cuda', 'torch'): raise ValueError(f"faces must be 'cuda' or 'torch', got {faces!r}")
         if graph and faces != 'cuda': raise ValueError("graph=True needs faces='cuda' (a graph replays GPU work only)")
-        self.faces, self.graph, self.keep, self.dec = faces, graph, keep, None
+        self.faces, self.graph, self.keep, self.compile, self.dec = faces, graph, keep, compile, None
 
     def check(self, dec):
         "Refuse before the prefill what `setup` could only refuse after it: the cuda faces or a graph off a CUDA device, a graph the target can't give."

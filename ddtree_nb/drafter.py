@@ -4,7 +4,7 @@
 
 # %% ../nbs/05a_drafter.ipynb #b39cf396
 from __future__ import annotations
-import json
+import json, functools
 from dataclasses import dataclass, asdict
 from pathlib import Path
 import torch
@@ -259,11 +259,20 @@ def _drafter_draft(self: Drafter, cache: DrafterCache,
                    root_token: torch.Tensor,  # int [1] on the device: the bonus token
                   ) -> torch.Tensor:          # draft_logits [block_size-1, vocab] fp32
     "The one draft: `extend` by `n_new` rows, run the block [root, mask × (block_size−1)] and return per-depth draft logits; static shapes, no host read. The caller keeps `length + max(R, n_new + block_size) <= max_tokens` (`Decoder` sizes the cache so)."
-    c, dev, dt = self.config, self.fc.weight.device, self.fc.weight.dtype
+    _check_room(self, cache, features, n_new)
+    return _draft_block(self, cache, features, n_new, root_token)
+
+def _check_room(self: Drafter, cache: DrafterCache, features, n_new):
+    "A length on the CPU is read for free: say what overflows instead of an index error (on a GPU, nothing: no host read)."
+    if cache.length.is_cuda: return
     R, B, S = features.shape[0], self.block_size, cache.max_tokens
-    if not cache.length.is_cuda:   # a length on the CPU is read for free: say what overflows instead of an index error
-        have, new = int(cache.length[0]), int(n_new.reshape(-1)[0])
-        if have + max(R, new + B) > S: raise ValueError(f"drafter cache overflow: {have} rows + {max(R, new + B)} (context and block) > max_tokens {S}")
+    have, new = int(cache.length[0]), int(n_new.reshape(-1)[0])
+    if have + max(R, new + B) > S: raise ValueError(f"drafter cache overflow: {have} rows + {max(R, new + B)} (context and block) > max_tokens {S}")
+
+def _draft_block(self: Drafter, cache: DrafterCache, features, n_new, root_token) -> torch.Tensor:
+    "`draft` past its room check: what `compiled_draft` compiles."
+    c, dev, dt = self.config, self.fc.weight.device, self.fc.weight.dtype
+    B, S = self.block_size, cache.max_tokens
     self.extend(cache, features, n_new)
     n = cache.length.long()
     ids = torch.cat([root_token.reshape(1).long(), torch.full((B - 1,), self.mask_token_id, dtype=torch.long, device=dev)])
@@ -275,6 +284,19 @@ def _drafter_draft(self: Drafter, cache: DrafterCache,
     return self._head(self.norm(h)[1:])
 
 Drafter.extend, Drafter.draft = _drafter_extend, _drafter_draft
+
+# %% ../nbs/05a_drafter.ipynb #5ea49828
+def _drafter_compiled_draft(self: Drafter, **kw):
+    "`self.draft` with its block through `torch.compile` (static shapes; `kw` go to `torch.compile`), made on the first call and kept."
+    if self.__dict__.get('_compiled_draft') is None:
+        block = torch.compile(functools.partial(_draft_block, self), dynamic=False, **kw)
+        @torch.no_grad()
+        def draft(cache, features, n_new, root_token):
+            _check_room(self, cache, features, n_new)     # eager: its host read would split the graph
+            return block(cache, features, n_new, root_token)
+        self.__dict__['_compiled_draft'] = draft
+    return self.__dict__['_compiled_draft']
+Drafter.compiled_draft = _drafter_compiled_draft
 
 # %% ../nbs/05a_drafter.ipynb #2fdc5a40
 _BORROWED = ('embed_tokens.weight', 'lm_head.weight')

@@ -329,6 +329,7 @@ class TargetModel(nn.Module):
         self.lm_head = nn.Linear(c.hidden_size, c.vocab_size, bias=False)
         if c.tie_word_embeddings: self.lm_head.weight = self.embed_tokens.weight
         self.attn_backend, self.check_inputs = 'torch', True
+        self.compiled_layers, self.use_compiled = None, False    # see `compile_layers`
         self.init_rope()
 
     @property
@@ -365,10 +366,12 @@ class TargetModel(nn.Module):
         T = input_ids.shape[0]
         if visibility is None: visibility = torch.ones(T, T, dtype=torch.bool, device=input_ids.device).tril()
         attend = attention_fn(self.attn_backend, visibility)   # resolved before anything is written
+        layers = self.layers
+        if self.use_compiled and self.compiled_layers: layers, attend = self.compiled_layers, torch.compiler.disable(attend)
         cos, sin = self.rope(positions)
         x = self.embed_tokens(input_ids)
         feats, last = {}, self.config.num_hidden_layers - 1
-        for i, layer in enumerate(self.layers):
+        for i, layer in enumerate(layers):
             x = layer(x, cos, sin, cache, start, attend)
             if i in hidden_layers and i != last: feats[i] = x
         x = self.norm(x)
@@ -451,6 +454,13 @@ def build_target(config: TargetConfig|dict, dtype=torch.float32, device='cpu', s
         if not isinstance(mod, Router): 
             for n_, p in mod.named_parameters(recurse=False): p.data = p.data.to(dtype)
     return m.eval().requires_grad_(False)
+
+# %% ../nbs/01a_target_model.ipynb #07620675
+def _compile_layers(self: TargetModel, **kw) -> TargetModel:
+    "`torch.compile` each decoder layer (static shapes: one compile per layer and token count) for forwards run with `use_compiled`; `kw` go to `torch.compile`."
+    if self.compiled_layers is None: self.compiled_layers = [torch.compile(l, dynamic=False, **kw) for l in self.layers]
+    return self
+TargetModel.compile_layers = _compile_layers
 
 # %% ../nbs/01a_target_model.ipynb #b632b290
 def pack_int4(q: torch.Tensor) -> torch.Tensor:
