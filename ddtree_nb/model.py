@@ -277,7 +277,9 @@ class MLAttention(nn.Module):
         self.kv_b_proj = nn.Linear(c.kv_lora_rank, H * (c.qk_nope_head_dim + c.v_head_dim), bias=False)
         self.o_proj = nn.Linear(H * c.v_head_dim, D, bias=bias)
 
-    def forward(self, x, cos, sin, cache: LatentCache, start: int, attend):
+    def forward(self, x, cos, sin,
+                kv: torch.Tensor,   # this layer's latent cache rows [S, kv_lora_rank + qk_rope_head_dim] (`cache.kv[layer]`)
+                start: int, attend):
         c, T = self.c, x.shape[0]
         H, dn, Dc = c.num_attention_heads, c.qk_nope_head_dim, c.kv_lora_rank
         q = self.q_proj(x) if c.q_lora_rank is None else self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x)))
@@ -287,14 +289,13 @@ class MLAttention(nn.Module):
         k_pe = apply_rope(k_pe, cos, sin, c.rope_interleave)
         if isinstance(start, torch.Tensor):   # prefix length on the device: scatter the rows (no host read)
             slots = start.long() + torch.arange(T, device=x.device)
-            cache.kv[self.layer_idx].index_copy_(0, slots, torch.cat([self.kv_a_layernorm(c_kv), k_pe], -1).to(cache.kv.dtype))
+            kv.index_copy_(0, slots, torch.cat([self.kv_a_layernorm(c_kv), k_pe], -1).to(kv.dtype))
         else:
-            rows = cache.kv[self.layer_idx, start:start + T]
+            rows = kv[start:start + T]
             rows[:, :Dc] = self.kv_a_layernorm(c_kv)
             rows[:, Dc:] = k_pe
         w_uk, w_uv = split_kv_b(self.kv_b_proj.weight, H, dn, c.v_head_dim)
         q_latent = torch.einsum('thn,hnc->thc', q_nope, w_uk)
-        kv = cache.kv[self.layer_idx]        # [S, Dc+Dr], row stride Dc+Dr
         o = attend(q_latent, q_pe, kv, start, c.softmax_scale)
         o = torch.einsum('thc,hvc->thv', o.to(x.dtype), w_uv)
         return self.o_proj(o.reshape(T, -1))
@@ -307,8 +308,8 @@ class DecoderLayer(nn.Module):
         self.mlp = MLP(c.hidden_size, c.intermediate_size) if layer_idx < c.first_k_dense_replace else MoE(c)
         self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
-    def forward(self, x, cos, sin, cache, start, attend):
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache, start, attend)
+    def forward(self, x, cos, sin, kv, start, attend):   # kv: this layer's cache rows (see `MLAttention`)
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, kv, start, attend)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 # %% ../nbs/01a_target_model.ipynb #4bd4928d
@@ -372,7 +373,7 @@ class TargetModel(nn.Module):
         x = self.embed_tokens(input_ids)
         feats, last = {}, self.config.num_hidden_layers - 1
         for i, layer in enumerate(layers):
-            x = layer(x, cos, sin, cache, start, attend)
+            x = layer(x, cos, sin, cache.kv[i], start, attend)   # a layer sees its own cache rows: one compiled graph serves every layer
             if i in hidden_layers and i != last: feats[i] = x
         x = self.norm(x)
         if last in hidden_layers: feats[last] = x
@@ -457,8 +458,13 @@ def build_target(config: TargetConfig|dict, dtype=torch.float32, device='cpu', s
 
 # %% ../nbs/01a_target_model.ipynb #07620675
 def _compile_layers(self: TargetModel, **kw) -> TargetModel:
-    "`torch.compile` each decoder layer (static shapes: one compile per layer and token count) for forwards run with `use_compiled`; `kw` go to `torch.compile`."
-    if self.compiled_layers is None: self.compiled_layers = [torch.compile(l, dynamic=False, **kw) for l in self.layers]
+    "`torch.compile` each decoder layer (static shapes: a compile per layer kind, token count and cache size) for forwards run with `use_compiled`; `kw` go to `torch.compile`."
+    if self.compiled_layers is None:
+        import torch._dynamo    # lazy: importing dynamo costs a second, and only compiled rounds need it
+        # the layers share one code object: a graph per layer kind (dense, MoE) and shape (token count, cache rows) counts against
+        # dynamo's recompile limit (8), past which it would run the rest eagerly without a word
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+        self.compiled_layers = [torch.compile(l, dynamic=False, **kw) for l in self.layers]
     return self
 TargetModel.compile_layers = _compile_layers
 
