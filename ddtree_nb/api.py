@@ -8,8 +8,9 @@ import time, threading
 from dataclasses import dataclass
 from pathlib import Path
 import torch
-from .decode import (GenerationConfig, Decoder, Generation, Stages, check_generate_args, cpu_threads, load_target_for,
-                              resolve_backend, decoder_tokens, generation_of, torch_device)
+from .decode import (GenerationConfig, Decoder, Generation, Stages, check_generate_args, resolve_backend, decoder_tokens,
+                              generation_of)
+from .loading import cpu_threads, load_target_for, torch_device
 from .demo import load_demo_pair
 from .drafter import load_drafter
 from .model import load_tokenizer
@@ -82,13 +83,15 @@ class GenerationOutput:
 
 # %% ../nbs/09_api.ipynb #608dc744
 def decode_stream(target, drafter, tokenizer, prompt_ids: list, cfg: GenerationConfig, backend: str='auto', should_stop=None,
-                  stages=None):   # a `Stages` to run the round with (an engine's kept one); None: a new one
+                  stages=None,    # a `Stages` to run the round with (an engine's kept one); None: a new one
+                  compile: bool=False):   # with stages None: the new one's rounds through `torch.compile`
     "Generator: decode `prompt_ids` under `cfg`, yielding each round's final text; returns the `GenerationOutput`."
     eos = getattr(tokenizer, 'eos_token_id', None)
     stop_ids = tuple(cfg.stop_token_ids) + (() if cfg.ignore_eos or eos is None else (eos,))
     dev = target.embed_tokens.weight.device
     dec = Decoder(target, drafter, prompt_ids, cfg.method, cfg.budget, cfg.temperature, cfg.max_new_tokens, stop_ids, backend,
-                  torch.Generator(device=dev).manual_seed(cfg.seed), stages=stages, run_ahead=dev.type == 'cuda')
+                  torch.Generator(device=dev).manual_seed(cfg.seed), stages=stages, run_ahead=dev.type == 'cuda',
+                  compile=compile and stages is None)
     text, cancelled = TextSoFar(tokenizer, cfg.stop), False
     try:   # also when the consumer stops early (GeneratorExit): the caches and round buffers are freed at once
         for new in decoder_tokens(dec):
@@ -121,8 +124,10 @@ def _device(device) -> torch.device:
 class Engine:
     "A target, its DFlash drafter and its tokenizer, loaded once: text or token ids in, text out (whole or streamed)."
     def __init__(self, target, drafter, tokenizer, backend: str='auto', config: GenerationConfig|None=None,
-                 threads: int|None=None, name: str='ddtree'):
+                 threads: int|None=None, name: str='ddtree',
+                 compile: bool=False):   # rounds through `torch.compile` (each shape compiles once, in the first generation that needs it)
         self.target, self.drafter, self.tokenizer, self.name, self.threads = target, drafter, tokenizer, name, threads
+        self.compile = compile
         self.device, self.dtype = target.embed_tokens.weight.device, target.embed_tokens.weight.dtype
         self.backend = resolve_backend(backend, self.device)            # 'cuda' without a GPU / pycuda / nvcc: said now
         self.config = config or GenerationConfig(method='ddtree' if drafter is not None else 'ar')
@@ -131,7 +136,7 @@ class Engine:
         self.context_length = getattr(target.config, 'max_position_embeddings', None)
         # on a GPU one kept round (caches, buffers, captured graph) serves every generation that fits it; a stream started
         # while another is running gets a round of its own
-        self._kept, self._kept_free = (Stages(keep=True) if self.backend == 'cuda' else None), threading.Lock()
+        self._kept, self._kept_free = (Stages(keep=True, compile=compile) if self.backend == 'cuda' else None), threading.Lock()
 
     @classmethod
     def from_pretrained(cls, target_dir, drafter_dir=None, device=None, dtype=None, backend: str='auto',
@@ -193,7 +198,7 @@ def _stream(self: Engine, prompt, config: GenerationConfig|None=None, should_sto
         try:
             with cpu_threads(self.threads, self.device):
                 return (yield from decode_stream(self.target, self.drafter, self.tokenizer, ids, cfg, self.backend, should_stop,
-                                                 self._kept if kept else None))
+                                                 self._kept if kept else None, self.compile))
         finally:
             if kept: self._kept_free.release()
     return TextStream(run())

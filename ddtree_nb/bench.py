@@ -8,7 +8,8 @@ import sys, os, json, time, argparse, platform, shlex, subprocess, datetime, mat
 from pathlib import Path
 import torch
 from types import SimpleNamespace
-from .decode import generate, METHODS, cpu_threads, load_target_for
+from .decode import generate, METHODS
+from .loading import cpu_threads, load_target_for
 from .env import missing_extra
 from .demo import held_out_prompts, load_demo_pair
 from .drafter import Drafter, DrafterConfig, load_drafter
@@ -98,7 +99,7 @@ def _skip_reason(backend: str, device) -> str|None:
     return None
 
 def bench_run(target, drafter, prompt_ids, method: str, budget: int, temperature: float, backend: str='torch',
-              max_new_tokens: int=128, seed: int=0, stop_ids=()) -> dict:
+              max_new_tokens: int=128, seed: int=0, stop_ids=(), compile: bool=False) -> dict:
     "One `generate` call as a benchmark record (or a `skipped` record naming why it can't run)."
     dev = target.embed_tokens.weight.device
     rec = dict(method=method, budget=budget, temperature=float(temperature), backend=backend, prompt_len=len(prompt_ids))
@@ -106,7 +107,7 @@ def bench_run(target, drafter, prompt_ids, method: str, budget: int, temperature
     if why: return dict(rec, skipped=why)
     gen = torch.Generator(device=dev).manual_seed(seed)
     g = generate(target, drafter if method != 'ar' else None, prompt_ids, method=method, budget=budget, temperature=temperature,
-                 max_new_tokens=max_new_tokens, stop_ids=stop_ids, backend=backend, generator=gen)
+                 max_new_tokens=max_new_tokens, stop_ids=stop_ids, backend=backend, generator=gen, compile=compile)
     st = {k: 0.0 for k in STAGE_KEYS} | dict(g.stage_times)
     decode = max(g.wall_s - st.get('prefill', 0.0), 0.0)
     st['other'] = max(decode - sum(st[k] for k in STAGE_KEYS[:-1]), 0.0)
@@ -180,7 +181,8 @@ def run_meta(target, command: str|None=None, **extra) -> dict:
 def run_bench(target, drafter, prompts,              # list of token-id lists
               methods=METHODS, budgets=DEFAULT_BUDGETS, temperatures=(0.0, 1.0), backends=('torch',),
               max_new_tokens: int=128, seed: int=0, stop_ids=(), warmup: bool=True, progress: bool=True,
-              command: str|None=None) -> dict:
+              command: str|None=None,
+              compile: bool=False) -> dict:      # rounds through `torch.compile`: every setting is warmed up first (its compiles are not timed)
     "AR vs DFlash vs DDTree on `prompts`: every run, the pooled summary and the run's provenance."
     if not prompts: raise ValueError("prompts must be a non-empty list of token-id lists")
     if 'ar' not in methods: raise ValueError("methods must include 'ar' (the speedup baseline)")
@@ -189,20 +191,21 @@ def run_bench(target, drafter, prompts,              # list of token-id lists
     block = drafter.block_size if drafter is not None else 16
     cfgs = bench_configs(methods, budgets, temperatures, backends, block)
     dev = target.embed_tokens.weight.device
-    if warmup:
-        for be in backends:
-            if _skip_reason(be, dev) is None:
-                bench_run(target, drafter, prompts[0], 'ddtree' if drafter is not None else 'ar', min(budgets), 0.0, be, min(8, max_new_tokens), seed)
+    if warmup:        # kernels load, workspaces are made; compiled rounds compile per setting, so each setting runs once
+        warm = cfgs if compile else [dict(method='ddtree' if drafter is not None else 'ar', budget=min(budgets), temperature=0.0, backend=be) for be in backends]
+        for c in warm:
+            if _skip_reason(c['backend'], dev) is None:
+                bench_run(target, drafter, prompts[0], c['method'], c['budget'], c['temperature'], c['backend'], min(8, max_new_tokens), seed, compile=compile)
     runs = []
     with tqdm(total=len(cfgs) * len(prompts), desc='ddtree bench', disable=not progress, file=sys.stderr) as bar:
         for c in cfgs:
             bar.set_postfix_str(f"{c['method']} B={c['budget']} T={c['temperature']:g} {c['backend']}")
             for i, p in enumerate(prompts):
                 runs.append(dict(bench_run(target, drafter, p, c['method'], c['budget'], c['temperature'], c['backend'],
-                                           max_new_tokens, seed + i, stop_ids), prompt=i))
+                                           max_new_tokens, seed + i, stop_ids, compile), prompt=i))
                 bar.update()
     config = dict(methods=list(methods), budgets=sorted(budgets), temperatures=[float(t) for t in temperatures], backends=list(backends),
-                  max_new_tokens=max_new_tokens, seed=seed, prompts=len(prompts), block_size=block)
+                  max_new_tokens=max_new_tokens, seed=seed, prompts=len(prompts), block_size=block, compile=compile)
     return dict(meta=run_meta(target, command), config=config, runs=runs, summary=summarize(runs))
 
 # %% ../nbs/07_benchmarks.ipynb #d2dc7d71
@@ -273,6 +276,7 @@ def _bench_parser():
     ap.add_argument('--out', default='bench_results', help='output prefix: writes OUT.json and OUT.md (default: bench_results in the current directory)')
     ap.add_argument('--plots', action='store_true', help='also write OUT_speedup.png, OUT_accept_hist.png, OUT_stages.png')
     ap.add_argument('--no-progress', action='store_true')
+    ap.add_argument('--compile', action='store_true', help="run the rounds' torch parts through torch.compile (each setting warmed up, so compiling is not timed)")
     return ap
 
 # %% ../nbs/07_benchmarks.ipynb #b6799777
@@ -315,7 +319,8 @@ def bench_main(argv=None, pair=None) -> int:
         cmd = 'ddtree bench ' + ' '.join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
         with cpu_threads(args.threads, dev):
             res = run_bench(target, drafter, ids, methods=args.methods, budgets=args.budgets, temperatures=args.temperatures,
-                            backends=backends, max_new_tokens=args.max_new_tokens, seed=args.seed, progress=not args.no_progress, command=cmd.strip())
+                            backends=backends, max_new_tokens=args.max_new_tokens, seed=args.seed, progress=not args.no_progress, command=cmd.strip(),
+                            compile=args.compile)
     except (ValueError, OSError, NotImplementedError) as e: return err(' '.join(str(e).split()))
     if not any('skipped' not in r for r in res['runs']):
         return err("nothing ran: " + '; '.join(sorted({r['skipped'] for r in res['runs']})))

@@ -109,6 +109,7 @@ def generate_parser():
     ap.add_argument('--threads', type=int, default=None, help="torch CPU threads (default: 1 when the models are on the CPU, where more threads often slow the small demo pair down; torch's default otherwise)")
     ap.add_argument('--ignore-eos', action='store_true', help="don't stop at the tokenizer's EOS token")
     ap.add_argument('--json', action='store_true', help='print one JSON object instead of streaming text')
+    ap.add_argument('--compile', action='store_true', help="run the round's torch parts through torch.compile (the first rounds wait for the compiles)")
     return ap
 
 # %% ../nbs/99_cli.ipynb #c2a00004
@@ -125,7 +126,7 @@ def run_generate(args, target, drafter, tokenizer, out=None, stages=None, err=No
     streamer = None if args.json else TextStreamer(tokenizer, out)
     g = generate(target, drafter, ids, method=args.method, budget=args.budget, temperature=args.temperature,
                  max_new_tokens=args.max_new_tokens, stop_ids=stop, backend=args.backend, generator=gen, on_tokens=streamer,
-                 stages=stages)
+                 stages=stages, compile=getattr(args, 'compile', False) and stages is None)
     settings = dict(budget=args.budget, temperature=args.temperature, seed=args.seed, device=str(dev),
                     dtype=str(target.embed_tokens.weight.dtype).removeprefix('torch.'), threads=torch.get_num_threads())
     if args.json: out.write(json.dumps(dict(text=tokenizer.decode(g.tokens, skip_special_tokens=True), settings=settings, **g.to_dict())) + '\n')
@@ -143,10 +144,13 @@ def _read_prompt(args) -> str:
     if not text: raise ValueError("the prompt is empty" + (f" (--prompt-file {args.prompt_file})" if args.prompt is None else ''))
     return text
 
+
+# %% ../nbs/99_cli.ipynb #8207b87c
 def generate_main(argv=None) -> int:
     "Entry point of `ddtree generate`: arguments are checked before any model loads; a bad one raises, and `main` reports it."
     import torch
-    from ddtree_nb.decode import GenerationConfig, torch_device, cpu_threads, load_target_for
+    from ddtree_nb.decode import GenerationConfig
+    from ddtree_nb.loading import torch_device, cpu_threads, load_target_for
     args = generate_parser().parse_args(argv)
     if args.target is None:                      # the demo pair shipped in the package (nbs/06_demo_models)
         from ddtree_nb.demo import demo_pair_dir

@@ -4,22 +4,20 @@
 
 # %% ../nbs/05_decode.ipynb #07433f9d
 from __future__ import annotations
-import time, contextlib, dataclasses, collections, gc, weakref
-from pathlib import Path
+import time, dataclasses, collections, gc, weakref
 from dataclasses import dataclass, field
 import torch
 from .tree import TreeBuffers, build_tree_ref, load_tree, pack_visibility, fill_tree, MAX_BUDGET
 from .accept import Accepted, MAX_PATH, ERR_PAST_CACHE, accept_compact, accept_workspace, gumbel_keys, round_keys, target_choice, make_accepted
 from .runtime import releasing_on_oom, require_cuda, cuda_ok, engine_stream
-from .model import MoE, read_json, load_target, check_device
-from .moe import PackedMoE, load_target_packed, live_workspaces
+from .model import MoE
+from .moe import PackedMoE, live_workspaces
 from .verify import DC, DR
 
 # %% auto #0
 __all__ = ['METHODS', 'DENSE_MAX_EXPERTS', 'sample_token', 'check_decode_params', 'check_generate_args', 'resolve_backend',
            'GenerationConfig', 'Generation', 'Round', 'Decoder', 'generate', 'decoder_tokens', 'start_clock',
-           'generation_of', 'moe_plan', 'Stages', 'keeps_experts_packed', 'load_target_for', 'torch_device',
-           'cpu_threads']
+           'generation_of', 'moe_plan', 'Stages']
 
 # %% ../nbs/05_decode.ipynb #ca14f372
 def sample_token(logits: torch.Tensor, temperature: float, generator: torch.Generator|None=None) -> int:
@@ -45,6 +43,8 @@ def check_decode_params(method, budget, temperature, max_new_tokens):
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
 
+
+# %% ../nbs/05_decode.ipynb #9e0987b1
 def check_generate_args(target, drafter, prompt_ids, method, budget, temperature, max_new_tokens, stop_ids,
                         max_cache_tokens=None, generator=None) -> tuple[torch.Tensor, int]:
     "Validate `generate`'s inputs; return the prompt as an int64 tensor and the cache rows needed."
@@ -74,6 +74,8 @@ def check_generate_args(target, drafter, prompt_ids, method, budget, temperature
                          f"need {rows} cache rows, more than max_cache_tokens={max_cache_tokens}")
     return p.to(torch.int64), rows
 
+
+# %% ../nbs/05_decode.ipynb #7d215988
 def resolve_backend(backend: str, device) -> str:
     "'auto' -> 'cuda' on a GPU where the kernels can run (pycuda, nvcc), else 'torch'; an unknown or unavailable backend raises."
     dev = torch.device(device)
@@ -218,14 +220,16 @@ class Decoder(_DecoderSteps):
                  max_cache_tokens: int|None=None,
                  stages=None,                   # a `Stages` to run the round with (default: `Stages(backend)`)
                  timed=None,                    # called as timed(stage, f, *args) for every stage; None = a plain call
-                 run_ahead: bool=False):        # enqueue round k+1 before reading round k (rounds' buffers are then not returned)
+                 run_ahead: bool=False,         # enqueue round k+1 before reading round k (rounds' buffers are then not returned)
+                 compile: bool=False):          # the default `Stages` with `compile=True` (the round's torch parts through `torch.compile`)
+        if compile and stages is not None: raise ValueError("compile=True makes the default Stages: with stages given, pass compile to it (Stages(compile=True))")
         prompt, self.rows = check_generate_args(target, drafter, prompt_ids, method, budget, temperature, max_new_tokens,
                                                 stop_ids, max_cache_tokens, generator)
         self.target, self.drafter, self.method, self.budget, self.temperature = target, drafter, method, budget, temperature
         self.max_new_tokens, self.stop, self.generator, self.prompt = max_new_tokens, {int(s) for s in stop_ids}, generator, prompt
         self.device = target.embed_tokens.weight.device
         be = resolve_backend(backend, self.device)                     # checked also when `stages` is given
-        self.stages = stages or Stages(be)
+        self.stages = stages or Stages(be, compile=compile)
         self.backend = self.stages.faces                                # the faces that run, whatever `backend` said
         self.stages.check(self)                                         # before any work, not after the prefill
         self.use_drafter = method != 'ar'
@@ -304,10 +308,11 @@ def generate(target, drafter, prompt_ids,
              max_cache_tokens: int|None=None,   # cap on target cache rows (memory); None = what the call needs
              on_tokens=None,                    # called with each round's new tokens (list[int]), e.g. to stream text
              stages=None,                       # a `Stages` to run the round with (default: `Stages(backend)`)
+             compile: bool=False,               # the round's torch parts through `torch.compile` (`Stages(compile=True)`; each shape compiles once per process)
             ) -> Generation:
     "Speculative (or plain) decoding of `prompt_ids` with `target`, drafting with `drafter`."
     dec = Decoder(target, drafter, prompt_ids, method, budget, temperature, max_new_tokens, stop_ids, backend, generator,
-                  max_cache_tokens, stages, run_ahead=torch.device(target.embed_tokens.weight.device).type == 'cuda')
+                  max_cache_tokens, stages, run_ahead=torch.device(target.embed_tokens.weight.device).type == 'cuda', compile=compile)
     try:
         for new in decoder_tokens(dec):
             if on_tokens and new: on_tokens(new)
@@ -598,32 +603,3 @@ class Stages(_RoundCaches, _RoundBuffers, _RoundStages, _RoundReplay):
         "Run the prompt causally into cache slots [0, P); last-row logits and all rows' features."
         out = target(prompt, torch.arange(len(prompt), device=prompt.device), cache, 0, None, hidden_layers=hidden_layers)
         return out.logits[-1], out.hidden
-
-# %% ../nbs/05_decode.ipynb #729ff7cd
-def keeps_experts_packed(path, device, dtype) -> bool:
-    "Whether `load_target_for` keeps `path`'s routed experts INT4-packed: an INT4 (pack-quantized) checkpoint, loaded in bf16 on a GPU."
-    cfg = Path(path) / 'config.json'
-    if not cfg.is_file(): return False                  # load_target names what is missing
-    q = read_json(cfg).get('quantization_config') or {}
-    return torch.device(device).type == 'cuda' and dtype == torch.bfloat16 and q.get('format') == 'pack-quantized'
-
-def load_target_for(path, device, dtype):
-    "The target from `path` as the decode round wants it: INT4 routed experts stay packed on a GPU (the W4A16 kernel), otherwise `load_target`."
-    if keeps_experts_packed(path, device, dtype):
-        return load_target_packed(path, device, dtype, backend='cuda')
-    return load_target(path, device=device, dtype=dtype)
-
-def torch_device(s, what: str='--device') -> torch.device:
-    "`s` as a usable torch device, or a one-line error naming `what` (the CLI flag, or the API argument)."
-    try: d = torch.device(s)
-    except (RuntimeError, TypeError): raise ValueError(f"{what} {s!r} is not a device torch knows (e.g. cpu, cuda, cuda:1)") from None
-    if d.type not in ('cpu', 'cuda'): raise ValueError(f"{what} {s!r}: the models run on cpu or cuda, not {d.type}")
-    return check_device(d)                      # a CUDA device torch can't use here: said now
-
-@contextlib.contextmanager
-def cpu_threads(n: int|None, device):
-    "torch's CPU threads inside the block: `n`, or 1 when the models are on the CPU and `n` is None (the small demo models stall on shared cores); restored on exit."
-    old = torch.get_num_threads()
-    if n or torch.device(device).type == 'cpu': torch.set_num_threads(n or 1)
-    try: yield
-    finally: torch.set_num_threads(old)

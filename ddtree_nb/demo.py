@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 from .model import (build_target, tiny_config, save_target, load_target, apply_rope, Router, MoE, TargetModel)
 from .drafter import (Drafter, DrafterConfig, save_drafter, load_drafter, rope_cos_sin)
-from .decode import cpu_threads, generate
+from .decode import generate
+from .loading import cpu_threads
 from .runtime import cuda_ok
 
 # %% auto #0
@@ -610,6 +611,10 @@ def _held_out_evals(target, streams: dict, seq_len: int, eval_seqs: int, prompt_
     return loss, {k: greedy_dataset(target, v, eval_seqs, prompt_len, new_tokens, gen_batch, seed) for k, v in sets.items()}
 
 # %% ../nbs/06_demo_models.ipynb #5e9b0968
+_HYPER = ('target_steps', 'target_batch', 'target_lr', 'target_warmup', 'drafter_steps', 'drafter_batch', 'drafter_lr', 'drafter_warmup',
+          'anchors_per_seq', 'seq_len', 'gamma', 'drafter_labels', 'drafter_data', 'prompt_len', 'new_tokens', 'gen_seqs', 'gen_batch',
+          'gen_time_s', 'deadline_s', 'target_time_s', 'drafter_time_s')
+
 def train_pair(out,                                   # output directory of the pair
                target_kw: dict|None=None,             # overrides of `demo_target_config`
                drafter_kw: dict|None=None,            # overrides of `demo_drafter_config`
@@ -628,6 +633,7 @@ def train_pair(out,                                   # output directory of the 
                target_shards: int=1,
               ) -> dict:
     "The full demo-pair recipe; every size, step count and the device are parameters. Returns the training log."
+    hp = {k: v for k, v in locals().items() if k in _HYPER}     # the run's hyperparameters, logged as given
     if drafter_data not in ('greedy', 'corpus'): raise ValueError(f"drafter_data must be 'greedy' or 'corpus', got {drafter_data!r}")
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
@@ -662,12 +668,7 @@ def train_pair(out,                                   # output directory of the 
                device_name=torch.cuda.get_device_name() if torch.device(device).type == 'cuda' else 'cpu', seed=seed, threads=torch.get_num_threads(),
                corpus=_corpus_summary(man, streams), params=dict(target=count_params(target), drafter=count_params(drafter)),
                hyper=dict(vocab_size=tok.get_vocab_size(), held_out_frac=man['held_out_frac'], target_config=tcfg, drafter_config=dcfg.to_dict(),
-                          target_steps=target_steps, target_batch=target_batch, target_lr=target_lr, target_warmup=target_warmup,
-                          drafter_steps=drafter_steps, drafter_batch=drafter_batch, drafter_lr=drafter_lr, drafter_warmup=drafter_warmup,
-                          anchors_per_seq=anchors_per_seq, seq_len=seq_len, gamma=gamma, drafter_labels=drafter_labels,
-                          drafter_data=drafter_data, prompt_len=prompt_len, new_tokens=new_tokens, gen_seqs=gen_seqs, gen_batch=gen_batch,
-                          gen_time_s=gen_time_s, deadline_s=deadline_s, target_time_s=target_time_s, drafter_time_s=drafter_time_s,
-                          drafter_time_s_used=dtime, target_steps_done=th[-1]['step'] + 1, drafter_steps_done=dh[-1]['step'] + 1,
+                          **hp, drafter_time_s_used=dtime, target_steps_done=th[-1]['step'] + 1, drafter_steps_done=dh[-1]['step'] + 1,
                           greedy_train_seqs=0 if seqs is None else len(seqs)),
                wall_s=dict(tokenizer=t_tok, target=t_target, greedy_data=t_gen, drafter=t_drafter, total=time.time() - t0),
                target_held_out_loss=vloss, drafter_held_out=evs.get('held_out'), drafter_held_out_packages=evs.get('held_out_packages'),

@@ -360,25 +360,34 @@ class TargetModel(nn.Module):
         c = self.config
         return LatentCache(c.num_hidden_layers, max_tokens, c.kv_lora_rank, c.qk_rope_head_dim, self.dtype, self.device)
 
-    @torch.no_grad()
-    def forward(self, input_ids, positions, cache: LatentCache, start: int, visibility=None, hidden_layers=()) -> TargetOutput:
-        start, hidden_layers = start if isinstance(start, torch.Tensor) else int(start), tuple(hidden_layers)
-        if self.check_inputs: check_forward_inputs(self, input_ids, positions, cache, start, visibility, hidden_layers)
-        T = input_ids.shape[0]
-        if visibility is None: visibility = torch.ones(T, T, dtype=torch.bool, device=input_ids.device).tril()
-        attend = attention_fn(self.attn_backend, visibility)   # resolved before anything is written
-        layers = self.layers
-        if self.use_compiled and self.compiled_layers: layers, attend = self.compiled_layers, torch.compiler.disable(attend)
-        cos, sin = self.rope(positions)
-        x = self.embed_tokens(input_ids)
-        feats, last = {}, self.config.num_hidden_layers - 1
-        for i, layer in enumerate(layers):
-            x = layer(x, cos, sin, cache.kv[i], start, attend)   # a layer sees its own cache rows: one compiled graph serves every layer
-            if i in hidden_layers and i != last: feats[i] = x
-        x = self.norm(x)
-        if last in hidden_layers: feats[last] = x
-        hidden = torch.stack([feats[i] for i in hidden_layers], 1) if hidden_layers else x.new_zeros(T, 0, x.shape[-1])
-        return TargetOutput(self.lm_head(x).float(), hidden)
+
+# %% ../nbs/01a_target_model.ipynb #683101fd
+@torch.no_grad()
+def _target_forward(self: TargetModel,
+                    input_ids: torch.Tensor,   # [T] token ids
+                    positions: torch.Tensor,   # [T] their positions
+                    cache: LatentCache, start: int|torch.Tensor,   # the cache, and the slot of the first token (an int, or an int [1] device tensor)
+                    visibility=None,           # [T, T] bool or packed int32 bits (default causal)
+                    hidden_layers=()) -> TargetOutput:
+    "Write the T tokens' latents at slots [start, start + T), attend under `visibility`, return fp32 logits and the hidden states of `hidden_layers`."
+    start, hidden_layers = start if isinstance(start, torch.Tensor) else int(start), tuple(hidden_layers)
+    if self.check_inputs: check_forward_inputs(self, input_ids, positions, cache, start, visibility, hidden_layers)
+    T = input_ids.shape[0]
+    if visibility is None: visibility = torch.ones(T, T, dtype=torch.bool, device=input_ids.device).tril()
+    attend = attention_fn(self.attn_backend, visibility)   # resolved before anything is written
+    layers = self.layers
+    if self.use_compiled and self.compiled_layers: layers, attend = self.compiled_layers, torch.compiler.disable(attend)
+    cos, sin = self.rope(positions)
+    x = self.embed_tokens(input_ids)
+    feats, last = {}, self.config.num_hidden_layers - 1
+    for i, layer in enumerate(layers):
+        x = layer(x, cos, sin, cache.kv[i], start, attend)   # a layer sees its own cache rows: one compiled graph serves every layer
+        if i in hidden_layers and i != last: feats[i] = x
+    x = self.norm(x)
+    if last in hidden_layers: feats[last] = x
+    hidden = torch.stack([feats[i] for i in hidden_layers], 1) if hidden_layers else x.new_zeros(T, 0, x.shape[-1])
+    return TargetOutput(self.lm_head(x).float(), hidden)
+TargetModel.forward = _target_forward
 
 # %% ../nbs/01a_target_model.ipynb #8448838e
 def check_forward_inputs(model, input_ids, positions, cache, start, visibility, hidden_layers):

@@ -263,7 +263,7 @@ def check_main(argv=None) -> int:
 def generate_main(argv=None) -> int:
     "`generate`: `ddtree generate` with the target sharded over the torchrun ranks; rank 0 writes the output."
     from ddtree_nb.cli import generate_parser, run_generate
-    from ddtree_nb.decode import cpu_threads
+    from ddtree_nb.loading import cpu_threads
     from ddtree_nb.drafter import load_drafter
     args = generate_parser().parse_args(argv)
     if args.method != 'ar' and not args.drafter:

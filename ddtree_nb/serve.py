@@ -274,6 +274,7 @@ def _serve_parser():
     ap.add_argument('--dtype', default=None, choices=('bfloat16', 'float16', 'float32', 'float64'), help='default: bfloat16 on cuda, float32 on cpu')
     ap.add_argument('--threads', type=int, default=None, help='torch CPU threads (default: 1 when the models are on the CPU)')
     ap.add_argument('--trust-remote-code', action='store_true', help="let AutoTokenizer run the target directory's tokenizer code")
+    ap.add_argument('--compile', action='store_true', help="run the rounds' torch parts through torch.compile (the first requests of each setting wait for its compiles)")
     return ap
 
 def serve_main(argv=None) -> int:
@@ -284,7 +285,8 @@ def serve_main(argv=None) -> int:
     if not 0 <= a.port < 65536: raise ValueError(f"--port must be in [0, 65535], got {a.port}")
     if a.max_queue < 0: raise ValueError(f"--max-queue must be >= 0, got {a.max_queue}")
     if a.target is not None and a.drafter is None and a.method != 'ar': raise ValueError(f"--method {a.method} needs --drafter (or use --method ar)")
-    kw = dict(device=a.device, dtype=a.dtype, backend=a.backend, threads=a.threads, config=cfg, **({'name': a.model_name} if a.model_name else {}))
+    kw = dict(device=a.device, dtype=a.dtype, backend=a.backend, threads=a.threads, config=cfg, compile=a.compile,
+              **({'name': a.model_name} if a.model_name else {}))
     engine = (Engine.from_demo(**kw) if a.target is None else
               Engine.from_pretrained(a.target, a.drafter if a.method != 'ar' else None, trust_remote_code=a.trust_remote_code, **kw))
     app = make_app(engine, a.max_queue)
