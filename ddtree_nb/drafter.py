@@ -287,12 +287,13 @@ Drafter.extend, Drafter.draft = _drafter_extend, _drafter_draft
 
 # %% ../nbs/05a_drafter.ipynb #5ea49828
 def _drafter_compiled_draft(self: Drafter, **kw):
-    "`self.draft` with its block through `torch.compile` (static shapes; `kw` go to `torch.compile`), made on the first call and kept."
+    "`self.draft` with its block through `torch.compile` (static shapes but the cache length; `kw` go to `torch.compile`), made on the first call and kept."
     if self.__dict__.get('_compiled_draft') is None:
         block = torch.compile(functools.partial(_draft_block, self), dynamic=False, **kw)
         @torch.no_grad()
         def draft(cache, features, n_new, root_token):
             _check_room(self, cache, features, n_new)     # eager: its host read would split the graph
+            for t in (cache.k, cache.v): torch._dynamo.maybe_mark_dynamic(t, 1)   # any cache size: no compile per generation
             return block(cache, features, n_new, root_token)
         self.__dict__['_compiled_draft'] = draft
     return self.__dict__['_compiled_draft']

@@ -381,7 +381,9 @@ def _target_forward(self: TargetModel,
     x = self.embed_tokens(input_ids)
     feats, last = {}, self.config.num_hidden_layers - 1
     for i, layer in enumerate(layers):
-        x = layer(x, cos, sin, cache.kv[i], start, attend)   # a layer sees its own cache rows: one compiled graph serves every layer
+        kv = cache.kv[i]
+        if layers is self.compiled_layers: torch._dynamo.maybe_mark_dynamic(kv, 0)   # any cache size: no compile per generation
+        x = layer(x, cos, sin, kv, start, attend)   # a layer sees its own cache rows: one compiled graph serves every layer
         if i in hidden_layers and i != last: feats[i] = x
     x = self.norm(x)
     if last in hidden_layers: feats[last] = x
@@ -467,10 +469,10 @@ def build_target(config: TargetConfig|dict, dtype=torch.float32, device='cpu', s
 
 # %% ../nbs/01a_target_model.ipynb #07620675
 def _compile_layers(self: TargetModel, **kw) -> TargetModel:
-    "`torch.compile` each decoder layer (static shapes: a compile per layer kind, token count and cache size) for forwards run with `use_compiled`; `kw` go to `torch.compile`."
+    "`torch.compile` each decoder layer (a compile per layer kind and token count; the cache size is dynamic) for forwards run with `use_compiled`; `kw` go to `torch.compile`."
     if self.compiled_layers is None:
         import torch._dynamo    # lazy: importing dynamo costs a second, and only compiled rounds need it
-        # the layers share one code object: a graph per layer kind (dense, MoE) and shape (token count, cache rows) counts against
+        # the layers share one code object: a graph per layer kind (dense, MoE) and token count counts against
         # dynamo's recompile limit (8), past which it would run the rest eagerly without a word
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
         self.compiled_layers = [torch.compile(l, dynamic=False, **kw) for l in self.layers]
