@@ -12,9 +12,10 @@
 #   bash benchmarks/gpu_next.sh sanitize_kernels "$OUT"   # compute-sanitizer x 4 tools over direct calls of our kernels (<= 9 min)
 #   bash benchmarks/gpu_next.sh fuzz5     "$OUT" tree   # one kernel fuzzer (tree, accept or verify) for 5 minutes     (~5.5 min)
 #   bash benchmarks/gpu_next.sh soak      "$OUT"   # ddtree bench --demo x3, budgets 4..1024, T = 0 and 1, 8 prompts (<= 9 min)
+#   bash benchmarks/gpu_next.sh compile   "$OUT"   # 05's cuda cells, bench_compile, the round compiled and not (same commit) (<= 9 min)
 # Each step has its own timeout, so a slow one leaves the others' logs in $OUT; the summary is $OUT/gpu_next.log.
 set -uo pipefail
-part=${1:?part: validate, long, bench, sanitize, sanitize_kernels, tree, profile_tree, verify90, fuzz5 or soak}
+part=${1:?part: validate, long, bench, sanitize, sanitize_kernels, tree, profile_tree, verify90, fuzz5, soak or compile}
 out=${2:-${OUT:-/tmp}}
 mkdir -p "$out" && out=$(cd "$out" && pwd)
 cd "$(dirname "$0")/.."
@@ -53,6 +54,11 @@ case $part in
   fuzz5)   # one kernel fuzzer for 5 minutes on the GPU (issue 21): bash benchmarks/gpu_next.sh fuzz5 "$OUT" tree|accept|verify
     h=${3:?fuzz5 needs a harness: tree, accept or verify}
     step "fuzz5_$h" 330 python -c "from ddtree_nb.reliability import fuzz_$h; print(fuzz_$h(300, seed=5, backend='cuda', out_dir='$out/fuzz_repro'))" ;;
+  compile)   # compiled rounds (issue 17): 05's cuda cells, one forward compiled vs not, the round compiled vs not on one commit
+    GPU_TESTS_TIMEOUT=200 N_WORKERS=1 step gpu_tests_05 210 bash benchmarks/gpu_tests.sh "$out" 05
+    step bench_compile 90 python benchmarks/bench_compile.py --out "$out/compile" --commit "$commit"
+    step run_ahead_compiled 150 python benchmarks/bench_run_ahead.py --out "$out/rac" --commit "$commit" --compile --temps 0,0.8 --reps 2
+    step run_ahead 120 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --temps 0,0.8 --reps 2 ;;
   soak)   # ddtree bench --demo three times back to back, T = 0 and 1; a T=0 output other than AR's is a stderr warning (issue 21)
     for i in 1 2 3; do
       step "soak_$i" 180 python -m ddtree_nb.cli bench --demo --no-progress --n-prompts 8 --budgets 4,16,64,256,1024 --temperatures 0,1 --out "$out/soak_$i"
