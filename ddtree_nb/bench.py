@@ -217,7 +217,8 @@ def results_markdown(res: dict, title: str='ddtree bench') -> str:
              f"- date: {m['date']}", f"- device: {m['device']} ({m['device_type']})", f"- commit: {m['commit'] or 'n/a (not a git checkout)'}",
              f"- torch: {m['torch']}, {m.get('threads', '?')} CPU threads", f"- command: `{m['command']}`",
              f"- target: {t.get('layers')} layers, hidden {t.get('hidden')}, vocab {t.get('vocab')}, {t.get('dtype')}",
-             f"- prompts: {c['prompts']}, max_new_tokens {c['max_new_tokens']}, seed {c['seed']}; DFlash chain = block_size − 1 = {c['block_size'] - 1}",
+             f"- prompts: {c['prompts']}, max_new_tokens {c['max_new_tokens']}, seed {c['seed']}; DFlash chain = block_size − 1 = {c['block_size'] - 1}"
+             + ("; rounds through torch.compile (every setting warmed up first)" if c.get('compile') else ''),
              "- tokens, ms/token, tokens/s: the decode rounds only (the prefill and the token it gives are left out, as they cost the same "
              "for every method); the stage columns split ms/token; `round` is a CUDA-graph replay's whole round (cuda backend only)",
              "- = AR: at T=0, the prompts whose tokens equal AR's on the same backend (greedy decoding is lossless)",
