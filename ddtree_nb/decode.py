@@ -202,7 +202,7 @@ class _DecoderSteps:
         if self.done: return None
         st, P, root = self.stages, self.P, self.root
         if st.dec is not self: raise RuntimeError("this Stages object was set up by another Decoder since: use one stages object per live Decoder")
-        with releasing_on_oom(f"running round {len(self.acceptance_lengths) + 1} (budget {self.budget})", self._free):
+        with releasing_on_oom(self._doing, self._free):   # the message is formatted only on an error, not every round
             dl, logits = self.pending or st.run_round(self._depth(), self.timed)
             self.pending = st.run_round(self._depth(), self.timed) if self._ahead() else None   # the GPU goes on while we read
             A, bonus, drafted, nodes, keys = st.read()
@@ -264,6 +264,7 @@ class Decoder(_DecoderSteps):
         self.done = True
 
     def _free(self): self.close(free=True)       # after running out of memory: the kept buffers go too
+    def _doing(self) -> str: return f"running round {len(self.acceptance_lengths) + 1} (budget {self.budget})"
 
 # %% ../nbs/05_decode.ipynb #ed11b087
 class _Clock:
@@ -308,7 +309,7 @@ def generate(target, drafter, prompt_ids,
              max_cache_tokens: int|None=None,   # cap on target cache rows (memory); None = what the call needs
              on_tokens=None,                    # called with each round's new tokens (list[int]), e.g. to stream text
              stages=None,                       # a `Stages` to run the round with (default: `Stages(backend)`)
-             compile: bool=False,               # the round's torch parts through `torch.compile` (`Stages(compile=True)`; each shape compiles once per process)
+             compile: bool=False,               # the round's torch parts through `torch.compile` (`Stages(compile=True)`; each token count compiles once per process)
             ) -> Generation:
     "Speculative (or plain) decoding of `prompt_ids` with `target`, drafting with `drafter`."
     dec = Decoder(target, drafter, prompt_ids, method, budget, temperature, max_new_tokens, stop_ids, backend, generator,
@@ -585,7 +586,7 @@ class Stages(_RoundCaches, _RoundBuffers, _RoundStages, _RoundReplay):
     def __init__(self, faces: str='cuda',        # 'cuda': the kernels; 'torch': their torch faces on the same buffers (any device)
                  graph: bool|None=None,          # capture full-depth rounds in a CUDA graph (None: when faces='cuda', any temperature)
                  keep: bool=False,               # keep caches, buffers and graph for the next generation (same models and settings)
-                 compile: bool=False):           # the round's target layers and draft through `torch.compile` (each shape compiles once per process)
+                 compile: bool=False):           # the round's target layers and draft through `torch.compile` (each token count compiles once per process)
         if faces not in ('cuda', 'torch'): raise ValueError(f"faces must be 'cuda' or 'torch', got {faces!r}")
         if graph and faces != 'cuda': raise ValueError("graph=True needs faces='cuda' (a graph replays GPU work only)")
         self.faces, self.graph, self.keep, self.compile, self.dec = faces, graph, keep, compile, None

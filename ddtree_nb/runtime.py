@@ -411,8 +411,8 @@ def _oom_summary(msg: str) -> str:
     return '. '.join(msg.replace('\n', ' ').split('. ')[:3]).strip()
 
 class releasing_on_oom:
-    "On `torch.OutOfMemoryError` inside the block: `release()`, drop the failed frames, and re-raise in one line naming what it was `doing`."
-    def __init__(self, doing: str, release): self.doing, self.release = doing, release
+    "On `torch.OutOfMemoryError` inside the block: `release()`, drop the failed frames, and re-raise in one line naming what it was `doing` (a string, or a function giving it: formatted only on an error)."
+    def __init__(self, doing, release): self.doing, self.release = doing, release
     def __enter__(self): return self
     def __exit__(self, typ, e, tb):
         import torch
@@ -424,7 +424,8 @@ class releasing_on_oom:
         e.__traceback__ = tb = None
         msg, e = _oom_summary(str(e)), None
         if torch.cuda.is_initialized(): torch.cuda.empty_cache()
-        raise torch.OutOfMemoryError(f"out of memory while {self.doing}: {msg}; what was allocated so far is released") from None
+        doing = self.doing() if callable(self.doing) else self.doing
+        raise torch.OutOfMemoryError(f"out of memory while {doing}: {msg}; what was allocated so far is released") from None
 
 # %% ../nbs/00a_runtime.ipynb #hb0a0b02
 @contextlib.contextmanager
