@@ -14,15 +14,14 @@ from pathlib import Path
 import torch
 
 CASES = [('ar', 0), ('dflash', 15), ('ddtree', 16), ('ddtree', 64)]
-OPT = dict(compile=False, temps=(0.0, 0.8))   # set from the command line: Stages(compile=...), the temperatures run
 
 
-def decode(t, d, p, method, B, T, ahead, n_new, timed=None, seed=0):
+def decode(t, d, p, method, B, T, ahead, n_new, timed=None, seed=0, compile=False):
     "One generation with a manual round loop; (tokens, acceptance lengths, decode wall s, stage seconds or None)."
     from ddtree_nb.decode import Decoder, Stages, _EventClock
     g = torch.Generator(device='cuda').manual_seed(seed) if T > 0 else None
     dec = Decoder(t, d if method != 'ar' else None, p, method=method, budget=B, temperature=T, max_new_tokens=n_new,
-                  backend='cuda', generator=g, stages=Stages(graph=True, compile=OPT['compile']), run_ahead=ahead)
+                  backend='cuda', generator=g, stages=Stages(graph=True, compile=compile), run_ahead=ahead)
     dec.prefill(); dec.step(); dec.step()          # round 1 (eager, the prompt's features) and round 2 (captured) are not timed:
     n0, r0 = len(dec.tokens), len(dec.acceptance_lengths)   # each generation captures its own graph (tens of ms, noisy)
     if timed: dec.timed = _EventClock(dec.device)
@@ -35,18 +34,18 @@ def decode(t, d, p, method, B, T, ahead, n_new, timed=None, seed=0):
     return out
 
 
-def ab(t, d, prompts, n_new, reps, log):
+def ab(t, d, prompts, n_new, reps, log, temps=(0.0, 0.8), compile=False):
     rows = []
-    for T in OPT['temps']:
+    for T in temps:
         for method, B in CASES:
             r = dict(method=method, budget=B, temperature=T)
             for ahead in (False, True):
                 toks, walls, rounds, ntok = [], [], 0, 0
                 for i, p in enumerate(prompts):
-                    decode(t, d, p, method, B, T, ahead, n_new, seed=i)               # warm-up: workspaces, kernels
+                    decode(t, d, p, method, B, T, ahead, n_new, seed=i, compile=compile)   # warm-up: workspaces, kernels
                     w = []
                     for _ in range(reps):
-                        tk, lens, wall, _, nt, nr = decode(t, d, p, method, B, T, ahead, n_new, seed=i)
+                        tk, lens, wall, _, nt, nr = decode(t, d, p, method, B, T, ahead, n_new, seed=i, compile=compile)
                         w.append(wall)
                     toks.append(tk); walls.append(statistics.median(w)); rounds += nr; ntok += nt
                 key = 'ahead' if ahead else 'plain'
@@ -56,7 +55,7 @@ def ab(t, d, prompts, n_new, reps, log):
             r['same_tokens'] = r.pop('plain_tokens') == r.pop('ahead_tokens')
             gpu_s, rounds = 0.0, 0
             for i, p in enumerate(prompts):
-                _, _, _, st, _, nr = decode(t, d, p, method, B, T, False, n_new, timed=True, seed=i)
+                _, _, _, st, _, nr = decode(t, d, p, method, B, T, False, n_new, timed=True, seed=i, compile=compile)
                 gpu_s += sum(v for k, v in st.items() if k != 'prefill'); rounds += nr
             r['gpu_ms_per_round'] = 1e3 * gpu_s / rounds
             r['speedup'] = r['ahead']['tokens_per_s'] / r['plain']['tokens_per_s']
@@ -67,11 +66,11 @@ def ab(t, d, prompts, n_new, reps, log):
     return rows
 
 
-def census(t, d, p, method, B, log):
+def census(t, d, p, method, B, log, compile=False):
     "Kernels launched by one eager round (round 3 of a generation), grouped by stage and by name."
     from torch.profiler import profile, ProfilerActivity, record_function
     from ddtree_nb.decode import Decoder, Stages
-    dec = Decoder(t, d if method != 'ar' else None, p, method=method, budget=B, max_new_tokens=64, backend='cuda', stages=Stages(graph=False, compile=OPT['compile']))
+    dec = Decoder(t, d if method != 'ar' else None, p, method=method, budget=B, max_new_tokens=64, backend='cuda', stages=Stages(graph=False, compile=compile))
     dec.prefill(); dec.step(); dec.step(); torch.cuda.synchronize()
     def rf(stage, f, *a):
         with record_function('stage:' + stage): return f(*a)
@@ -124,7 +123,6 @@ def main(argv=None):
     ap.add_argument('--compile', action='store_true', help="Stages(compile=True): the round's target layers and draft through torch.compile")
     ap.add_argument('--temps', default='0,0.8', help='temperatures, comma-separated')
     a = ap.parse_args(argv)
-    OPT.update(compile=a.compile, temps=tuple(float(x) for x in a.temps.split(',')))
     out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
     logf = open(out / 'run_ahead.log', 'w')
     def log(s): print(s, flush=True); logf.write(s + '\n'); logf.flush()
@@ -134,10 +132,10 @@ def main(argv=None):
     res = dict(meta=dict(date=time.strftime('%Y-%m-%d'), gpu=torch.cuda.get_device_name(), commit=a.commit, torch=torch.__version__,
                          command='python benchmarks/bench_run_ahead.py ' + ' '.join(argv or __import__('sys').argv[1:]),
                          prompts=len(prompts), max_new=a.max_new, reps=a.reps, compile=a.compile))
-    res['ab'] = ab(t, d, prompts, a.max_new, a.reps, log)
+    res['ab'] = ab(t, d, prompts, a.max_new, a.reps, log, tuple(float(x) for x in a.temps.split(',')), a.compile)
     res['census'] = []
     for m, B in (('ar', 0), ('ddtree', 64)):
-        try: res['census'].append(census(t, d, prompts[0], m, B, log))
+        try: res['census'].append(census(t, d, prompts[0], m, B, log, a.compile))
         except Exception: log(f"census {m} B={B} failed:\n{traceback.format_exc()}")
     (out / 'run_ahead.json').write_text(json.dumps(res, indent=1))
     (out / 'run_ahead.md').write_text(markdown(res))
