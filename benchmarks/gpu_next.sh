@@ -10,12 +10,13 @@
 #   bash benchmarks/gpu_next.sh profile_tree "$OUT" # ncu of one B=256 build, with per-line stall samples       (~2 min)
 #   bash benchmarks/gpu_next.sh verify90  "$OUT"   # the sm_90a verify kernel: its checks, then v2 vs sm_90a timings (<= 9 min)
 #   bash benchmarks/gpu_next.sh sanitize_kernels "$OUT"   # compute-sanitizer x 4 tools over direct calls of our kernels (<= 9 min)
-#   bash benchmarks/gpu_next.sh fuzz5     "$OUT" tree   # one kernel fuzzer (tree, accept or verify) for 5 minutes     (~5.5 min)
+#   bash benchmarks/gpu_next.sh fuzz5     "$OUT" [300]  # the kernel fuzzers and the whole-loop one (graph, eager) at once, 300 s each (~5.5 min)
+#   bash benchmarks/gpu_next.sh long_run  "$OUT"   # 20,000 tokens T=0 and 1 (tiny pair) + a Kimi-width INT4 slice: memory flat   (~3 min)
 #   bash benchmarks/gpu_next.sh soak      "$OUT"   # ddtree bench --demo x3, budgets 4..1024, T = 0 and 1, 8 prompts (<= 9 min)
 #   bash benchmarks/gpu_next.sh compile   "$OUT"   # 05's cuda cells, bench_compile, the round compiled and not (same commit) (<= 9 min)
 # Each step has its own timeout, so a slow one leaves the others' logs in $OUT; the summary is $OUT/gpu_next.log.
 set -uo pipefail
-part=${1:?part: validate, long, bench, sanitize, sanitize_kernels, tree, profile_tree, verify90, fuzz5, soak or compile}
+part=${1:?part: validate, long, long_run, bench, sanitize, sanitize_kernels, tree, profile_tree, verify90, fuzz5, soak or compile}
 out=${2:-${OUT:-/tmp}}
 mkdir -p "$out" && out=$(cd "$out" && pwd)
 cd "$(dirname "$0")/.."
@@ -51,9 +52,18 @@ case $part in
     step ncu_pages 200 bash -c "ncu -i '$out/tree.ncu-rep' --page details > '$out/ncu_tree_details.txt' && ncu -i '$out/tree.ncu-rep' --page source --csv --print-source cuda,sass > '$out/ncu_tree_source.csv'; xz -T4 '$out/ncu_tree_source.csv'; rm -f '$out/tree.ncu-rep'" ;;
   verify90)
     step bench_verify 560 python benchmarks/bench_verify.py --impl both --budget 480 --out "$out/verify" ;;
-  fuzz5)   # one kernel fuzzer for 5 minutes on the GPU (issue 21): bash benchmarks/gpu_next.sh fuzz5 "$OUT" tree|accept|verify
-    h=${3:?fuzz5 needs a harness: tree, accept or verify}
-    step "fuzz5_$h" 330 python -c "from ddtree_nb.reliability import fuzz_$h; print(fuzz_$h(300, seed=5, backend='cuda', out_dir='$out/fuzz_repro'))" ;;
+  fuzz5)   # every GPU fuzzer for 5 minutes (issue 21), five processes sharing the GPU: bash benchmarks/gpu_next.sh fuzz5 "$OUT" [seconds]
+    s=${3:-300}
+    for h in tree:cuda accept:cuda verify:cuda generate:cuda generate:eager_cuda; do
+      f=${h%%:*} b=${h#*:}
+      OMP_NUM_THREADS=2 step "fuzz5_${f}_$b" $((s + 90)) python -c "from ddtree_nb.reliability import fuzz_$f
+r = fuzz_$f($s, seed=5, backend='$b', out_dir='$out/fuzz_repro')
+print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mismatches']), 'mismatches')
+for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
+    done
+    wait ;;
+  long_run)   # issue 21's long runs: memory flat after warm-up (exit 1 if it grew)
+    step long_run 420 python benchmarks/long_run.py --out "$out/long_run" --commit "$commit" ;;
   compile)   # compiled rounds (issue 17): 05's cuda cells, one forward compiled vs not, the round compiled vs not on one commit
     GPU_TESTS_TIMEOUT=200 N_WORKERS=1 step gpu_tests_05 210 bash benchmarks/gpu_tests.sh "$out" 05
     step bench_compile 90 python benchmarks/bench_compile.py --out "$out/compile" --commit "$commit"

@@ -11,7 +11,7 @@ import torch
 from .tree import DraftTree, MAX_DEPTH, MAX_BUDGET, build_tree, build_tree_ref, threshold_tree_sim, check_same_tree
 from .reference import ancestor_mask, mla_tree_attention_brute
 from .accept import MAX_PATH, accept_compact, log_exp_noise
-from .decode import generate
+from .decode import Stages, generate
 from .drafter import Drafter, DrafterConfig, save_drafter
 from .model import build_target, save_target, tiny_config
 from .verify import DC, DR, mla_tree_attention, verify_error, vis_to_bits, vis_words
@@ -20,7 +20,7 @@ from .verify import DC, DR, mla_tree_attention, verify_error, vis_to_bits, vis_w
 __all__ = ['LOGIT_KINDS', 'TREE_KINDS', 'char_tokenizer', 'save_tiny_pair', 'variant', 'edit_json', 'run_cli',
            'run_cli_subprocess', 'assert_one_line_error', 'report', 'random_logits', 'random_parents', 'random_tree',
            'brute_force_tree', 'fuzz_tree', 'brute_accept', 'fuzz_accept', 'brute_verify', 'compare_verify',
-           'fuzz_verify', 'NoisyOracleDrafter', 'fuzz_generate', 'replay', 'long_run']
+           'fuzz_verify', 'NoisyOracleDrafter', 'fuzz_generate', 'replay', 'long_run', 'long_run_pair']
 
 # %% ../nbs/08_reliability.ipynb #b1bb0795
 def char_tokenizer(path, vocab_size: int):
@@ -332,32 +332,38 @@ def fuzz_verify(seconds: float=5.0, seed: int=0, backend: str='ref', out_dir=Non
     if backend not in ('ref', 'cuda'): raise ValueError(f"backend must be 'ref' or 'cuda', got {backend!r}")
     return _fuzz(f'verify_{backend}', lambda g: _verify_case(g, backend == 'ref'), lambda c: _check_verify(c, backend), seconds, seed, out_dir, max_cases)
 
-# %% ../nbs/08_reliability.ipynb #a9b8c7d2
+# %% ../nbs/08_reliability.ipynb #dc9100e8
 class NoisyOracleDrafter:
     "A stand-in drafter that proposes `continuation` (the target's greedy one) after `prompt`, corrupted at random (seeded by `seed`)."
-    def __init__(self, target, prompt, continuation: list, block_size: int, target_layer_ids, seed: int, p_bad: float):
+    def __init__(self, target, prompt, continuation: list, block_size: int, target_layer_ids, seed: int, p_bad: float, device='cpu'):
         self.block_size, self.target_layer_ids, self.p_bad = block_size, list(target_layer_ids), p_bad
-        self.seq = list(prompt) + list(continuation)
-        self.V, self.g = target.config.vocab_size, torch.Generator().manual_seed(seed)
-    def new_cache(self, n: int): return SimpleNamespace(length=0)
-    def extend(self, cache, features, n_new): cache.length += int(n_new[0])   # the context grows by the committed tokens' features
-    def draft(self, cache, features, n_new, root) -> torch.Tensor:   # the round's call (host reads are fine here)
-        "Logits `[block_size - 1, V]` for the depths after `root`, after `extend`."
-        self.extend(cache, features, n_new); n = cache.length
-        g, u = self.g, lambda: float(torch.rand(1, generator=self.g))
-        lg = torch.randn(self.block_size - 1, self.V, generator=g)
+        seq, V, g = list(prompt) + list(continuation), target.config.vocab_size, torch.Generator().manual_seed(seed)
+        # every context length's draft logits, drawn up front: a round picks its row on the device (no host read, so a CUDA graph can replay it)
+        self.table = torch.stack([self._noisy(seq, n, V, g) for n in range(len(seq) + 1)]).to(device)
+    def _noisy(self, seq, n: int, V: int, g) -> torch.Tensor:
+        "Draft logits `[block_size - 1, V]` after the first `n` tokens of `seq`: the right next tokens, weak to strong, sometimes wrong or second."
+        u = lambda: float(torch.rand(1, generator=g))
+        lg = torch.randn(self.block_size - 1, V, generator=g)
         for d in range(1, self.block_size):
-            if n + d >= len(self.seq): break
-            t = self.seq[n + d] if u() >= self.p_bad else _int(g, 0, self.V - 1)
+            if n + d >= len(seq): break
+            t = seq[n + d] if u() >= self.p_bad else _int(g, 0, V - 1)
             lg[d - 1, t] += _pick(g, [0.5, 3.0, 8.0])                                # weak to strong
-            if u() < 0.3: lg[d - 1, (t + 1) % self.V] += 9.0                        # the right token is second
-        if u() < 0.1: lg[:, _int(g, 0, self.V - 1)] = lg.max()                       # a tie at the top
+            if u() < 0.3: lg[d - 1, (t + 1) % V] += 9.0                             # the right token is second
+        if u() < 0.1: lg[:, _int(g, 0, V - 1)] = lg.max()                           # a tie at the top
         return lg
+    def new_cache(self, n: int): return SimpleNamespace(length=torch.zeros(1, dtype=torch.long, device=self.table.device))
+    def extend(self, cache, features, n_new): cache.length += n_new.reshape(-1)[:1].long()   # the context grows by the committed tokens
+    def draft(self, cache, features, n_new, root) -> torch.Tensor:
+        "Logits `[block_size - 1, V]` for the depths after `root`, after `extend`: the table's row for the context length."
+        self.extend(cache, features, n_new)
+        return self.table.index_select(0, cache.length.clamp(max=len(self.table) - 1)).squeeze(0)
 
-def _greedy(target, prompt, n: int) -> list:
+def _greedy(target, prompt, n: int, **kw) -> list:
     "The target's greedy continuation of `n` tokens (plain AR: the reference the fuzz compares against, and the oracle the drafter corrupts)."
-    return generate(target, None, prompt, method='ar', max_new_tokens=n).tokens
+    return generate(target, None, prompt, method='ar', max_new_tokens=n, **kw).tokens
 
+
+# %% ../nbs/08_reliability.ipynb #a6e90c74
 def _generate_case(g) -> dict:
     V, L = _pick(g, [16, 40, 97]), _pick(g, [2, 3])
     P, N = _int(g, 1, 30), _int(g, 1, 40)
@@ -366,31 +372,46 @@ def _generate_case(g) -> dict:
                 budget=_pick(g, [0, 1, 2, 7, 31, 64, 200]), feat_layers=sorted(set([0, _int(g, 0, L - 1)])),
                 drafter_seed=_int(g, 0, 2**30), p_bad=_pick(g, [0.0, 0.1, 0.3, 0.7]))
 
-def _check_generate(c) -> str|None:
+def _near_tie(ref, prefix: list, a: int, b: int, rtol: float=1e-4) -> bool:
+    "Whether `a` and `b` are within `rtol` (of the largest logit) of each other as `ref`'s next token after `prefix`: a tie float32 may break either way."
+    lg = ref(torch.tensor(prefix), torch.arange(len(prefix)), ref.new_cache(len(prefix)), 0).logits[-1]
+    return abs(float(lg[a] - lg[b])) <= rtol * max(1.0, float(lg.abs().max()))
+
+def _check_generate(c, backend: str='torch') -> str|None:
+    "One case: DDTree/DFlash == AR. 'torch': fp64 on the CPU. 'cuda' / 'eager_cuda': fp32 on the GPU, rounds graph-replayed / eager, against the same AR; a difference passes only at a tie of the fp64 target's logits."
     cfg = tiny_config(vocab_size=c['V'], num_hidden_layers=c['layers'], n_routed_experts=c['experts'], num_experts_per_tok=2,
                       n_group=1, topk_group=1, max_position_embeddings=256)
-    tgt = build_target(cfg, dtype=torch.float64, seed=c['model_seed'])
-    N = c['max_new_tokens']
-    oracle = _greedy(tgt, c['prompt'], N + c['block_size'])   # one AR run: the first N are the reference, all of it the drafter's oracle
-    ar = oracle[:N]
+    ref = build_target(cfg, dtype=torch.float64, seed=c['model_seed'])
+    N, gpu = c['max_new_tokens'], backend != 'torch'
+    oracle = _greedy(ref, c['prompt'], N + c['block_size'])   # one fp64 AR run: the drafter's oracle (and on the CPU the first N are the reference)
+    tgt, kw = ref, dict(backend='torch')
+    if gpu: tgt, kw = build_target(cfg, dtype=torch.float32, device='cuda', seed=c['model_seed']), dict(stages=Stages(graph=backend == 'cuda'))
+    ar = _greedy(tgt, c['prompt'], N, **kw) if gpu else oracle[:N]
     stop = (ar[c['stop'] * (len(ar) - 1) // 2],) if c['stop'] else ()          # none, the middle token or the last one
     if stop: ar = ar[:ar.index(stop[0]) + 1]
-    d = NoisyOracleDrafter(tgt, c['prompt'], oracle, c['block_size'], c['feat_layers'], c['drafter_seed'], c['p_bad'])
-    got = generate(tgt, d, c['prompt'], method=c['method'], budget=c['budget'], max_new_tokens=N, stop_ids=stop, backend='torch')
-    if got.tokens != ar: return f"{c['method']} B={c['budget']} gave {got.tokens}, AR {ar}"
+    d = NoisyOracleDrafter(tgt, c['prompt'], oracle, c['block_size'], c['feat_layers'], c['drafter_seed'], c['p_bad'], device=tgt.embed_tokens.weight.device)
+    got = generate(tgt, d, c['prompt'], method=c['method'], budget=c['budget'], max_new_tokens=N, stop_ids=stop, **kw)
+    if got.tokens != ar:
+        i = next((i for i, (x, y) in enumerate(zip(got.tokens, ar)) if x != y), min(len(got.tokens), len(ar)))
+        if not (gpu and i < min(len(got.tokens), len(ar)) and _near_tie(ref, c['prompt'] + ar[:i], ar[i], got.tokens[i])):
+            return f"{c['method']} B={c['budget']} gave {got.tokens}, AR {ar}"
     A = got.acceptance_lengths                                                   # a round emits A tokens; the last may be cut
     if A and not 1 + sum(A[:-1]) < len(got.tokens) <= 1 + sum(A): return f"acceptance lengths {A} don't add up to {len(got.tokens)} tokens"
     return None
 
-def fuzz_generate(seconds: float=10.0, seed: int=0, out_dir=None, max_cases: int|None=None) -> dict:
-    "Fuzz the whole decode loop on the CPU: greedy DDTree/DFlash == AR for random tiny targets and noisy-oracle drafters, torch and cuda-faces rounds."
-    return _fuzz('generate', _generate_case, _check_generate, seconds, seed, out_dir, max_cases)
+def fuzz_generate(seconds: float=10.0, seed: int=0, out_dir=None, max_cases: int|None=None, backend: str='torch') -> dict:
+    "Fuzz the whole decode loop: greedy DDTree/DFlash == AR for random tiny targets and noisy-oracle drafters; `backend` 'torch' (CPU, fp64), 'cuda' (GPU, graph rounds) or 'eager_cuda'."
+    if backend not in ('torch', 'cuda', 'eager_cuda'): raise ValueError(f"backend must be 'torch', 'cuda' or 'eager_cuda', got {backend!r}")
+    name = 'generate' if backend == 'torch' else f'generate_{backend}'
+    return _fuzz(name, _generate_case, lambda c: _check_generate(c, backend), seconds, seed, out_dir, max_cases)
+
 
 # %% ../nbs/08_reliability.ipynb #0207441a
 _CHECKS = {'tree_ref': _check_tree_ref, 'tree_cuda': _check_tree_cuda,
            'accept_ref': lambda c: _check_accept(c, 'ref'), 'accept_cuda': lambda c: _check_accept(c, 'cuda'),
            'verify_ref': lambda c: _check_verify(c, 'ref'), 'verify_cuda': lambda c: _check_verify(c, 'cuda'),
-           'generate': _check_generate}
+           'generate': _check_generate, 'generate_cuda': lambda c: _check_generate(c, 'cuda'),
+           'generate_eager_cuda': lambda c: _check_generate(c, 'eager_cuda')}
 
 def replay(path) -> str|None:
     "Re-run the check of the reproducer saved at `path`: None if it passes now, else the error."
@@ -400,7 +421,7 @@ def replay(path) -> str|None:
 
 # %% ../nbs/08_reliability.ipynb #9d0b5663
 def long_run(target, drafter, n_tokens: int=20_000, budget: int=64, prompt=(1, 2, 3), backend: str='auto', warmup_rounds: int=3,
-             progress_s: float=30.0) -> dict:
+             progress_s: float=30.0, temperature: float=0.0, seed: int=0) -> dict:
     "Generate `n_tokens` in one call, sampling CUDA memory once per round and reporting progress every `progress_s` s; returns the samples and the generation."
     samples, done, t0 = [], [0], time.perf_counter()
     last = [t0]
@@ -418,10 +439,23 @@ def long_run(target, drafter, n_tokens: int=20_000, budget: int=64, prompt=(1, 2
         caches.append(n); return new_cache(n)
     target.new_cache = counting_new_cache
     torch.cuda.reset_peak_memory_stats()
-    try: g = generate(target, drafter, list(prompt), budget=budget, max_new_tokens=n_tokens, backend=backend, on_tokens=probe)
+    gen = torch.Generator(target.embed_tokens.weight.device).manual_seed(seed) if temperature > 0 else None
+    try: g = generate(target, drafter, list(prompt), budget=budget, max_new_tokens=n_tokens, backend=backend, on_tokens=probe,
+                      temperature=temperature, generator=gen)
     finally: del target.new_cache
     el = time.perf_counter() - t0
     report(f"long run: {len(g.tokens)} tokens in {len(samples)} rounds, {el:.1f} s ({len(g.tokens) / el:.0f} tok/s)")
     alloc = [a for a, _ in samples[warmup_rounds:]]
     return dict(gen=g, samples=samples, cache_rows=max(caches), new_caches=len(caches), growth=(max(alloc) - alloc[0]) if alloc else 0,
                 peak=max(p for _, p in samples), first_peak=samples[min(warmup_rounds, len(samples) - 1)][1], seconds=el)
+
+def long_run_pair(config: dict, target=None, device='cuda', drafter_intermediate: int=64):
+    "A random bf16 target at `config` (or `target`, already built) and a random one-layer drafter of its width, reading its last layer: the long run's pair."
+    H = config['hidden_size']
+    big = target if target is not None else build_target(config, dtype=torch.bfloat16, device=device, seed=0)
+    heads, hd = (4, 16) if H < 1024 else (32, 128)
+    dc = DrafterConfig.from_dict(dict(model_type='qwen3', hidden_size=H, intermediate_size=drafter_intermediate, num_hidden_layers=1,
+        num_attention_heads=heads, num_key_value_heads=heads // 2, head_dim=hd, vocab_size=config['vocab_size'],
+        num_target_layers=config['num_hidden_layers'], block_size=16,
+        dflash_config=dict(mask_token_id=config['vocab_size'] - 1, target_layer_ids=[config['num_hidden_layers'] - 1])))
+    return big, Drafter(dc, big).to(big.embed_tokens.weight.device, torch.bfloat16)
