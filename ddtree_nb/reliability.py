@@ -332,7 +332,7 @@ def fuzz_verify(seconds: float=5.0, seed: int=0, backend: str='ref', out_dir=Non
     if backend not in ('ref', 'cuda'): raise ValueError(f"backend must be 'ref' or 'cuda', got {backend!r}")
     return _fuzz(f'verify_{backend}', lambda g: _verify_case(g, backend == 'ref'), lambda c: _check_verify(c, backend), seconds, seed, out_dir, max_cases)
 
-# %% ../nbs/08_reliability.ipynb #dc9100e8
+# %% ../nbs/08_reliability.ipynb #1e8717db
 class NoisyOracleDrafter:
     "A stand-in drafter that proposes `continuation` (the target's greedy one) after `prompt`, corrupted at random (seeded by `seed`)."
     def __init__(self, target, prompt, continuation: list, block_size: int, target_layer_ids, seed: int, p_bad: float, device='cpu'):
@@ -363,7 +363,7 @@ def _greedy(target, prompt, n: int, **kw) -> list:
     return generate(target, None, prompt, method='ar', max_new_tokens=n, **kw).tokens
 
 
-# %% ../nbs/08_reliability.ipynb #a6e90c74
+# %% ../nbs/08_reliability.ipynb #2f36bf26
 def _generate_case(g) -> dict:
     V, L = _pick(g, [16, 40, 97]), _pick(g, [2, 3])
     P, N = _int(g, 1, 30), _int(g, 1, 40)
