@@ -69,9 +69,9 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     step bench_compile 90 python benchmarks/bench_compile.py --out "$out/compile" --commit "$commit"
     step run_ahead_compiled 150 python benchmarks/bench_run_ahead.py --out "$out/rac" --commit "$commit" --compile --temps 0,0.8 --reps 2
     step run_ahead 120 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --temps 0,0.8 --reps 2 ;;
-  soak)   # ddtree bench --demo three times back to back, T = 0 and 1; a T=0 output other than AR's is a stderr warning (issue 21)
+  soak)   # ddtree bench --demo three times back to back, T = 0 and 1; a T=0 output other than AR's is a stderr warning (issue 21); SOAK_ARGS adds options (e.g. --backends cuda)
     for i in 1 2 3; do
-      step "soak_$i" 180 python -m ddtree_nb.cli bench --demo --no-progress --n-prompts 8 --budgets 4,16,64,256,1024 --temperatures 0,1 --out "$out/soak_$i"
+      step "soak_$i" "${SOAK_LIMIT:-180}" python -m ddtree_nb.cli bench --demo --no-progress --n-prompts 8 --budgets 4,16,64,256,1024 --temperatures 0,1 --out "$out/soak_$i" ${SOAK_ARGS:-}
       grep -h "warning" "$out/soak_$i.log" | tee -a "$log"
     done ;;
   tree)
