@@ -13,7 +13,7 @@ after writing 256 MB to evict the logits and cache rows from L2 (the other kerne
 """
 import argparse, json, statistics, time
 import torch
-from ddtree_nb.accept import accept, accept_compact, accept_ref, tree_buffers_from, Accepted, MAX_PATH, _new_out
+from ddtree_nb.accept import accept, accept_compact, accept_ref, tree_buffers_from, Accepted, MAX_PATH, new_accepted
 from ddtree_nb.tree import build_tree_ref
 from ddtree_nb.runtime import engine_stream, load_kernel
 
@@ -127,7 +127,7 @@ def main():
                 if scen == 'first-child chain': plant_path(tree, lg, lambda k: k[0])
                 if scen == 'last-child path': plant_path(tree, lg, lambda k: k[-1])
                 for T in (0.0, 1.0):
-                    out = _new_out(dev)
+                    out = new_accepted(dev)
                     want = accept_ref(tree, lg, T, keys)
                     got = accept(bufs, lg, T, backend='cuda', out=out, keys=keys, check_values=False)
                     assert torch.equal(got.path, want.path) and torch.equal(got.bonus, want.bonus), (B, scen, T)

@@ -25,7 +25,7 @@ Prints markdown tables, and JSON with --json.
 """
 import argparse, json, statistics, subprocess, time
 import torch
-from ddtree_nb.moe import PackedExperts, MoEWorkspace, moe_w4a16, KINDS, check_grouping, _moe_cuda, _VERSIONS
+from ddtree_nb.moe import PackedExperts, MoEWorkspace, moe_w4a16, KINDS, check_grouping, moe_cuda_launch, MOE_VERSIONS
 from ddtree_nb.runtime import engine_stream
 
 H, I, CEIL = 7168, 2048, 4.27e12
@@ -152,7 +152,7 @@ def split_time(x, idx, w, ex, ws, out, v, reps, flush):
         flush.add_(1.0)
         torch.cuda._sleep(1_000_000)
         marks = [torch.cuda.Event(enable_timing=True) for _ in range(5)]
-        _moe_cuda(x, idx, w, ex, 2.827, out, ws, v, marks=marks)
+        moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, v, marks=marks)
         marks[-1].synchronize()
         if i >= 5:
             for j in range(4): ts[j].append(marks[j].elapsed_time(marks[j + 1]) * 1e3)
@@ -161,7 +161,7 @@ def split_time(x, idx, w, ex, ws, out, v, reps, flush):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('--versions', type=int, nargs='+', default=[1, 4, 11], choices=sorted(_VERSIONS),
+    ap.add_argument('--versions', type=int, nargs='+', default=[1, 4, 11], choices=sorted(MOE_VERSIONS),
                     help='kernel versions (v11: persistent, aimed at T <= 16)')
     ap.add_argument('--tokens', type=int, nargs='+', default=[1, 4, 16, 64, 256])
     ap.add_argument('--experts', type=int, default=384)

@@ -15,8 +15,8 @@ from .runtime import load_kernel, require_cuda, device_limits
 # %% auto #0
 __all__ = ['MAX_PATH', 'ERR_PAST_CACHE', 'plog', 'gumbel_keys', 'log_exp_noise', 'round_keys', 'target_choice', 'chi2_pvalue',
            'Accepted', 'make_accepted', 'tree_buffers_from', 'check_accept_inputs', 'accept_ref',
-           'check_compact_inputs', 'compact_ref', 'blocks_per_sm', 'AcceptWorkspace', 'accept_workspace', 'accept',
-           'accept_compact']
+           'check_compact_inputs', 'compact_ref', 'blocks_per_sm', 'AcceptWorkspace', 'accept_workspace',
+           'new_accepted', 'accept', 'accept_compact']
 
 # %% ../nbs/04_accept.ipynb #65bea254
 MAX_PATH = MAX_DEPTH + 1   # longest accepted path: the root plus one node per depth
@@ -293,7 +293,8 @@ def _cuda_checks(bufs, logits, *ts):
     for t in ts:
         if t is not None and t.device != logits.device: raise ValueError(f"cuda backend: all tensors must be on {logits.device}, got one on {t.device}")
 
-def _new_out(device) -> Accepted:
+def new_accepted(device) -> Accepted:
+    "An `Accepted` of uninitialised buffers on `device`: the output slots `accept` and `accept_compact` write (`make_accepted` fills one from a host path)."
     return Accepted(torch.empty(MAX_PATH, dtype=torch.int32, device=device), torch.empty(1, dtype=torch.int32, device=device),
                     torch.empty(1, dtype=torch.int32, device=device))
 
@@ -330,7 +331,7 @@ def accept_compact(tree, target_logits: torch.Tensor, kv: torch.Tensor|None=None
     bufs = tree_buffers_from(tree, device=dev) if isinstance(tree, DraftTree) else tree
     _cuda_checks(bufs, target_logits, kv, prefix_len, hidden, feats_out, keys)
     if keys is not None and (keys.dtype != torch.int64 or keys.shape != (2,)): raise ValueError(f"keys must be int64 [2], got {keys.dtype} {tuple(keys.shape)}")
-    out = _new_out(dev) if out is None else out
+    out = new_accepted(dev) if out is None else out
     ws = _launch(bufs, target_logits, temperature, keys, out, kv, prefix_len, hidden, feats_out, workspace)
     if check_values and kv is not None and int(ws.status[0]) & ERR_PAST_CACHE:   # a sync, like the value checks
         raise ValueError(_past_cache(int(prefix_len[0]), int(out.path[int(out.accepted_len[0]) - 1]), kv.shape[1]))

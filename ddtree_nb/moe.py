@@ -16,10 +16,11 @@ from .runtime import load_kernel, require_cuda, device_limits
 
 
 # %% auto #0
-__all__ = ['GROUP', 'MAX_EXPERTS', 'KINDS', 'MAX_GRID_Y', 'BLOCKS_PER_SM', 'CUDA_VERSION', 'PackedExperts', 'check_packed',
-           'pack_experts', 'Grouping', 'group_pairs_ref', 'check_grouping', 'MoEWorkspace', 'workspace_for',
-           'live_workspaces', 'check_moe_inputs', 'moe_w4a16', 'PackedMoE', 'packed_experts_from_checkpoint',
-           'pack_moe_experts', 'empty_packed', 'packed_placeholders', 'load_target_packed', 'memory_by_kind']
+__all__ = ['GROUP', 'MAX_EXPERTS', 'KINDS', 'MAX_GRID_Y', 'BLOCKS_PER_SM', 'MOE_VERSIONS', 'CUDA_VERSION', 'PackedExperts',
+           'check_packed', 'pack_experts', 'Grouping', 'group_pairs_ref', 'check_grouping', 'MoEWorkspace',
+           'workspace_for', 'live_workspaces', 'moe_cuda_launch', 'check_moe_inputs', 'moe_w4a16', 'PackedMoE',
+           'packed_experts_from_checkpoint', 'pack_moe_experts', 'empty_packed', 'packed_placeholders',
+           'load_target_packed', 'memory_by_kind']
 
 # %% ../nbs/03a_moe_w4a16.ipynb #eb0191d4
 GROUP = 32            # quantisation group: one 16-byte load of packed words = 32 weights = one scale
@@ -179,12 +180,12 @@ MAX_GRID_Y = 65535        # CUDA's cap on gridDim.y
 BLOCKS_PER_SM = 4         # the persistent versions' __launch_bounds__(128, 4): their grid is this many blocks per SM
 # version -> ((gate/up kernel, threads per block, rows per block), (down kernel, threads per block, rows per block));
 # rows None: a persistent kernel (grid = the resident blocks, work items shared out on the GPU)
-_VERSIONS = {1: (('moe_gate_up', 256, 8), ('moe_down', 256, 8)),
-             **{v: ((f'moe_gate_up_v{v}', nt, 16), (f'moe_down_v{v}', nt, 32)) for v, nt in ((2, 128), (3, 256), (4, 128), (5, 128), (6, 128), (7, 128))},
-             8: (('moe_gate_up_v4', 128, 16), ('moe_down_v8', 64, 32)),
-             9: (('moe_gate_up_v4', 128, 16), ('moe_down_v9', 32, 32)),
-             10: (('moe_gate_up_v10', 64, 16), ('moe_down_v9', 32, 32)),
-             11: (('moe_gate_up_v11', 128, None), ('moe_down_v11', 128, None))}
+MOE_VERSIONS = {1: (('moe_gate_up', 256, 8), ('moe_down', 256, 8)),
+                **{v: ((f'moe_gate_up_v{v}', nt, 16), (f'moe_down_v{v}', nt, 32)) for v, nt in ((2, 128), (3, 256), (4, 128), (5, 128), (6, 128), (7, 128))},
+                8: (('moe_gate_up_v4', 128, 16), ('moe_down_v8', 64, 32)),
+                9: (('moe_gate_up_v4', 128, 16), ('moe_down_v9', 32, 32)),
+                10: (('moe_gate_up_v10', 64, 16), ('moe_down_v9', 32, 32)),
+                11: (('moe_gate_up_v11', 128, None), ('moe_down_v11', 128, None))}
 CUDA_VERSION = 11
 _KERNEL_LIMITS = dict(MAXE=MAX_EXPERTS)   # kernels/moe_w4a16.cu's #defines, checked on load
 
@@ -200,12 +201,12 @@ def _combine_grid(T: int, H: int) -> tuple[int, int]:
     "moe_combine's grid: 256 columns per block in x, tokens in y capped at MAX_GRID_Y (the kernel strides over the rest)."
     return ((H + 255) // 256, min(T, MAX_GRID_Y))
 
-def _moe_cuda(x, topk_idx, topk_w, ex: PackedExperts, rsf: float, out: torch.Tensor, ws: MoEWorkspace, version: int=CUDA_VERSION,
-              marks: list|None=None):
+def moe_cuda_launch(x, topk_idx, topk_w, ex: PackedExperts, rsf: float, out: torch.Tensor, ws: MoEWorkspace, version: int=CUDA_VERSION,
+                    marks: list|None=None):
     "The four launches (no checks, no host sync). v1 keeps act in fp32, v2+ as bf16 in the same workspace. `marks`: 5 CUDA events recorded around the launches (benchmark breakdown)."
     T, k = topk_idx.shape
     P, E, H, I, d = T * k, ex.n_experts, ex.hidden, ex.inter, x.device.index
-    (fu, tu, ru), (fd, td, rd) = _VERSIONS[version]
+    (fu, tu, ru), (fd, td, rd) = MOE_VERSIONS[version]
     n_sm = device_limits(d)['sms'] if None in (ru, rd) else 0
     ld = lambda fn, sig: _kernel(fn, sig, d)
     mark = (lambda i: marks[i].record()) if marks is not None else (lambda i: None)
@@ -260,7 +261,7 @@ def moe_w4a16(x: torch.Tensor, topk_idx: torch.Tensor, topk_w: torch.Tensor, exp
     "Routed-experts output `[T, hidden]` (x's dtype): `rsf * sum_j topk_w[t,j] * expert_{topk_idx[t,j]}(x_t)` with INT4 experts; `version` picks a cuda kernel version (default `CUDA_VERSION`)."
     if backend not in ('torch', 'cuda'): raise ValueError(f"backend must be 'torch' or 'cuda', got {backend!r}")
     version = CUDA_VERSION if version is None else version
-    if version not in _VERSIONS: raise ValueError(f"version must be one of {sorted(_VERSIONS)}, got {version!r}")
+    if version not in MOE_VERSIONS: raise ValueError(f"version must be one of {sorted(MOE_VERSIONS)}, got {version!r}")
     check_moe_inputs(x, topk_idx, topk_w, experts, out, check_values)
     if backend == 'torch':
         y = _moe_torch(x, topk_idx, topk_w, experts, routed_scaling_factor)
@@ -268,7 +269,7 @@ def moe_w4a16(x: torch.Tensor, topk_idx: torch.Tensor, topk_w: torch.Tensor, exp
     out = torch.empty_like(x) if out is None else out
     ws = workspace_for(x.shape[0], topk_idx.shape[1], experts) if ws is None else ws
     _cuda_checks(x, topk_idx, topk_w, experts, out, ws)
-    if x.shape[0]: _moe_cuda(x, topk_idx, topk_w, experts, routed_scaling_factor, out, ws, version)   # each launch runs on its kernel's GPU (Kernel.__call__)
+    if x.shape[0]: moe_cuda_launch(x, topk_idx, topk_w, experts, routed_scaling_factor, out, ws, version)   # each launch runs on its kernel's GPU (Kernel.__call__)
     return out
 
 # %% ../nbs/03a_moe_w4a16.ipynb #f4561e5b
