@@ -1,4 +1,4 @@
-"""Validate and benchmark the W4A16 routed-experts kernel versions (kernels/moe_w4a16.cu) on one GPU, at Kimi K2 widths.
+"""Validate and benchmark the W4A16 routed-experts kernel versions (v11 in kernels/moe_w4a16.cu, v1..v10 in kernels/dev/moe_w4a16_v1_v10.cu) on one GPU, at Kimi K2 widths.
 
 python benchmarks/bench_moe.py [--versions 1 2 ...] [--tokens 1 4 16 64 256] [--experts 384] [--topk 8] [--reps 30]
                                [--validate [small] [kimi]] [--passed val.json ...] [--bench] [--json out.json] [--commit C]

@@ -212,8 +212,34 @@ class _DecoderSteps:
         buf, dl, logits = (None, None, None) if self.pending else (st.buf, dl, logits)
         return Round(len(self.acceptance_lengths), P, root, buf, dl, logits, acc, acc.path[:A].long(), bonus, new, self.done, keys)
 
+# %% ../nbs/05_decode.ipynb #203c1021
+class _DecoderLife:
+    "A generation's start and end: `prefill` allocates the caches and buffers (released again on an out-of-memory error), `close` frees them."
+    @torch.no_grad()
+    def prefill(self) -> list:
+        "Allocate the caches, run the prompt, sample the first token and set up the round's buffers; the tokens emitted (that one token)."
+        if self.cache is not None: raise RuntimeError("prefill() was already run")
+        with releasing_on_oom(f"allocating the caches and the round's buffers ({self.rows} target cache rows, budget {self.budget})", self._free):
+            self._allocate_and_prefill()   # its frame holds the prompt's logits and features: cleared on an OOM (this one is running)
+        return self._emit([self.root])
+
+    def _allocate_and_prefill(self):
+        self.cache, self.dcache = self.stages.caches(self)
+        logits, features = self.timed('prefill', self.stages.prefill, self.target, self.prompt.to(self.device), self.cache, self.layers)
+        self.root = sample_token(logits, self.temperature, self.generator)
+        self.stages.setup(self, features)
+
+    def close(self, free: bool|None=None):
+        "Release the caches and the round's buffers now (`Stages(keep=True)`: keep them for the next generation; `free` overrides); the generation cannot go on."
+        self.cache = self.dcache = self.pending = None
+        self.stages.release(self, free)          # waits for a round still running (a run-ahead round a stop made useless)
+        self.done = True
+
+    def _free(self): self.close(free=True)       # after running out of memory: the kept buffers go too
+    def _doing(self) -> str: return f"running round {len(self.acceptance_lengths) + 1} (budget {self.budget})"
+
 # %% ../nbs/05_decode.ipynb #0e1a2b3c
-class Decoder(_DecoderSteps):
+class Decoder(_DecoderLife, _DecoderSteps):
     "The state of one generation: `prefill()` gives the first token, each `step()` runs one round and returns its `Round`."
     def __init__(self, target, drafter, prompt_ids, method: str='ddtree', budget: int=64, temperature: float=0.0,
                  max_new_tokens: int=128, stop_ids=(), backend: str='auto', generator: torch.Generator|None=None,
@@ -243,28 +269,6 @@ class Decoder(_DecoderSteps):
         self.cache = self.dcache = self.root = None
         self.P, self.tokens, self.acceptance_lengths, self.stopped, self.done = len(prompt), [], [], False, False
 
-    @torch.no_grad()
-    def prefill(self) -> list:
-        "Allocate the caches, run the prompt, sample the first token and set up the round's buffers; the tokens emitted (that one token)."
-        if self.cache is not None: raise RuntimeError("prefill() was already run")
-        with releasing_on_oom(f"allocating the caches and the round's buffers ({self.rows} target cache rows, budget {self.budget})", self._free):
-            self._allocate_and_prefill()   # its frame holds the prompt's logits and features: cleared on an OOM (this one is running)
-        return self._emit([self.root])
-
-    def _allocate_and_prefill(self):
-        self.cache, self.dcache = self.stages.caches(self)
-        logits, features = self.timed('prefill', self.stages.prefill, self.target, self.prompt.to(self.device), self.cache, self.layers)
-        self.root = sample_token(logits, self.temperature, self.generator)
-        self.stages.setup(self, features)
-
-    def close(self, free: bool|None=None):
-        "Release the caches and the round's buffers now (`Stages(keep=True)`: keep them for the next generation; `free` overrides); the generation cannot go on."
-        self.cache = self.dcache = self.pending = None
-        self.stages.release(self, free)          # waits for a round still running (a run-ahead round a stop made useless)
-        self.done = True
-
-    def _free(self): self.close(free=True)       # after running out of memory: the kept buffers go too
-    def _doing(self) -> str: return f"running round {len(self.acceptance_lengths) + 1} (budget {self.budget})"
 
 # %% ../nbs/05_decode.ipynb #ed11b087
 class _Clock:

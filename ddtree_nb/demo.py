@@ -770,6 +770,7 @@ def held_out_prompts(tokenizer, n: int=4, prompt_tokens: int=48, root=None, whic
     if not out: raise ValueError(f"none of the {found} held-out {which} files has {prompt_tokens} tokens after its first def: ask for fewer prompt tokens")
     return out
 
+# %% ../nbs/06_demo_models.ipynb #7f979624
 def acceptance_table(target, drafter, prompts, budgets=(16, 64, 256), max_new_tokens: int=96, backend='auto', progress=None) -> dict:
     "Mean acceptance length (pooled over rounds) of DFlash and DDTree at each budget, checking every greedy output equals AR's."
     runs = [('ar', 0), ('dflash', drafter.block_size - 1)] + [('ddtree', b) for b in budgets]

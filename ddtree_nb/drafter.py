@@ -262,6 +262,7 @@ def _drafter_draft(self: Drafter, cache: DrafterCache,
     _check_room(self, cache, features, n_new)
     return _draft_block(self, cache, features, n_new, root_token)
 
+# %% ../nbs/05a_drafter.ipynb #6681918a
 def _check_room(self: Drafter, cache: DrafterCache, features, n_new):
     "A length on the CPU is read for free: say what overflows instead of an index error (on a GPU, nothing: no host read)."
     if cache.length.is_cuda: return

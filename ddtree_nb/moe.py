@@ -16,10 +16,10 @@ from .runtime import load_kernel, require_cuda, device_limits
 
 
 # %% auto #0
-__all__ = ['GROUP', 'MAX_EXPERTS', 'KINDS', 'MAX_GRID_Y', 'BLOCKS_PER_SM', 'MOE_VERSIONS', 'CUDA_VERSION', 'PackedExperts',
-           'check_packed', 'pack_experts', 'Grouping', 'group_pairs_ref', 'check_grouping', 'MoEWorkspace',
-           'workspace_for', 'live_workspaces', 'moe_cuda_launch', 'check_moe_inputs', 'moe_w4a16', 'PackedMoE',
-           'packed_experts_from_checkpoint', 'pack_moe_experts', 'empty_packed', 'packed_placeholders',
+__all__ = ['GROUP', 'MAX_EXPERTS', 'KINDS', 'MAX_GRID_Y', 'BLOCKS_PER_SM', 'MOE_VERSIONS', 'CUDA_VERSION', 'MOE_SOURCES',
+           'PackedExperts', 'check_packed', 'pack_experts', 'Grouping', 'group_pairs_ref', 'check_grouping',
+           'MoEWorkspace', 'workspace_for', 'live_workspaces', 'moe_cuda_launch', 'check_moe_inputs', 'moe_w4a16',
+           'PackedMoE', 'packed_experts_from_checkpoint', 'pack_moe_experts', 'empty_packed', 'packed_placeholders',
            'load_target_packed', 'memory_by_kind']
 
 # %% ../nbs/03a_moe_w4a16.ipynb #eb0191d4
@@ -187,11 +187,15 @@ MOE_VERSIONS = {1: (('moe_gate_up', 256, 8), ('moe_down', 256, 8)),
                 10: (('moe_gate_up_v10', 64, 16), ('moe_down_v9', 32, 32)),
                 11: (('moe_gate_up_v11', 128, None), ('moe_down_v11', 128, None))}
 CUDA_VERSION = 11
-_KERNEL_LIMITS = dict(MAXE=MAX_EXPERTS)   # kernels/moe_w4a16.cu's #defines, checked on load
+# where each version's gate/up and down live: the shipped one in kernels/moe_w4a16.cu (with moe_group and moe_combine,
+# which every version uses), the history in kernels/dev/ (llm.c style: still runs from a checkout, not in the wheel)
+MOE_SOURCES = {**{v: 'dev/moe_w4a16_v1_v10.cu' for v in range(1, 11)}, 11: 'moe_w4a16.cu'}
+_KERNEL_LIMITS = dict(MAXE=MAX_EXPERTS)   # moe_w4a16_common.cuh's #defines, checked on load
 
-def _kernel(fn: str, sig: str, device: int):
-    "The compiled kernel `fn` of kernels/moe_w4a16.cu on `device` (`load_kernel` caches it)."
-    return load_kernel('moe_w4a16.cu', fn, sig, device=device, limits=_KERNEL_LIMITS)
+# %% ../nbs/03a_moe_w4a16.ipynb #0d792775
+def _kernel(fn: str, sig: str, device: int, source: str='moe_w4a16.cu'):
+    "The compiled kernel `fn` of `kernels/<source>` on `device` (`load_kernel` caches it)."
+    return load_kernel(source, fn, sig, device=device, limits=_KERNEL_LIMITS)
 
 def _launch_grid(rows: int|None, n: int, Y: int, n_sm: int) -> tuple[int, int]:
     "Grid of a gate/up or down launch over `n` output rows: a block per `rows` rows per hit-expert slot (Y of them), or the resident blocks."
@@ -208,21 +212,20 @@ def moe_cuda_launch(x, topk_idx, topk_w, ex: PackedExperts, rsf: float, out: tor
     P, E, H, I, d = T * k, ex.n_experts, ex.hidden, ex.inter, x.device.index
     (fu, tu, ru), (fd, td, rd) = MOE_VERSIONS[version]
     n_sm = device_limits(d)['sms'] if None in (ru, rd) else 0
-    ld = lambda fn, sig: _kernel(fn, sig, d)
+    ld = lambda fn, sig, src='moe_w4a16.cu': _kernel(fn, sig, d, src)
     mark = (lambda i: marks[i].record()) if marks is not None else (lambda i: None)
     Y = min(E, P)
     mark(0)
     ld('moe_group', _SIG_GROUP)(topk_idx, P, E, ws.counts, ws.offsets, ws.hit, ws.n_hit, ws.sorted_pair, ws.pos, grid=1, block=MAX_EXPERTS)
     mark(1)
-    ld(fu, _SIG_GU)(x, H, I, k, ws.sorted_pair, ws.offsets, ws.hit, ws.n_hit, ex.gate_packed, ex.gate_scale,
+    ld(fu, _SIG_GU, MOE_SOURCES[version])(x, H, I, k, ws.sorted_pair, ws.offsets, ws.hit, ws.n_hit, ex.gate_packed, ex.gate_scale,
                                      ex.up_packed, ex.up_scale, ws.act, grid=_launch_grid(ru, I, Y, n_sm), block=tu)
     mark(2)
-    ld(fd, _SIG_DOWN)(ws.act, I, H, ws.sorted_pair, topk_w, ws.offsets, ws.hit, ws.n_hit, ex.down_packed,
+    ld(fd, _SIG_DOWN, MOE_SOURCES[version])(ws.act, I, H, ws.sorted_pair, topk_w, ws.offsets, ws.hit, ws.n_hit, ex.down_packed,
                                     ex.down_scale, ws.ybuf, grid=_launch_grid(rd, H, Y, n_sm), block=td)
     mark(3)
     ld('moe_combine', _SIG_COMB)(ws.ybuf, ws.pos, T, k, H, float(rsf), out, grid=_combine_grid(T, H), block=256)
     mark(4)
-
 
 # %% ../nbs/03a_moe_w4a16.ipynb #e3b1d535
 def check_moe_inputs(x, topk_idx, topk_w, ex: PackedExperts, out=None, check_values: bool=True):
@@ -289,6 +292,7 @@ class PackedMoE(nn.Module):
         y = moe_w4a16(x, idx.to(torch.int32), w, self.experts, 1.0, backend=self.backend, check_values=self.backend == 'torch')
         return y + self.shared_experts(x) if self.shared_experts is not None else y
 
+# %% ../nbs/03a_moe_w4a16.ipynb #b9f7b4cf
 def packed_experts_from_checkpoint(path, layer_idx: int) -> PackedExperts:
     "Layer `layer_idx`'s routed experts straight from an INT4 (compressed-tensors pack-quantized) checkpoint, not dequantised."
     path = Path(path)
@@ -313,6 +317,7 @@ def packed_experts_from_checkpoint(path, layer_idx: int) -> PackedExperts:
         out[f'{k}_packed'], out[f'{k}_scale'] = torch.stack(ps), torch.stack(ss)
     return PackedExperts(**out, hidden=H, inter=I, group_size=GROUP)
 
+# %% ../nbs/03a_moe_w4a16.ipynb #f1570b62
 def pack_moe_experts(model: TargetModel, path=None, backend: str='torch') -> TargetModel:
     "Swap every `MoE` layer of `model` for a `PackedMoE` (quantising its experts, or reading them packed from checkpoint `path`)."
     if backend not in ('torch', 'cuda'): raise ValueError(f"backend must be 'torch' or 'cuda', got {backend!r}")

@@ -260,6 +260,7 @@ def check_main(argv=None) -> int:
     dist.destroy_process_group()
     return 0 if ok else 1
 
+# %% ../nbs/01b_parallel.ipynb #b2e12274
 def generate_main(argv=None) -> int:
     "`generate`: `ddtree generate` with the target sharded over the torchrun ranks; rank 0 writes the output."
     from ddtree_nb.cli import generate_parser, run_generate
@@ -285,6 +286,7 @@ def generate_main(argv=None) -> int:
         return 1
     return 0
 
+# %% ../nbs/01b_parallel.ipynb #234b0d34
 COMMANDS = {'check': check_main, 'generate': generate_main}
 
 def main(argv=None) -> int:

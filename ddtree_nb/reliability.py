@@ -141,6 +141,7 @@ def random_logits(g: torch.Generator, rows: int, V: int, kind: str, all_neginf_r
     else: raise ValueError(f"kind must be one of {LOGIT_KINDS}, got {kind!r}")
     return x
 
+# %% ../nbs/08_reliability.ipynb #c96b5f5c
 def random_parents(g: torch.Generator, n: int, kind: str, max_depth: int=MAX_DEPTH) -> torch.Tensor:
     "Parent array `[n+1]` (root first, parents[i] < i) of a `kind` tree (TREE_KINDS) of `n` drafted nodes, depth <= `max_depth`."
     par, depth = [-1], [0]
@@ -249,6 +250,7 @@ def _accept_case(g, small: bool):
     hidden = torch.randn(n + 1, F, generator=g).to(kv.dtype)
     return dict(tree=tree, logits=x, temperature=T, keys=keys, kv=kv, prefix_len=P, hidden=hidden, kind=kind)
 
+# %% ../nbs/08_reliability.ipynb #4ae91a46
 def _check_accept(case, backend):
     tree, x, T, keys = case['tree'], case['logits'], case['temperature'], case['keys']
     kv0, P, hid = case['kv'], case['prefix_len'], case['hidden']
@@ -308,6 +310,7 @@ def compare_verify(out, lse, ref_out, ref_lse, tol: float) -> str|None:
     ltol = max(tol, 1e-6) * max(1.0, float(rl[ok].abs().max()))            # lse is returned in fp32 whatever the input dtype
     if not (rel <= tol and dl <= ltol): return f"rel error {rel:.3g} (tolerance {tol}), lse error {dl:.3g} (tolerance {ltol:.3g})"
 
+# %% ../nbs/08_reliability.ipynb #c78495e9
 def _check_verify(case, backend):
     ql, qp, kv, P, vis, bits, scale = (case[k] for k in ('q_latent', 'q_pe', 'kv', 'prefix_len', 'visibility', 'vis_bits', 'scale'))
     if backend == 'ref':

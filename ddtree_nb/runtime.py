@@ -172,13 +172,14 @@ def kernel_archs(name: str, archs=('sm_80', 'sm_90', 'sm_120')) -> tuple:
     return tuple(archs)
 
 def check_kernels(archs=('sm_80', 'sm_90', 'sm_120'), verbose=True) -> dict:
-    "Compile every `kernels/*.cu` for each arch in `archs` (`kernel_archs`); return `{(file, arch): error or None}`, raising if any failed."
-    res = {}
-    for f in sorted(kernels_dir().glob('*.cu')):
+    "Compile every `kernels/*.cu` and `kernels/dev/*.cu` for each arch in `archs` (`kernel_archs`); return `{(file, arch): error or None}`, raising if any failed."
+    res, kd = {}, kernels_dir()
+    for f in sorted(kd.glob('*.cu')) + sorted(kd.glob('dev/*.cu')):
+        nm = f.relative_to(kd).as_posix()
         for arch in kernel_archs(f.name, archs):
-            try: nvcc_compile(f, arch, name=f.stem, cache=False); res[(f.name, arch)] = None
-            except KernelCompileError as e: res[(f.name, arch)] = str(e)
-            if verbose: print(f"{'ok  ' if res[(f.name, arch)] is None else 'FAIL'} {f.name} {arch}")
+            try: nvcc_compile(f, arch, name=f.stem, cache=False); res[(nm, arch)] = None
+            except KernelCompileError as e: res[(nm, arch)] = str(e)
+            if verbose: print(f"{'ok  ' if res[(nm, arch)] is None else 'FAIL'} {nm} {arch}")
     bad = {k: v for k, v in res.items() if v is not None}
     if bad: raise KernelCompileError('\n\n'.join(bad.values()))
     return res
