@@ -4,7 +4,8 @@ For every (method, budget) row of a `ddtree bench --demo` JSON whose greedy toke
 finds the first differing new token i, runs the demo target in float32 over prompt + AR's first i tokens, and prints the
 two candidate tokens' float32 logits: their gap, the largest logit, float32's own top two, and how often float32's
 argmax agrees with the benchmark's AR tokens (teacher-forced over the whole output; a low value means the bench's
-prompts are not the ones rebuilt here: `held_out_prompts` reads this machine's Python stdlib files).
+prompts are not the ones rebuilt here: `held_out_prompts` reads this machine's Python stdlib files; bench files written
+since session 8 carry the prompts' token ids in `config.prompt_ids`, and those are used instead).
 
 Run: python benchmarks/soak_ties.py benchmarks/soak/bf16_soak_1.json [--stdlib /path/to/lib/python3.12]
 (--stdlib: the Python stdlib the bench machine read its prompts from, when this machine's Python differs)
@@ -14,7 +15,8 @@ import torch
 from ddtree_nb.demo import load_demo_pair, held_out_prompts
 
 def judge(path: str, target, prompts: list) -> list[dict]:
-    runs = json.load(open(path))['runs']
+    res = json.load(open(path))
+    runs, prompts = res['runs'], res['config'].get('prompt_ids') or prompts     # newer bench files carry their prompts' ids
     ar = {r['prompt']: r['tokens'] for r in runs if r['method'] == 'ar' and r['temperature'] == 0}
     out = []
     for r in runs:

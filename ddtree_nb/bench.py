@@ -208,7 +208,8 @@ def run_bench(target, drafter, prompts,              # list of token-id lists
                                            max_new_tokens, seed + i, stop_ids, compile), prompt=i))
                 bar.update()
     config = dict(methods=list(methods), budgets=sorted(budgets), temperatures=[float(t) for t in temperatures], backends=list(backends),
-                  max_new_tokens=max_new_tokens, seed=seed, prompts=len(prompts), block_size=block, compile=compile)
+                  max_new_tokens=max_new_tokens, seed=seed, prompts=len(prompts), block_size=block, compile=compile,
+                  prompt_ids=[[int(t) for t in p] for p in prompts])     # what each run's `prompt` index means: a run can be replayed anywhere
     return dict(meta=run_meta(target, command), config=config, runs=runs, summary=summarize(runs))
 
 # %% ../nbs/07_benchmarks.ipynb #d2dc7d71
