@@ -9,8 +9,9 @@ device (nothing downloaded). For contexts 4k and 32k (latent cache filled with r
   - one AR step (1 token at position ctx) and
   - one verify pass (the tree's tokens at positions ctx + depth under the ancestor mask),
 
-with CUDA events (warm-up, median of --reps), and counts the distinct routed experts each MoE layer selects for the
-tree's tokens. Writes OUT.json (rows: ctx, tree_size, ar_ms, verify_ms, experts_per_layer), OUT.md and OUT.png
+with CUDA events (warm-up, median of --reps), eagerly and as a CUDA-graph replay (captured on the engine stream, as the
+decode round is; --no-graph skips it), counts the distinct routed experts each MoE layer selects for the tree's tokens, and
+sets the bytes each forward must read (`step_bytes`) against its time: TB/s against the 4.27 TB/s copy ceiling. Writes OUT.json (rows: ctx, tree_size, ar_ms, verify_ms, experts_per_layer), OUT.md and OUT.png
 (ddtree_nb.bench.plot_kimi_ratio).
 
 What it measures and what it doesn't:
@@ -98,6 +99,32 @@ def random_tree(T: int, seed: int):
     logits = torch.randn(15, 256, generator=g) * 3
     return build_tree_ref(logits, T - 1)
 
+def step_bytes(c: dict, layers: int, ctx: int, experts_hit, int4_experts: bool=True) -> int:
+    """HBM bytes one forward must read at least: every dense weight once, the lm_head, the routed experts hit in each MoE layer
+    (`experts_hit`: one count per MoE layer; an AR step hits top-k), and the latent cache's ctx rows in every layer."""
+    H, I, V = c['hidden_size'], c['moe_intermediate_size'], c['vocab_size']
+    per_expert = 3 * H * I * (0.5 + 2 / 32) if int4_experts else 3 * H * I * 2      # INT4: nibbles + a bf16 scale per 32
+    routed_all = c['n_routed_experts'] * per_expert
+    moe_rest = layer_bytes(c, False, int4_experts=int4_experts) - routed_all       # attention, shared expert, router
+    cache = layers * ctx * (c['kv_lora_rank'] + c['qk_rope_head_dim']) * 2
+    return int(V * H * 2 + layer_bytes(c, True) + sum(moe_rest + n * per_expert for n in experts_hit) + cache)
+
+def graph_ms(fn, reps: int, warmup: int=2) -> float:
+    "Median ms of one CUDA-graph replay of fn() (warmed up, then captured on the engine stream as the decode round is), CUDA events."
+    from ddtree_nb.runtime import engine_stream
+    es = engine_stream(torch.cuda.current_device())
+    with es:
+        for _ in range(warmup): fn()           # allocates the workspaces outside the capture
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=es.torch): fn()
+    ts = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record(es.torch); g.replay(); b.record(es.torch); b.synchronize(); ts.append(a.elapsed_time(b))
+    del g
+    return statistics.median(ts)
+
 def timed(fn, reps: int, warmup: int=2) -> float:
     "Median ms of fn() over reps, CUDA events."
     for _ in range(warmup): fn()
@@ -117,6 +144,7 @@ def main(argv=None):
     ap.add_argument('--attn-backend', default='cuda', choices=('cuda', 'torch'))
     ap.add_argument('--experts', default='int4', choices=('int4', 'bf16'), help='routed experts packed INT4 (W4A16 kernel) or bf16 (torch loop)')
     ap.add_argument('--reps', type=int, default=10)
+    ap.add_argument('--no-graph', dest='graph', action='store_false', help='skip the CUDA-graph replays (eager timings only)')
     ap.add_argument('--seed', type=int, default=0)
     ap.add_argument('--out', default='benchmarks/kimi_slice')
     args = ap.parse_args(argv)
@@ -153,6 +181,8 @@ def main(argv=None):
             ids1 = torch.randint(0, c['vocab_size'], (1,), device=dev, generator=g)
             pos1 = torch.tensor([ctx], device=dev)
             ar = timed(lambda: model(ids1, pos1, cache, ctx), args.reps)
+            ar_g = graph_ms(lambda: model(ids1, pos1, cache, ctx), args.reps) if args.graph else None
+            ar_bytes = step_bytes(c, n_layers, ctx, [c['num_experts_per_tok']] * (n_layers - 1), int4)
             for T in args.tree_sizes:
                 tree = random_tree(T, args.seed + T)
                 ids = torch.randint(0, c['vocab_size'], (T,), device=dev, generator=g)
@@ -161,8 +191,14 @@ def main(argv=None):
                 model(ids, pos, cache, ctx, vis)                   # untimed: count the distinct experts hit
                 counting[0] = False
                 ver = timed(lambda: model(ids, pos, cache, ctx, vis), args.reps)
-                rows.append(dict(ctx=ctx, tree_size=T, ar_ms=ar, verify_ms=ver, ratio=ver / ar, experts_per_layer=[hits[k] for k in sorted(hits)],
-                                 est_61_layers_ar_ms=ar * 61 / n_layers, est_61_layers_verify_ms=ver * 61 / n_layers))
+                ver_g = graph_ms(lambda: model(ids, pos, cache, ctx, vis), args.reps) if args.graph else None
+                ex = [hits[k] for k in sorted(hits)]
+                vb = step_bytes(c, n_layers, ctx, ex, int4)
+                best = lambda e, g_: g_ if g_ is not None else e        # the graph replay where there is one
+                rows.append(dict(ctx=ctx, tree_size=T, ar_ms=ar, verify_ms=ver, ratio=ver / ar, experts_per_layer=ex,
+                                 ar_graph_ms=ar_g, verify_graph_ms=ver_g, ar_bytes=ar_bytes, verify_bytes=vb,
+                                 ar_tb_s=ar_bytes / best(ar, ar_g) / 1e9, verify_tb_s=vb / best(ver, ver_g) / 1e9,
+                                 est_61_layers_ar_ms=best(ar, ar_g) * 61 / n_layers, est_61_layers_verify_ms=best(ver, ver_g) * 61 / n_layers))
                 bar.update()
     meta = dict(date=datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC'), device=torch.cuda.get_device_name(),
                 commit=git_commit(), torch=torch.__version__, command='python ' + ' '.join([sys.argv[0]] + (argv or sys.argv[1:])),
@@ -173,9 +209,14 @@ def main(argv=None):
     out = Path(args.out); out.parent.mkdir(parents=True, exist_ok=True)
     out.with_name(out.name + '.json').write_text(json.dumps(res, indent=1))
     md = [f"## Kimi-shaped slice: AR step vs verify pass", '', *(f"- {k}: {v}" for k, v in meta.items()), '',
-          '| ctx | tree size | AR ms | verify ms | verify/AR | distinct experts per MoE layer | est. 61-layer verify ms |', '|---|---|---|---|---|---|---|']
-    md += [f"| {r['ctx']} | {r['tree_size']} | {r['ar_ms']:.2f} | {r['verify_ms']:.2f} | {r['ratio']:.2f} | {r['experts_per_layer']} | "
-           f"{r['est_61_layers_verify_ms']:.1f} |" for r in rows]
+          'Eager = one forward from Python; graph = its CUDA-graph replay. TB/s = the bytes a forward must read (`step_bytes`: dense '
+          'weights, lm_head, the experts hit, the cache rows) over its best time, against 4.27 TB/s; 61-layer estimates scale the best time.', '',
+          '| ctx | tree size | AR ms eager / graph | verify ms eager / graph | verify/AR (eager) | AR GB, TB/s | verify GB, TB/s | distinct experts per MoE layer | est. 61-layer AR / verify ms |',
+          '|---|---|---|---|---|---|---|---|---|']
+    f2 = lambda x: '–' if x is None else f"{x:.2f}"
+    md += [f"| {r['ctx']} | {r['tree_size']} | {r['ar_ms']:.2f} / {f2(r['ar_graph_ms'])} | {r['verify_ms']:.2f} / {f2(r['verify_graph_ms'])} | "
+           f"{r['ratio']:.2f} | {r['ar_bytes'] / 1e9:.2f}, {r['ar_tb_s']:.2f} | {r['verify_bytes'] / 1e9:.2f}, {r['verify_tb_s']:.2f} | "
+           f"{r['experts_per_layer']} | {r['est_61_layers_ar_ms']:.1f} / {r['est_61_layers_verify_ms']:.1f} |" for r in rows]
     out.with_name(out.name + '.md').write_text('\n'.join(md) + '\n')
     plot_kimi_ratio(res).savefig(out.with_name(out.name + '.png'), dpi=110)
     print('\n'.join(md))
