@@ -8,7 +8,7 @@ import sys, os, json, time, argparse, platform, shlex, subprocess, datetime, mat
 from pathlib import Path
 import torch
 from types import SimpleNamespace
-from .decode import generate, METHODS
+from .decode import generate, resolve_backend, METHODS
 from .loading import cpu_threads, load_target_for
 from .env import missing_extra
 from .demo import held_out_prompts, load_demo_pair
@@ -271,7 +271,7 @@ def _bench_parser():
     ap.add_argument('--budgets', type=_csv(int), default=DEFAULT_BUDGETS, help='DDTree budgets, comma-separated (default 4,8,...,1024)')
     ap.add_argument('--temperatures', type=_csv(float), default=(0.0, 1.0), help='comma-separated (default 0,1)')
     ap.add_argument('--methods', type=_csv(str), default=METHODS, help='comma-separated subset of ddtree,dflash,ar')
-    ap.add_argument('--backends', type=_csv(str), default=None, help="comma-separated torch,cuda (default: torch, plus cuda on a GPU)")
+    ap.add_argument('--backends', type=_csv(str), default=None, help="comma-separated torch,cuda (default: what generate's backend='auto' picks: cuda on a GPU with the kernels, else torch)")
     ap.add_argument('--max-new-tokens', type=int, default=128, help='default 128')
     ap.add_argument('--seed', type=int, default=0)
     ap.add_argument('--threads', type=int, default=None, help="torch CPU threads (default: 1 when the models are on the CPU, torch's default otherwise); recorded in the results")
@@ -317,7 +317,7 @@ def bench_main(argv=None, pair=None) -> int:
         prompts_text = _read_prompts(args.prompts) if args.prompts else list(DEFAULT_PROMPTS)
         target, drafter, tokenizer = pair if pair is not None else _load_pair(args)
         dev = target.embed_tokens.weight.device
-        backends = args.backends or (('torch', 'cuda') if torch.device(dev).type == 'cuda' else ('torch',))
+        backends = args.backends or (resolve_backend('auto', dev),)   # the fast path; the torch faces on a GPU only when asked
         if args.demo and not args.prompts:     # the demo pair knows Python source: its held-out files, not English prompts
             ids = held_out_prompts(tokenizer, n=args.n_prompts or 4)
         else: ids = [tokenizer.encode(p, add_special_tokens=True) for p in prompts_text[:args.n_prompts]]
