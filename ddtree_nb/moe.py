@@ -245,6 +245,7 @@ def check_moe_inputs(x, topk_idx, topk_w, ex: PackedExperts, out=None, check_val
     if check_values and topk_idx.numel() and (int(topk_idx.min()) < 0 or int(topk_idx.max()) >= ex.n_experts):
         raise ValueError(f"topk_idx values must lie in [0, {ex.n_experts}), got [{int(topk_idx.min())}, {int(topk_idx.max())}]")
 
+# %% ../nbs/03a_moe_w4a16.ipynb #749e574b
 def _cuda_checks(x, topk_idx, topk_w, ex, out, ws):
     require_cuda()
     if not x.is_cuda: raise ValueError(f"cuda backend: x must be on the GPU, got {x.device}")

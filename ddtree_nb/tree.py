@@ -140,6 +140,7 @@ def path_scores(draft_logits: torch.Tensor, paths) -> torch.Tensor:
         out.append(s)
     return torch.tensor(out, dtype=torch.float64)
 
+# %% ../nbs/02_tree_builder.ipynb #12331da8
 def check_same_tree(got: DraftTree, want: DraftTree, draft_logits: torch.Tensor, eps: float=1e-5):
     "Assert `got` is `want` up to reorderings/swaps of prefixes whose true scores differ by less than `eps`."
     assert got.n == want.n, f"node count {got.n} != reference {want.n}"
@@ -189,6 +190,7 @@ def _comb_tau(chain, lists, Leff, budget):
         lo, hi = ts[j], ts[min(j + 1, 31)]
     return lo
 
+# %% ../nbs/02_tree_builder.ipynb #480fb47c
 def _bfs_at(lists, Leff, tau, ucap):
     "Steps 2-3: every prefix scoring >= `tau`, level by level, as (scores, parent slots, ranks, overflowed `ucap`)."
     sc, par, rank = [], [], []
@@ -213,7 +215,6 @@ def _select(sc, tau, best, budget, sortcap):
     bstar = binof(sorted(sc, reverse=True)[budget - 1])
     cand = [j for j in cand if binof(sc[j]) >= bstar]
     return cand if len(cand) <= sortcap else None
-
 
 # %% ../nbs/02_tree_builder.ipynb #072f0b70
 def threshold_tree_sim(draft_logits: torch.Tensor, budget: int, ucap: int=UCAP, sortcap: int=SORTCAP):
