@@ -10,6 +10,11 @@
 # Afterwards copy OUT/{target,drafter,train_log.json} over ddtree_nb/demo_pair/ and run benchmarks/eval_demo_pair.py.
 # Step 3 (the shipped drafter, 2026-12-03): `drafter` retrains the drafter alone on the shipped target (--target-from), on
 #   twice the greedy data and for longer (deadline 460 s); copy OUT/{drafter,train_log.json} over ddtree_nb/demo_pair/.
+# Steps long_target, long_drafter (issue 17, NOT YET RUN): a pair for 512-token benchmarks. The shipped pair was trained on
+#   256-token windows (target) and 48 + 128-token sequences (drafter); past ~130 new tokens its target repeats one line and
+#   the drafter's acceptance falls to ~1.2 (benchmarks/soak.md). long_target trains the target on 1024-token windows (the
+#   same tokens per step: batch 32) with a token drafter run; long_drafter trains the drafter alone on that target's
+#   48 + 512-token greedy continuations. Two device calls (each < 600 s): `long_target OUT_T`, then `long_drafter OUT_D OUT_T`.
 #
 # The v1 pair (shipped until v2 replaces it) came from `prepare --out build/gpu_data --vocab-size 4096` (stdlib only,
 # made by the prepare_data of commit f4cacd7) and this train command (today's demo_target_config defaults differ, so
@@ -43,4 +48,18 @@ if [[ $STEP == drafter ]]; then
     --seq-len 256 --prompt-len 48 --new-tokens 128 --gen-seqs 131072 --gen-batch 4096 --gen-time-s 70 --eval-seqs 256 \
     --drafter-steps 100000 --drafter-batch 128 --anchors-per-seq 16 --drafter-lr 2e-3 --drafter-warmup 100 \
     --drafter-time-s 400 --deadline-s 460 --target-shards 2
+fi
+if [[ $STEP == long_target ]]; then
+  python3 -m ddtree_nb.demo train --out "$OUT" --data build/gpu_data_v2 --device cuda --seed 0 \
+    --drafter '{"num_hidden_layers": 3, "target_layer_ids": [1, 3, 5]}' \
+    --seq-len 1024 --target-steps 100000 --target-batch 32 --target-lr 2e-3 --target-warmup 100 --target-time-s 420 \
+    --prompt-len 48 --new-tokens 512 --gen-seqs 256 --gen-batch 256 --gen-time-s 20 --eval-seqs 64 \
+    --drafter-steps 20 --drafter-batch 8 --drafter-time-s 10 --deadline-s 540 --target-shards 2
+fi
+if [[ $STEP == long_drafter ]]; then
+  python3 -m ddtree_nb.demo train --out "$OUT" --data build/gpu_data_v2 --device cuda --seed 0 --target-from "${3:?long_drafter needs the long_target output directory}" \
+    --drafter '{"num_hidden_layers": 3, "target_layer_ids": [1, 3, 5]}' \
+    --seq-len 1024 --prompt-len 48 --new-tokens 512 --gen-seqs 32768 --gen-batch 2048 --gen-time-s 100 --eval-seqs 128 \
+    --drafter-steps 100000 --drafter-batch 64 --anchors-per-seq 32 --drafter-lr 2e-3 --drafter-warmup 100 \
+    --drafter-time-s 360 --deadline-s 540 --target-shards 2
 fi
