@@ -8,7 +8,7 @@ import sys, os, json, time, argparse, platform, shlex, subprocess, datetime, mat
 from pathlib import Path
 import torch
 from types import SimpleNamespace
-from .decode import generate, resolve_backend, METHODS
+from .decode import Stages, generate, resolve_backend, METHODS
 from .loading import cpu_threads, load_target_for
 from .env import missing_extra
 from .demo import held_out_prompts, load_demo_pair
@@ -22,6 +22,11 @@ __all__ = ['DEFAULT_BUDGETS', 'STAGE_KEYS', 'DEFAULT_PROMPTS', 'OracleDrafter', 
            'plot_kimi_ratio']
 
 # %% ../nbs/07_benchmarks.ipynb #cd40fe07
+class _OracleCache:
+    "An `OracleDrafter`'s context: its length and which known sequence it follows (found from the prompt's features)."
+    def __init__(self, max_tokens: int): self.max_tokens, self.length, self.seq = max_tokens, 0, None
+    def reset(self): self.length, self.seq = 0, None
+
 class OracleDrafter:
     "A synthetic drafter for tests and demos: drafts the target's greedy continuation of known prompts through Gaussian noise."
     def __init__(self, target, prompts, n: int, strength: float=2.5, block: int=8, hidden_layers=(1, 2)):
@@ -30,7 +35,7 @@ class OracleDrafter:
         self.seqs = [list(p) + generate(target, None, p, method='ar', max_new_tokens=n + block).tokens for p in prompts]
         self.pfeats = [target(torch.tensor(p, device=target.device), torch.arange(len(p), device=target.device), target.new_cache(len(p)), 0,
                               hidden_layers=tuple(hidden_layers)).hidden for p in prompts]
-    def new_cache(self, n): return SimpleNamespace(length=0, seq=None)
+    def new_cache(self, n): return _OracleCache(n)
     def extend(self, cache, features, n_new):        # the first n_new rows of `features` are new (host reads are fine here)
         k = int(n_new[0])
         features = features.reshape(len(features), len(self.target_layer_ids), -1)[:k]   # [R, F] or [R, n, H]: R >= 1
@@ -99,15 +104,17 @@ def _skip_reason(backend: str, device) -> str|None:
     return None
 
 def bench_run(target, drafter, prompt_ids, method: str, budget: int, temperature: float, backend: str='torch',
-              max_new_tokens: int=128, seed: int=0, stop_ids=(), compile: bool=False) -> dict:
+              max_new_tokens: int=128, seed: int=0, stop_ids=(), compile: bool=False,
+              stages=None) -> dict:              # a `Stages` to decode with (e.g. a kept one: its buffers and graph made already)
     "One `generate` call as a benchmark record (or a `skipped` record naming why it can't run)."
     dev = target.embed_tokens.weight.device
     rec = dict(method=method, budget=budget, temperature=float(temperature), backend=backend, prompt_len=len(prompt_ids))
     why = _skip_reason(backend, dev)
     if why: return dict(rec, skipped=why)
     gen = torch.Generator(device=dev).manual_seed(seed)
+    how = dict(compile=compile) if stages is None else dict(stages=stages)    # a given Stages carries its own compile setting
     g = generate(target, drafter if method != 'ar' else None, prompt_ids, method=method, budget=budget, temperature=temperature,
-                 max_new_tokens=max_new_tokens, stop_ids=stop_ids, backend=backend, generator=gen, compile=compile)
+                 max_new_tokens=max_new_tokens, stop_ids=stop_ids, backend=backend, generator=gen, **how)
     st = {k: 0.0 for k in STAGE_KEYS} | dict(g.stage_times)
     decode = max(g.wall_s - st.get('prefill', 0.0), 0.0)
     st['other'] = max(decode - sum(st[k] for k in STAGE_KEYS[:-1]), 0.0)
@@ -180,12 +187,29 @@ def run_meta(target, command: str|None=None, **extra) -> dict:
                 target=dict(layers=c.num_hidden_layers, hidden=c.hidden_size, vocab=c.vocab_size, dtype=str(target.embed_tokens.weight.dtype)),
                 **extra)
 
+# %% ../nbs/07_benchmarks.ipynb #78160ead
+def _bench_setting(target, drafter, prompts, c: dict, max_new_tokens: int, seed: int, stop_ids, compile: bool, keep: bool, bar) -> list:
+    "Every prompt's run of setting `c`; with `keep`, all on one kept `Stages`, made by an untimed warm-up run (the longest prompt) and freed after."
+    st = Stages(c['backend'], keep=True, compile=compile) if keep else None
+    run = lambda p, s: bench_run(target, drafter, p, c['method'], c['budget'], c['temperature'], c['backend'], max_new_tokens, s, stop_ids,
+                                 compile, stages=st)
+    try:
+        if st is not None: run(max(prompts, key=len), seed)          # caches that fit every prompt, the buffers, the round's CUDA graph
+        out = []
+        for i, p in enumerate(prompts):
+            out.append(dict(run(p, seed + i), prompt=i)); bar.update()
+        return out
+    finally:
+        if st is not None: st.release(None, free=True)
+
 # %% ../nbs/07_benchmarks.ipynb #2cec8c43
 def run_bench(target, drafter, prompts,              # list of token-id lists
               methods=METHODS, budgets=DEFAULT_BUDGETS, temperatures=(0.0, 1.0), backends=('torch',),
               max_new_tokens: int=128, seed: int=0, stop_ids=(), warmup: bool=True, progress: bool=True,
               command: str|None=None,
-              compile: bool=False) -> dict:      # rounds through `torch.compile`: every setting is warmed up first (its compiles are not timed)
+              compile: bool=False,               # rounds through `torch.compile`: every setting is warmed up first (its compiles are not timed)
+              keep: bool=True) -> dict:          # one kept `Stages` per setting, as a server keeps one: its caches, buffers and CUDA graph are
+                                                 # made in an untimed warm-up run, so the timed runs measure decoding, not set-up
     "AR vs DFlash vs DDTree on `prompts`: every run, the pooled summary and the run's provenance."
     if not prompts: raise ValueError("prompts must be a non-empty list of token-id lists")
     if 'ar' not in methods: raise ValueError("methods must include 'ar' (the speedup baseline)")
@@ -194,7 +218,7 @@ def run_bench(target, drafter, prompts,              # list of token-id lists
     block = drafter.block_size if drafter is not None else 16
     cfgs = bench_configs(methods, budgets, temperatures, backends, block)
     dev = target.embed_tokens.weight.device
-    if warmup:        # kernels load, workspaces are made; compiled rounds compile per setting, so each setting runs once
+    if warmup and not keep:   # kernels load, workspaces are made; compiled rounds compile per setting, so each setting runs once
         warm = cfgs if compile else [dict(method='ddtree' if drafter is not None else 'ar', budget=min(budgets), temperature=0.0, backend=be) for be in backends]
         for c in warm:
             if _skip_reason(c['backend'], dev) is None:
@@ -203,12 +227,9 @@ def run_bench(target, drafter, prompts,              # list of token-id lists
     with tqdm(total=len(cfgs) * len(prompts), desc='ddtree bench', disable=not progress, file=sys.stderr) as bar:
         for c in cfgs:
             bar.set_postfix_str(f"{c['method']} B={c['budget']} T={c['temperature']:g} {c['backend']}")
-            for i, p in enumerate(prompts):
-                runs.append(dict(bench_run(target, drafter, p, c['method'], c['budget'], c['temperature'], c['backend'],
-                                           max_new_tokens, seed + i, stop_ids, compile), prompt=i))
-                bar.update()
+            runs += _bench_setting(target, drafter, prompts, c, max_new_tokens, seed, stop_ids, compile, keep and _skip_reason(c['backend'], dev) is None, bar)
     config = dict(methods=list(methods), budgets=sorted(budgets), temperatures=[float(t) for t in temperatures], backends=list(backends),
-                  max_new_tokens=max_new_tokens, seed=seed, prompts=len(prompts), block_size=block, compile=compile,
+                  max_new_tokens=max_new_tokens, seed=seed, prompts=len(prompts), block_size=block, compile=compile, keep=keep,
                   prompt_ids=[[int(t) for t in p] for p in prompts])     # what each run's `prompt` index means: a run can be replayed anywhere
     return dict(meta=run_meta(target, command), config=config, runs=runs, summary=summarize(runs))
 
@@ -222,7 +243,8 @@ def results_markdown(res: dict, title: str='ddtree bench') -> str:
              f"- torch: {m['torch']}, {m.get('threads', '?')} CPU threads", f"- command: `{m['command']}`",
              f"- target: {t.get('layers')} layers, hidden {t.get('hidden')}, vocab {t.get('vocab')}, {t.get('dtype')}",
              f"- prompts: {c['prompts']}, max_new_tokens {c['max_new_tokens']}, seed {c['seed']}; DFlash chain = block_size − 1 = {c['block_size'] - 1}"
-             + ("; rounds through torch.compile (every setting warmed up first)" if c.get('compile') else ''),
+             + ("; rounds through torch.compile (every setting warmed up first)" if c.get('compile') else '')
+             + ("; one kept `Stages` per setting, its caches, buffers and CUDA graph made in an untimed warm-up run" if c.get('keep') else ''),
              "- tokens, ms/token, tokens/s: the decode rounds only (the prefill and the token it gives are left out, as they cost the same "
              "for every method); the stage columns split ms/token; `round` is a CUDA-graph replay's whole round (cuda backend only)",
              "- = AR: at T=0, the prompts whose tokens equal AR's on the same backend (greedy decoding is lossless)",

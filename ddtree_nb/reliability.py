@@ -336,6 +336,11 @@ def fuzz_verify(seconds: float=5.0, seed: int=0, backend: str='ref', out_dir=Non
     return _fuzz(f'verify_{backend}', lambda g: _verify_case(g, backend == 'ref'), lambda c: _check_verify(c, backend), seconds, seed, out_dir, max_cases)
 
 # %% ../nbs/08_reliability.ipynb #1e8717db
+class _LengthCache:
+    "A stand-in drafter's context: only its length, on the device (so a kept `Stages` can reset it and a graph can read it)."
+    def __init__(self, max_tokens: int, device): self.max_tokens, self.length = max_tokens, torch.zeros(1, dtype=torch.long, device=device)
+    def reset(self): self.length.zero_()
+
 class NoisyOracleDrafter:
     "A stand-in drafter that proposes `continuation` (the target's greedy one) after `prompt`, corrupted at random (seeded by `seed`)."
     def __init__(self, target, prompt, continuation: list, block_size: int, target_layer_ids, seed: int, p_bad: float, device='cpu'):
@@ -354,7 +359,7 @@ class NoisyOracleDrafter:
             if u() < 0.3: lg[d - 1, (t + 1) % V] += 9.0                             # the right token is second
         if u() < 0.1: lg[:, _int(g, 0, V - 1)] = lg.max()                           # a tie at the top
         return lg
-    def new_cache(self, n: int): return SimpleNamespace(length=torch.zeros(1, dtype=torch.long, device=self.table.device))
+    def new_cache(self, n: int): return _LengthCache(n, self.table.device)
     def extend(self, cache, features, n_new): cache.length += n_new.reshape(-1)[:1].long()   # the context grows by the committed tokens
     def draft(self, cache, features, n_new, root) -> torch.Tensor:
         "Logits `[block_size - 1, V]` for the depths after `root`, after `extend`: the table's row for the context length."
