@@ -304,6 +304,7 @@ def _bench_parser():
     ap.add_argument('--plots', action='store_true', help='also write OUT_speedup.png, OUT_accept_hist.png, OUT_stages.png')
     ap.add_argument('--no-progress', action='store_true')
     ap.add_argument('--compile', action='store_true', help="run the rounds' torch parts through torch.compile (each setting warmed up, so compiling is not timed)")
+    ap.add_argument('--fresh', action='store_true', help="every run a fresh generate call (allocates and captures its CUDA graph anew, timed) instead of one kept Stages per setting")
     return ap
 
 # %% ../nbs/07_benchmarks.ipynb #b6799777
@@ -347,7 +348,7 @@ def bench_main(argv=None, pair=None) -> int:
         with cpu_threads(args.threads, dev):
             res = run_bench(target, drafter, ids, methods=args.methods, budgets=args.budgets, temperatures=args.temperatures,
                             backends=backends, max_new_tokens=args.max_new_tokens, seed=args.seed, progress=not args.no_progress, command=cmd.strip(),
-                            compile=args.compile)
+                            compile=args.compile, keep=not args.fresh)
     except (ValueError, OSError, NotImplementedError) as e: return err(' '.join(str(e).split()))
     if not any('skipped' not in r for r in res['runs']):
         return err("nothing ran: " + '; '.join(sorted({r['skipped'] for r in res['runs']})))
