@@ -843,7 +843,8 @@ def _demo(a, device, out) -> int:
     g = generate(target, drafter, prompts[0], method='ddtree', budget=a.budget, max_new_tokens=a.max_new_tokens)
     n_diff = sum(r['differ'] for r in rows.values())
     same = ("outputs identical across methods" if not n_diff else
-            f"{n_diff} output(s) left AR's tokens at a bf16 near-tie (16-bit rounding, not the decoding: benchmarks/soak.md; --device cpu runs fp32)")
+            f"{n_diff} output(s) differ from AR's: in bf16 a near-tie between two tokens can round either way (benchmarks/soak.md); "
+            "--device cpu checks the decoding in fp32")
     out.write(f"\n{len(prompts)} held-out prompts x {a.max_new_tokens} new tokens, greedy; {same}.\n\n")
     out.write(format_table(rows) + '\n\n--- prompt ---\n' + tok.decode(prompts[0]) + '\n--- DDTree continuation ---\n' + tok.decode(g.tokens) + '\n')
     return 0
