@@ -188,13 +188,14 @@ def run_meta(target, command: str|None=None, **extra) -> dict:
                 **extra)
 
 # %% ../nbs/07_benchmarks.ipynb #78160ead
-def _bench_setting(target, drafter, prompts, c: dict, max_new_tokens: int, seed: int, stop_ids, compile: bool, keep: bool, bar) -> list:
+def _bench_setting(target, drafter, prompts, c: dict, max_new_tokens: int, seed: int, stop_ids, compile: bool, keep: bool, warmup: bool,
+                   bar) -> list:
     "Every prompt's run of setting `c`; with `keep`, all on one kept `Stages`, made by an untimed warm-up run (the longest prompt) and freed after."
     st = Stages(c['backend'], keep=True, compile=compile) if keep else None
     run = lambda p, s: bench_run(target, drafter, p, c['method'], c['budget'], c['temperature'], c['backend'], max_new_tokens, s, stop_ids,
                                  compile, stages=st)
     try:
-        if st is not None: run(max(prompts, key=len), seed)          # caches that fit every prompt, the buffers, the round's CUDA graph
+        if st is not None and warmup: run(max(prompts, key=len), seed)   # caches that fit every prompt, the buffers, the round's CUDA graph
         out = []
         for i, p in enumerate(prompts):
             out.append(dict(run(p, seed + i), prompt=i)); bar.update()
@@ -227,7 +228,8 @@ def run_bench(target, drafter, prompts,              # list of token-id lists
     with tqdm(total=len(cfgs) * len(prompts), desc='ddtree bench', disable=not progress, file=sys.stderr) as bar:
         for c in cfgs:
             bar.set_postfix_str(f"{c['method']} B={c['budget']} T={c['temperature']:g} {c['backend']}")
-            runs += _bench_setting(target, drafter, prompts, c, max_new_tokens, seed, stop_ids, compile, keep and _skip_reason(c['backend'], dev) is None, bar)
+            runs += _bench_setting(target, drafter, prompts, c, max_new_tokens, seed, stop_ids, compile, keep and _skip_reason(c['backend'], dev) is None,
+                                   warmup, bar)
     config = dict(methods=list(methods), budgets=sorted(budgets), temperatures=[float(t) for t in temperatures], backends=list(backends),
                   max_new_tokens=max_new_tokens, seed=seed, prompts=len(prompts), block_size=block, compile=compile, keep=keep,
                   prompt_ids=[[int(t) for t in p] for p in prompts])     # what each run's `prompt` index means: a run can be replayed anywhere
@@ -358,7 +360,7 @@ def bench_main(argv=None, pair=None) -> int:
     low = target.embed_tokens.weight.dtype in (torch.bfloat16, torch.float16)
     why = ("in 16-bit floats a tree verify and a one-token step round differently, so a near-tie between two tokens can break "
            "either way (benchmarks/soak.md); --dtype float32 checks that the decoding itself is lossless") if low else \
-          "greedy decoding is lossless, so this is a bug: please report it with this command"
+          "greedy decoding is lossless, so unless two tokens tie to float32 precision this is a bug: please report it with this command"
     for r in res['summary']:
         if 'same_as_ar' in r and r['same_as_ar'] != r['prompts']:
             print(f"ddtree bench: warning: at T=0 {r['method']} B={r['budget']} ({r['backend']}) gave tokens other than AR's on "

@@ -385,11 +385,12 @@ class _RoundCaches:
         "The target's and the drafter's caches for `dec`: the kept ones when `keep` and they are large enough, else new ones."
         drows = len(dec.prompt) + dec.max_new_tokens + (dec.drafter.block_size if dec.use_drafter else 0)   # + a draft block of scratch rows
         kept = self.__dict__.get('kept_caches')
-        # a drafter cache is kept only if it can say its size and be reset (a duck-typed drafter's may not: it gets a new one)
-        if kept and kept[0] is dec.target and kept[1] is (dec.drafter if dec.use_drafter else None) and kept[2].max_tokens >= dec.rows \
-           and (kept[3] is None or (getattr(kept[3], 'max_tokens', -1) >= drows and hasattr(kept[3], 'reset'))):
-            if kept[3] is not None: kept[3].reset()
-            return kept[2:]
+        if kept and kept[0] is dec.target and kept[1] is (dec.drafter if dec.use_drafter else None) and kept[2].max_tokens >= dec.rows:
+            dc = kept[3]                   # the drafter's is kept if it is large enough and can be reset (a duck-typed drafter's may not)
+            if dc is not None:
+                if getattr(dc, 'max_tokens', -1) >= drows and hasattr(dc, 'reset'): dc.reset()
+                else: dc = dec.drafter.new_cache(drows); self.kept_caches = kept[:3] + (dc,)
+            return kept[2], dc
         self.kept_caches = None                                     # free the old ones before allocating the new
         new = (dec.target.new_cache(dec.rows), dec.drafter.new_cache(drows) if dec.use_drafter else None)
         if self.keep: self.kept_caches = (dec.target, dec.drafter if dec.use_drafter else None) + new
