@@ -84,14 +84,14 @@ class GenerationOutput:
 # %% ../nbs/09_api.ipynb #608dc744
 def decode_stream(target, drafter, tokenizer, prompt_ids: list, cfg: GenerationConfig, backend: str='auto', should_stop=None,
                   stages=None,    # a `Stages` to run the round with (an engine's kept one); None: a new one
-                  compile: bool=False):   # with stages None: the new one's rounds through `torch.compile`
+                  compile: bool=False):   # rounds through `torch.compile` (a given `stages` must be made with it too)
     "Generator: decode `prompt_ids` under `cfg`, yielding each round's final text; returns the `GenerationOutput`."
     eos = getattr(tokenizer, 'eos_token_id', None)
     stop_ids = tuple(cfg.stop_token_ids) + (() if cfg.ignore_eos or eos is None else (eos,))
     dev = target.embed_tokens.weight.device
     dec = Decoder(target, drafter, prompt_ids, cfg.method, cfg.budget, cfg.temperature, cfg.max_new_tokens, stop_ids, backend,
                   torch.Generator(device=dev).manual_seed(cfg.seed), stages=stages, run_ahead=dev.type == 'cuda',
-                  compile=compile and stages is None)
+                  compile=compile)
     text, cancelled = TextSoFar(tokenizer, cfg.stop), False
     try:   # also when the consumer stops early (GeneratorExit): the caches and round buffers are freed at once
         for new in decoder_tokens(dec):

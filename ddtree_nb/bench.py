@@ -105,16 +105,15 @@ def _skip_reason(backend: str, device) -> str|None:
 
 def bench_run(target, drafter, prompt_ids, method: str, budget: int, temperature: float, backend: str='torch',
               max_new_tokens: int=128, seed: int=0, stop_ids=(), compile: bool=False,
-              stages=None) -> dict:              # a `Stages` to decode with (e.g. a kept one: its buffers and graph made already)
+              stages=None) -> dict:              # a `Stages` to decode with (e.g. a kept one: its buffers and graph made already; same `compile`)
     "One `generate` call as a benchmark record (or a `skipped` record naming why it can't run)."
     dev = target.embed_tokens.weight.device
     rec = dict(method=method, budget=budget, temperature=float(temperature), backend=backend, prompt_len=len(prompt_ids))
     why = _skip_reason(backend, dev)
     if why: return dict(rec, skipped=why)
     gen = torch.Generator(device=dev).manual_seed(seed)
-    how = dict(compile=compile) if stages is None else dict(stages=stages)    # a given Stages carries its own compile setting
     g = generate(target, drafter if method != 'ar' else None, prompt_ids, method=method, budget=budget, temperature=temperature,
-                 max_new_tokens=max_new_tokens, stop_ids=stop_ids, backend=backend, generator=gen, **how)
+                 max_new_tokens=max_new_tokens, stop_ids=stop_ids, backend=backend, generator=gen, stages=stages, compile=compile)
     st = {k: 0.0 for k in STAGE_KEYS} | dict(g.stage_times)
     decode = max(g.wall_s - st.get('prefill', 0.0), 0.0)
     st['other'] = max(decode - sum(st[k] for k in STAGE_KEYS[:-1]), 0.0)

@@ -126,7 +126,7 @@ def run_generate(args, target, drafter, tokenizer, out=None, stages=None, err=No
     streamer = None if args.json else TextStreamer(tokenizer, out)
     g = generate(target, drafter, ids, method=args.method, budget=args.budget, temperature=args.temperature,
                  max_new_tokens=args.max_new_tokens, stop_ids=stop, backend=args.backend, generator=gen, on_tokens=streamer,
-                 stages=stages, compile=getattr(args, 'compile', False) and stages is None)
+                 stages=stages, compile=getattr(args, 'compile', False))
     settings = dict(budget=args.budget, temperature=args.temperature, seed=args.seed, device=str(dev),
                     dtype=str(target.embed_tokens.weight.dtype).removeprefix('torch.'), threads=torch.get_num_threads())
     if args.json: out.write(json.dumps(dict(text=tokenizer.decode(g.tokens, skip_special_tokens=True), settings=settings, **g.to_dict())) + '\n')

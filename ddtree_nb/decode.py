@@ -248,7 +248,8 @@ class Decoder(_DecoderLife, _DecoderSteps):
                  timed=None,                    # called as timed(stage, f, *args) for every stage; None = a plain call
                  run_ahead: bool=False,         # enqueue round k+1 before reading round k (rounds' buffers are then not returned)
                  compile: bool=False):          # the default `Stages` with `compile=True` (the round's torch parts through `torch.compile`)
-        if compile and stages is not None: raise ValueError("compile=True makes the default Stages: with stages given, pass compile to it (Stages(compile=True))")
+        if compile and stages is not None and not stages.compile:   # a Stages carries its own setting: it must agree
+            raise ValueError("compile=True makes the default Stages: with stages given, pass compile to it (Stages(compile=True))")
         prompt, self.rows = check_generate_args(target, drafter, prompt_ids, method, budget, temperature, max_new_tokens,
                                                 stop_ids, max_cache_tokens, generator)
         self.target, self.drafter, self.method, self.budget, self.temperature = target, drafter, method, budget, temperature
