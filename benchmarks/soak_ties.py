@@ -13,6 +13,7 @@ Run: python benchmarks/soak_ties.py benchmarks/soak/bf16_soak_1.json [--stdlib /
 import json, sys
 import torch
 from ddtree_nb.demo import load_demo_pair, held_out_prompts
+from ddtree_nb.bench import first_difference
 
 def judge(path: str, target, prompts: list) -> list[dict]:
     res = json.load(open(path))
@@ -22,7 +23,7 @@ def judge(path: str, target, prompts: list) -> list[dict]:
     for r in runs:
         if r['temperature'] != 0 or r['method'] == 'ar' or r['tokens'] == ar[r['prompt']]: continue
         a, g, p = ar[r['prompt']], r['tokens'], prompts[r['prompt']]
-        i = next(i for i, (x, y) in enumerate(zip(a, g)) if x != y)
+        i = first_difference(a, g)
         full = p + a
         lg = target(torch.tensor(full), torch.arange(len(full)), target.new_cache(len(full)), 0).logits   # causal: row j sees tokens <= j
         agree = float((lg[len(p) - 1:-1].argmax(-1) == torch.tensor(a)).float().mean())

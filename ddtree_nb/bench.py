@@ -7,7 +7,6 @@ from __future__ import annotations
 import sys, os, json, time, argparse, platform, shlex, subprocess, datetime, math
 from pathlib import Path
 import torch
-from types import SimpleNamespace
 from .decode import Stages, generate, resolve_backend, METHODS
 from .loading import cpu_threads, load_target_for
 from .env import missing_extra
@@ -17,9 +16,9 @@ from .model import build_target, load_tokenizer, tiny_config
 
 # %% auto #0
 __all__ = ['DEFAULT_BUDGETS', 'STAGE_KEYS', 'DEFAULT_PROMPTS', 'OracleDrafter', 'CharTokenizer', 'tiny_pair', 'bench_configs',
-           'bench_run', 'summarize', 'device_name', 'git_commit', 'run_meta', 'run_bench', 'results_markdown',
-           'write_results', 'bench_main', 'plot_speedup', 'plot_acceptance_hist', 'plot_stage_breakdown', 'save_plots',
-           'plot_kimi_ratio']
+           'bench_run', 'first_difference', 'summarize', 'device_name', 'git_commit', 'run_meta', 'run_bench',
+           'results_markdown', 'write_results', 'bench_main', 'plot_speedup', 'plot_acceptance_hist',
+           'plot_stage_breakdown', 'save_plots', 'plot_kimi_ratio']
 
 # %% ../nbs/07_benchmarks.ipynb #cd40fe07
 class _OracleCache:
@@ -123,6 +122,11 @@ def bench_run(target, drafter, prompt_ids, method: str, budget: int, temperature
 # %% ../nbs/07_benchmarks.ipynb #bf46f858
 def _key(r): return (r['method'], r['budget'], r['temperature'], r['backend'])
 
+def first_difference(a, b) -> int|None:
+    "Index of the first place sequences `a` and `b` differ (a length difference counts at the shorter's end); None if equal."
+    if list(a) == list(b): return None
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
 def summarize(runs: list[dict]) -> list[dict]:
     "One row per (method, budget, temperature, backend), sorted: tokens, ms/token, tokens/s, mean acceptance length, stage ms/token, speedup vs AR; at T=0 also how many prompts gave AR's tokens."
     groups = {}
@@ -143,8 +147,7 @@ def summarize(runs: list[dict]) -> list[dict]:
         refs = [ar_tokens.get((r.get('prompt'), be)) for r in done]
         if T == 0 and m != 'ar' and all(x is not None for x in refs):   # greedy decoding is lossless: the same tokens as AR
             rows[-1]['same_as_ar'] = sum(r['tokens'] == x for r, x in zip(done, refs))
-            firsts = [next((i for i, (a, b) in enumerate(zip(r['tokens'], x)) if a != b), min(len(r['tokens']), len(x)))
-                      for r, x in zip(done, refs) if r['tokens'] != x]
+            firsts = [first_difference(r['tokens'], x) for r, x in zip(done, refs) if r['tokens'] != x]
             if firsts: rows[-1]['first_difference'] = min(firsts)     # the earliest new-token index where a prompt left AR's tokens
     order = {'ar': 0, 'dflash': 1, 'ddtree': 2}
     rows.sort(key=lambda r: (r['backend'], r['temperature'], order.get(r['method'], 3), r['budget']))

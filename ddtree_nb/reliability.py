@@ -6,12 +6,12 @@
 from __future__ import annotations
 import io, os, sys, math, json, time, subprocess, contextlib
 from pathlib import Path
-from types import SimpleNamespace
 import torch
 from .tree import DraftTree, MAX_DEPTH, MAX_BUDGET, build_tree, build_tree_ref, threshold_tree_sim, check_same_tree
 from .reference import ancestor_mask, mla_tree_attention_brute
 from .accept import MAX_PATH, accept_compact, log_exp_noise
 from .decode import Stages, generate
+from .bench import first_difference
 from .drafter import Drafter, DrafterConfig, save_drafter
 from .model import build_target, save_target, tiny_config
 from .verify import DC, DR, mla_tree_attention, verify_error, vis_to_bits, vis_words
@@ -400,7 +400,7 @@ def _check_generate(c, backend: str='torch') -> str|None:
     d = NoisyOracleDrafter(tgt, c['prompt'], oracle, c['block_size'], c['feat_layers'], c['drafter_seed'], c['p_bad'], device=tgt.embed_tokens.weight.device)
     got = generate(tgt, d, c['prompt'], method=c['method'], budget=c['budget'], max_new_tokens=N, stop_ids=stop, **kw)
     if got.tokens != ar:
-        i = next((i for i, (x, y) in enumerate(zip(got.tokens, ar)) if x != y), min(len(got.tokens), len(ar)))
+        i = first_difference(got.tokens, ar)
         if not (gpu and i < min(len(got.tokens), len(ar)) and _near_tie(ref, c['prompt'] + ar[:i], ar[i], got.tokens[i])):
             return f"{c['method']} B={c['budget']} gave {got.tokens}, AR {ar}"
     A = got.acceptance_lengths                                                   # a round emits A tokens; the last may be cut
