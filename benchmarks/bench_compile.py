@@ -18,10 +18,12 @@ def kernels(fn):
     return len(ev), sum(e.device_time for e in ev)
 
 def replay_ms(g, es, reps):
+    "Median ms of `reps` replays of graph `g` on engine stream `es` (the replays and their CUDA events on that stream)."
     ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record(es.torch); g.replay(); b.record(es.torch); b.synchronize(); ts.append(a.elapsed_time(b))
+    with es:
+        for _ in range(reps):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record(es.torch); g.replay(); b.record(es.torch); b.synchronize(); ts.append(a.elapsed_time(b))
     return statistics.median(ts)
 
 def main():

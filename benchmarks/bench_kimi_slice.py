@@ -113,17 +113,15 @@ def graph_ms(fn, reps: int, warmup: int=2) -> float:
     "Median ms of one CUDA-graph replay of fn() (warmed up, then captured on the engine stream as the decode round is), CUDA events."
     from ddtree_nb.runtime import engine_stream
     es = engine_stream(torch.cuda.current_device())
-    ts = []
-    with es:                                   # everything on the engine stream: warm-up, capture, replays and their events
+    from bench_compile import replay_ms        # benchmarks/: the same replay timing as the compile A/B
+    with es:                                   # the warm-up and the capture on the engine stream too
         for _ in range(warmup): fn()           # allocates the workspaces outside the capture
         torch.cuda.synchronize()
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g, stream=es.torch): fn()
-        for _ in range(reps):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record(es.torch); g.replay(); b.record(es.torch); b.synchronize(); ts.append(a.elapsed_time(b))
+    ms = replay_ms(g, es, reps)
     del g
-    return statistics.median(ts)
+    return ms
 
 def timed(fn, reps: int, warmup: int=2) -> float:
     "Median ms of fn() over reps, CUDA events."
