@@ -1,5 +1,7 @@
 """Benchmark the GPU draft-tree builder: the shipped version beside the previous one ("before": kernels/dev/tree_build_v2.cu)
-and the reference path, in one run (nbs/02_tree_builder.ipynb, issue 18).
+and the reference path, in one run (nbs/02_tree_builder.ipynb, issue 18). Phase 1 in its three versions: v2 (three
+launches), v4 (the default on sm_90+: one cluster launch, candidates above a bound from the thread maxima) and v3 (v4's
+kernel with its histogram path forced).
 
     python benchmarks/bench_tree.py [--iters 300] [--out results.md] [--commit abc1234]
 
@@ -100,21 +102,23 @@ def main():
                 path, st = buf.ws['stats'][:3].tolist(), stages(buf, clock)
                 t_new = graph_time(lambda: fill_tree(buf, x, B), s, a.iters)
                 p1 = graph_time(lambda: launch_rows(buf, x, B), s, a.iters)
+                v4path = sorted(set(buf.ws['rowinfo'].view(-1, 8)[:L, 6].tolist())), int(buf.ws['rowinfo'].view(-1, 8)[:L, 7].max())
+                p1_v2 = graph_time(lambda: launch_rows(buf, x, B, 'v2'), s, a.iters)
                 p1_v3 = graph_time(lambda: launch_rows(buf, x, B, 'v3'), s, a.iters)
                 p2 = graph_time(lambda: launch_tree(buf, x.dtype, L, V, B), s, a.iters)
                 ts = []
                 for _ in range(15):
                     s.synchronize(); t0 = time.perf_counter(); ref_path(x, B); ts.append((time.perf_counter() - t0) * 1e6)
                 ref = statistics.median(ts)
-                rows.append((scale, B, t_old, t_new, p1_old, p1, p1_v3, p2_old, p2, st, ref, path))
+                rows.append((scale, B, t_old, t_new, p1_old, p1_v2, p1, v4path, p1_v3, p2_old, p2, st, ref, path))
                 print(rows[-1], flush=True)
     commit = a.commit or subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()
     out = [f"date {datetime.date.today()}, GPU {torch.cuda.get_device_name()}, commit {commit}, torch {torch.__version__}, SM clock attribute {clock:.0f} MHz",
            f"command: python benchmarks/bench_tree.py --iters {a.iters}", "",
-           "| logits | B | before µs | **shipped µs** | before/shipped | phase 1 before → shipped (v2) µs | phase 1 v3 (cluster, opt-in) µs | phase 2 before → shipped µs | shipped tb_tree stages µs (" + ' / '.join(STAGES) + ") | reference path µs | ref/shipped | phase-2 path |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for sc, B, to, tn, p1o, p1, p13, p2o, p2, st, r, path in rows:
-        out.append(f"| randn*{sc:g} | {B} | {to:.1f} | **{tn:.1f}** | {to / tn:.1f}x | {p1o:.1f} → {p1:.1f} | {p13:.1f} | {p2o:.1f} → {p2:.1f} | {' / '.join(st)} | {r:.0f} | {r / tn:.0f}x | {path} |")
+           "| logits | B | before µs | **shipped µs** | before/shipped | phase 1 before µs | phase 1 v2 / **v4** / v3 µs | v4 path (1 cand, 2 hist), most candidates | phase 2 before → shipped µs | shipped tb_tree stages µs (" + ' / '.join(STAGES) + ") | reference path µs | ref/shipped | phase-2 path |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for sc, B, to, tn, p1o, p1v2, p1, v4p, p13, p2o, p2, st, r, path in rows:
+        out.append(f"| randn*{sc:g} | {B} | {to:.1f} | **{tn:.1f}** | {to / tn:.1f}x | {p1o:.1f} | {p1v2:.1f} / **{p1:.1f}** / {p13:.1f} | {v4p[0]}, {v4p[1]} | {p2o:.1f} → {p2:.1f} | {' / '.join(st)} | {r:.0f} | {r / tn:.0f}x | {path} |")
     text = '\n'.join(out)
     print(text)
     if a.out: open(a.out, 'w').write(text + '\n')

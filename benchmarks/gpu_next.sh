@@ -48,7 +48,7 @@ case $part in
   sanitize_kernels)   # writes $out/sanitize_kernels/ (per-tool logs, sanitize_kernels.md: errors per kernel per tool)
     step sanitize_kernels 540 bash benchmarks/sanitize_kernels.sh "$out/sanitize_kernels" ;;
   profile_tree)   # ncu of one B=256 build: the details page and per-source-line stall samples (SASS + CUDA), xz-compressed
-    step ncu_tree 200 ncu --kernel-name regex:tb_ --launch-skip 4 --launch-count 14 --set full --import-source yes -f -o "$out/tree" python benchmarks/ncu_tree.py
+    step ncu_tree 200 ncu --kernel-name regex:tb_ --launch-skip 4 --launch-count 20 --set full --import-source yes -f -o "$out/tree" python benchmarks/ncu_tree.py
     step ncu_pages 200 bash -c "ncu -i '$out/tree.ncu-rep' --page details > '$out/ncu_tree_details.txt' && ncu -i '$out/tree.ncu-rep' --page source --csv --print-source cuda,sass > '$out/ncu_tree_source.csv'; xz -T4 '$out/ncu_tree_source.csv'; rm -f '$out/tree.ncu-rep'" ;;
   verify90)
     step bench_verify 560 python benchmarks/bench_verify.py --impl both --budget 480 --out "$out/verify" ;;

@@ -1,6 +1,6 @@
-"""A tiny driver for `ncu` on the tree builder: a few builds at L=15, V=163840, B (default 256), phase 1 v2 then v3.
+"""A tiny driver for `ncu` on the tree builder: a few builds at L=15, V=163840, B (default 256), phase 1 v2, v3 and v4.
 
-    ncu --kernel-name regex:tb_ --launch-skip 4 --launch-count 14 --set full python benchmarks/ncu_tree.py [--budget 256]
+    ncu --kernel-name regex:tb_ --launch-skip 4 --launch-count 20 --set full python benchmarks/ncu_tree.py [--budget 256]
 """
 import argparse, torch
 from ddtree_nb.tree import TreeBuffers, fill_tree
@@ -10,7 +10,7 @@ a = p.parse_args()
 torch.manual_seed(0)
 x = (torch.randn(15, 163840, device='cuda') * 4).bfloat16()
 buf = TreeBuffers(a.budget, x.device)
-for phase1 in ('v2', 'v3'):
+for phase1 in ('v2', 'v3', 'v4'):
     for _ in range(a.reps): fill_tree(buf, x, a.budget, phase1=phase1)
 torch.cuda.synchronize()
 print('ok', int(buf.n_nodes.item()))

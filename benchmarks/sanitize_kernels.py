@@ -114,7 +114,7 @@ def _logits(kind, L, V, seed):
     if kind == 'ties': return torch.randint(0, 4, (L, V), generator=g).float()
     raise ValueError(kind)
 
-def _tree_run(L, V, B, dtype, seed, kind='randn', force_heap=False, root=None, phase1=None):
+def _tree_run(L, V, B, dtype, seed, kind='randn', force_heap=False, root=None, phase1='v2'):   # v2 unless a case says: its kernels are the ones named
     import torch
     from ddtree_nb.tree import TreeBuffers, fill_tree, build_tree_ref, check_same_tree, check_tree_buffers
     x = _logits(kind, L, V, seed).to(getattr(torch, dtype))
@@ -145,9 +145,14 @@ for _dt in ('bf16', 'f32'):
         lambda _t=_t: _tree_run(3, 4096, 64, _t, 3, kind='crowded'))
     case(f'tree_{_dt}_const', 'tree', _tree_kernels(_dt), 'L=3 V=4096 B=64, constant rows (one bin holds all)')(
         lambda _t=_t: _tree_run(3, 4096, 64, _t, 4, kind='const'))
-    for _E, _V in ((8, 4096), (16, 70000), (24, 150000), (32, 200000)):   # phase 1 v3: one cluster kernel per logits-per-thread E
-        case(f'tree_{_dt}_v3_e{_E}', 'tree', (f'tb_rows_{_dt}_e{_E}', 'tb_tree'), f'phase1=v3, L=3 V={_V} B=128, ties')(
-            lambda _t=_t, _V=_V: _tree_run(3, _V, 128, _t, 11, kind='ties', phase1='v3'))
+    # phase 1 v4: one kernel per (blocks per row, logits per thread); random logits take its candidate path, ties
+    # (values 0..3: a quarter of the row ties for the top) its histogram fallback
+    for _c, _E, _V in ((1, 4, 4096), (1, 8, 8000), (1, 16, 16000), (1, 32, 30000), (8, 8, 50000), (8, 16, 100000), (8, 32, 200000)):
+        case(f'tree_{_dt}_v4_c{_c}_e{_E}', 'tree', (f'tb_rows_{_dt}_c{_c}_e{_E}', 'tb_tree'), f'phase1=v4, L=3 V={_V} B=128, randn')(
+            lambda _t=_t, _V=_V: _tree_run(3, _V, 128, _t, 11, phase1='v4'))
+    for _c, _E, _V in ((1, 4, 4096), (8, 32, 200000)):
+        case(f'tree_{_dt}_v4_hist_c{_c}_e{_E}', 'tree', (f'tb_rows_{_dt}_c{_c}_e{_E}', 'tb_tree'), f'phase1=v4, L=3 V={_V} B=128, ties')(
+            lambda _t=_t, _V=_V: _tree_run(3, _V, 128, _t, 12, kind='ties', phase1='v4'))
 case('tree_heap', 'tree', _tree_kernels('f32'), 'force_heap: L=7 V=4096 B=256 (the one-thread heap)')(
     lambda: _tree_run(7, 4096, 256, 'float32', 5, force_heap=True))
 case('tree_heap_ties', 'tree', _tree_kernels('bf16'), 'force_heap on massive exact ties: L=7 V=4096 B=64')(

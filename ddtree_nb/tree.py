@@ -13,10 +13,10 @@ from .runtime import load_kernel, require_cuda, device_limits, unfinished_droppe
 
 # %% auto #0
 __all__ = ['MAX_DEPTH', 'MAX_VOCAB', 'MAX_BUDGET', 'UCAP', 'SORTCAP', 'KMAX', 'NBINS', 'CAND', 'CHUNK', 'MAXC', 'ROW_E',
-           'CLUSTER', 'ROW_THREADS', 'DraftTree', 'vis_words', 'pack_visibility', 'unpack_visibility',
-           'check_draft_inputs', 'tree_from_ranked', 'build_tree_ref', 'tree_paths', 'path_scores', 'check_same_tree',
-           'threshold_tree_sim', 'TreeBuffers', 'load_tree', 'check_tree_buffers', 'tree_smem', 'launch_rows',
-           'launch_tree', 'fill_tree', 'build_tree']
+           'CLUSTER', 'ROW_THREADS', 'CAND4', 'ROW_KERNELS', 'PHASE1', 'DraftTree', 'vis_words', 'pack_visibility',
+           'unpack_visibility', 'check_draft_inputs', 'tree_from_ranked', 'build_tree_ref', 'tree_paths', 'path_scores',
+           'check_same_tree', 'threshold_tree_sim', 'TreeBuffers', 'load_tree', 'check_tree_buffers', 'rows_shape',
+           'tree_smem', 'launch_rows', 'launch_tree', 'fill_tree', 'build_tree']
 
 # %% ../nbs/02_tree_builder.ipynb #7db52c54
 @dataclass
@@ -317,13 +317,21 @@ def check_tree_buffers(buf: TreeBuffers):
     assert all(p == -1 for p in par[n + 1:]) and par[0] == -1
 
 # %% ../nbs/02_tree_builder.ipynb #6dd28112
-ROW_E, CLUSTER, ROW_THREADS = (8, 16, 24, 32), 8, 1024   # phase 1 v3: logits per thread, blocks per row, threads per block
+ROW_E, CLUSTER, ROW_THREADS, CAND4 = (4, 8, 16, 32), 8, 1024, 2048   # phase 1 v4: logits per thread, blocks per long row, threads per block, fast-path candidates
+ROW_KERNELS = ((1, 4), (1, 8), (1, 16), (1, 32), (8, 8), (8, 16), (8, 32))   # the (blocks per row, E) pairs tree_build.cu instantiates
+PHASE1 = ('v2', 'v3', 'v4')
 _KERNEL_LIMITS = dict(MAX_DEPTH=MAX_DEPTH, MAX_BUDGET=MAX_BUDGET, MAX_VOCAB=MAX_VOCAB, MAXC=MAXC, KMAX=KMAX, NBINS=NBINS,
-                      CAND=CAND, CHUNK=CHUNK, UCAP=UCAP, SORTCAP=SORTCAP, CL=CLUSTER, RT=ROW_THREADS)   # tree_build.cu's #defines, checked on load
+                      CAND=CAND, CHUNK=CHUNK, UCAP=UCAP, SORTCAP=SORTCAP, RT=ROW_THREADS, CAND4=CAND4)   # tree_build.cu's #defines, checked on load
+
+def rows_shape(V: int) -> tuple[int, int, int]:
+    "Phase 1 v4 for rows of `V` logits: (blocks per row, logits per thread, threads per block that hold logits)."
+    cl = 1 if V <= ROW_THREADS * ROW_E[-1] else CLUSTER   # one block holds rows up to 32,768 logits
+    E = next(e for e in ROW_E if cl * ROW_THREADS * e >= V)
+    return cl, E, -(-V // (cl * E))
 
 _kcache = {}   # one dict per (dtype, GPU): load_kernel caches the handles; this keeps the bundle and tb_tree's shared-memory limit (driver queries)
 def _tree_kernels(dtype):
-    "The kernels for logits of `dtype` on the current device (loaded once) and tb_tree's dynamic shared-memory limit; `rows` (v3) on sm_90+ only."
+    "The kernels for logits of `dtype` on the current device (loaded once) and tb_tree's dynamic shared-memory limit; `rows` (v3/v4, clusters) on sm_90+ only."
     key = (dtype, torch.cuda.current_device())
     if key not in _kcache:
         import pycuda.driver as drv
@@ -334,7 +342,8 @@ def _tree_kernels(dtype):
         cluster = torch.cuda.get_device_capability() >= (9, 0)
         _kcache[key] = dict(hist=load_kernel('tree_build.cu', f'tb_hist_{sfx}', 'PiiPPPPP'), collect=load_kernel('tree_build.cu', f'tb_collect_{sfx}', 'PiPP'),
                             rowsort=load_kernel('tree_build.cu', f'tb_rowsort_{sfx}', 'PiPPPPPP'), tree=tree, limit=limit,
-                            rows={E: load_kernel('tree_build.cu', f'tb_rows_{sfx}_e{E}', 'PiiiPPPP') for E in ROW_E} if cluster else {})
+                            rows={(c, E): load_kernel('tree_build.cu', f'tb_rows_{sfx}_c{c}_e{E}', 'PiiiiiPPPPP')
+                                  for c, E in ROW_KERNELS} if cluster else {})
     return _kcache[key]
 
 
@@ -344,7 +353,7 @@ _TREE_SMEM = 4 * (KMAX + 1) * 4 + UCAP * 4
 def tree_smem(L: int, k: int, limit: int) -> tuple[int, int]:
     "tb_tree's (dynamic shared bytes, flags): the per-depth lists (bit 0) and then the BFS scores (bit 1) go to shared memory when they fit."
     nb, flags = _TREE_SMEM, 0
-    if nb + L * k * 8 <= limit: nb, flags = nb + L * k * 8, 1
+    if nb + L * (k | 1) * 8 <= limit: nb, flags = nb + L * (k | 1) * 8, 1   # rows of an odd number of doubles: no bank conflicts
     if nb + UCAP * 8 <= limit: nb, flags = nb + UCAP * 8, flags | 2
     return nb, flags
 
@@ -363,18 +372,18 @@ def _check_fill(buf, draft_logits, budget, root_token, validate):
 
 # %% ../nbs/02_tree_builder.ipynb #12d60f51
 def launch_rows(buf, draft_logits, budget, version: str|None=None):
-    "Phase 1: per-depth sorted top-k log q and tokens into the workspace: 'v2' three launches (the default), 'v3' one cluster launch (sm_90+)."
-    if version not in (None, 'v2', 'v3'): raise ValueError(f"phase1 must be None, 'v2' or 'v3', got {version!r}")
+    "Phase 1: per-depth sorted top-k log q and tokens into the workspace. `version`: 'v4' one cluster launch (the default on sm_90+), 'v3' the same launch with its histogram path forced, 'v2' three launches (the default before sm_90)."
+    if version not in (None, *PHASE1): raise ValueError(f"phase1 must be None or one of {PHASE1}, got {version!r}")
     ks = _tree_kernels(draft_logits.dtype)
-    if version == 'v3' and not ks['rows']: raise ValueError("phase1='v3' needs thread-block clusters (sm_90 or newer)")
+    if version in ('v3', 'v4') and not ks['rows']: raise ValueError(f"phase1={version!r} needs thread-block clusters (sm_90 or newer)")
     L, V = draft_logits.shape
     w, k = buf.ws, min(budget, V)
-    version = version or 'v2'   # v3 measured slower on the H200 (benchmarks/tree_build.md, run 4): opt-in
-    if version == 'v3':
-        E = next(e for e in ROW_E if CLUSTER * ROW_THREADS * e >= V)
+    if (version or ('v4' if ks['rows'] else 'v2')) != 'v2':
+        cl, E, rta = rows_shape(V)
         per = 16 // draft_logits.element_size()   # logits per 16-byte load
         vec = int(draft_logits.data_ptr() % 16 == 0 and V % per == 0)
-        ks['rows'][E](draft_logits, V, k, vec, w['rowlse'], w['lq'], w['ltok'], w['kd'], grid=(CLUSTER, L), block=ROW_THREADS)
+        ks['rows'][cl, E](draft_logits, V, k, vec, rta, int(version == 'v3'), w['rowlse'], w['lq'], w['ltok'], w['kd'], w['rowinfo'],
+                          grid=(cl, L), block=ROW_THREADS)
         return
     C = (V + CHUNK - 1) // CHUNK
     ks['hist'](draft_logits, V, k, w['hist'], w['stat'], w['row_done'], w['rowinfo'], w['rowlse'], grid=(C, L), block=256)

@@ -8,7 +8,8 @@
 //   tb_rowsort grid L, 1024 thr: exact top-k (value desc, token asc) of the candidates by a bitonic sort; if bin b*
 //              was too full (massive ties) an exact radix refinement over the whole row. Writes log q (fp64)
 //              and token of ranks 0..k_d-1.
-// v3 (sm_90+, opt-in): tb_rows_*, one cluster of 8 blocks per row (see its section).
+// v4 (sm_90+, the default there): tb_rows_*, one launch, a cluster of 8 blocks per row (1 for V <= 32768): the
+//   candidates above a bound from the thread maxima, ranked by counting; v3 = its histogram fallback forced.
 // Phase 2, one block (tb_tree):
 //   v1 (force_heap=1, also the fallback): the literal best-first heap on one thread.
 //   threshold: a lower bound tau on the B-th best score from the "comb" (main chain + one deviation), a
@@ -318,58 +319,76 @@ extern "C" __global__ void __launch_bounds__(1024) tb_rowsort_f32(const float *l
     rowsort_body(logits, V, rowinfo, rowlse, cand, lq, ltok, kd);
 }
 
-// ---------------------------------------------------------------- phase 1, v3: one launch, a cluster of 8 blocks per row
-// (sm_90+). Each thread holds E contiguous logits of its row in registers: the row is read once. Three histogram levels
-// (key bits 31..20, 19..10, 9..0), each summed over the cluster through distributed shared memory, give the exact key K
-// of the k-th best and how many of its ties to take (smallest token ids first: tokens are laid out in (block, thread,
-// element) order). Every block then receives all k candidates and ranks its share of them by counting; no sort.
+// ---------------------------------------------------------------- phase 1, v4 (default on sm_90+): one launch
+// A cluster of CLN blocks per row (8 for long rows, 1 for V <= 32768). Each thread holds E contiguous logits of its row
+// in registers (the row is read once; tokens lie in (block, thread, element) order) and keeps their max.
+// Fast path (no histogram): sorting the block's thread maxima gives t_b, its kb-th largest (kb = ceil(k / CLN)), so
+// the block holds >= kb logits >= t_b; over the cluster, t = min t_b has >= k logits at or above it, and for spread-out
+// rows only ~1-2 k of them. Those candidates (at most CAND4) go to every block, each ranks its share by counting.
+// Fallback (more candidates than CAND4, or force_hist: what v3 did): three histogram levels (key bits 31..20, 19..10,
+// 9..0) summed over the cluster through distributed shared memory give the exact key K of the k-th best and how many
+// of its ties to take (smallest token first); the k candidates are ranked the same way.
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 #include <cooperative_groups.h>
 namespace cg = cooperative_groups;
-#define CL 8      // blocks per row = cluster size
 #define RT 1024   // threads per block
 
-template <int E> __device__ __forceinline__ void load_run(const __nv_bfloat16 *x, int i0, int V, bool vec, float (&v)[E]) {
-    if (vec && i0 + E <= V) {
+// A thread's E contiguous logits of its row, held in registers as loaded: bf16 stays packed two to a register (E = 32
+// floats would not fit the 64 registers a 1024-thread block leaves), read back as float by v[e].
+template <typename T, int E> struct Vals;
+template <int E> struct Vals<float, E> {
+    float x[E];
+    __device__ __forceinline__ float operator[](int e) const { return x[e]; }
+    __device__ __forceinline__ void load(const float *p, int i0, int V, bool vec) {
+        if (vec && E % 4 == 0 && i0 + E <= V) {
 #pragma unroll
-        for (int q = 0; q < E / 8; ++q) {
-            uint4 u = __ldg(reinterpret_cast<const uint4 *>(x + i0) + q);
-            const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&u);
+            for (int q = 0; q < E / 4; ++q) {
+                float4 u = __ldg(reinterpret_cast<const float4 *>(p + i0) + q);
+                x[q * 4] = u.x; x[q * 4 + 1] = u.y; x[q * 4 + 2] = u.z; x[q * 4 + 3] = u.w;
+            }
+        } else {
 #pragma unroll
-            for (int t = 0; t < 4; ++t) { float2 f = __bfloat1622float2(h[t]); v[q * 8 + 2 * t] = f.x; v[q * 8 + 2 * t + 1] = f.y; }
+            for (int e = 0; e < E; ++e) x[e] = i0 + e < V ? p[i0 + e] : -INFINITY;
         }
-    } else {
-#pragma unroll
-        for (int e = 0; e < E; ++e) v[e] = i0 + e < V ? ld(x, i0 + e) : -INFINITY;
     }
-}
-template <int E> __device__ __forceinline__ void load_run(const float *x, int i0, int V, bool vec, float (&v)[E]) {
-    if (vec && i0 + E <= V) {
+};
+template <int E> struct Vals<__nv_bfloat16, E> {
+    uint32_t w[E / 2];   // element 2j in the low half of w[j] (little-endian pairs), as a 16-byte load leaves them
+    __device__ __forceinline__ float operator[](int e) const {
+        uint32_t u = w[e >> 1];
+        return __uint_as_float((e & 1) ? (u & 0xffff0000u) : (u << 16));
+    }
+    __device__ __forceinline__ void load(const __nv_bfloat16 *p, int i0, int V, bool vec) {
+        if (vec && E % 8 == 0 && i0 + E <= V) {
 #pragma unroll
-        for (int q = 0; q < E / 4; ++q) {
-            float4 u = __ldg(reinterpret_cast<const float4 *>(x + i0) + q);
-            v[q * 4] = u.x; v[q * 4 + 1] = u.y; v[q * 4 + 2] = u.z; v[q * 4 + 3] = u.w;
+            for (int q = 0; q < E / 8; ++q) {
+                uint4 u = __ldg(reinterpret_cast<const uint4 *>(p + i0) + q);
+                w[q * 4] = u.x; w[q * 4 + 1] = u.y; w[q * 4 + 2] = u.z; w[q * 4 + 3] = u.w;
+            }
+        } else {
+            const unsigned short *h = reinterpret_cast<const unsigned short *>(p);
+#pragma unroll
+            for (int j = 0; j < E / 2; ++j) {
+                uint32_t lo = i0 + 2 * j < V ? h[i0 + 2 * j] : 0xff80u, hi = i0 + 2 * j + 1 < V ? h[i0 + 2 * j + 1] : 0xff80u;
+                w[j] = lo | (hi << 16);   // 0xff80 = bf16 -inf: past the row
+            }
         }
-    } else {
-#pragma unroll
-        for (int e = 0; e < E; ++e) v[e] = i0 + e < V ? x[i0 + e] : -INFINITY;
     }
-}
+};
 
-// Sum bin b of a histogram over the cluster's blocks (remote shared-memory reads).
-__device__ __forceinline__ int cluster_bin(cg::cluster_group &cl, int *h, int b) {
+template <int CLN> __device__ __forceinline__ int cluster_bin(cg::cluster_group &cl, int *h, int b) {
     int t = 0;
 #pragma unroll
-    for (int r = 0; r < CL; ++r) t += cl.map_shared_rank(h, r)[b];
+    for (int r = 0; r < CLN; ++r) t += cl.map_shared_rank(h, r)[b];
     return t;
 }
 
 // Descending search over `nb` cluster-summed bins of h, thread t owning the nb/RT bins just below nb - t*nb/RT: the
 // bin b where (count above b) < min(need, total) <= (count >= b). Returns the total of all bins; out[0] = b, out[1] = above.
-template <int PER> __device__ int cluster_find(cg::cluster_group &cl, int *h, int need, int *ws, int *out) {
+template <int PER, int CLN> __device__ int cluster_find(cg::cluster_group &cl, int *h, int need, int *ws, int *out) {
     int hi = PER * RT - threadIdx.x * PER, c[PER], s = 0;
 #pragma unroll
-    for (int q = 0; q < PER; ++q) { c[q] = cluster_bin(cl, h, hi - 1 - q); s += c[q]; }
+    for (int q = 0; q < PER; ++q) { c[q] = cluster_bin<CLN>(cl, h, hi - 1 - q); s += c[q]; }
     int tot, incl = block_scan(s, ws, &tot);
     int excl = incl - s;
     need = min(need, tot);   // fewer finite logits than asked for: the last one
@@ -385,45 +404,40 @@ template <int PER> __device__ int cluster_find(cg::cluster_group &cl, int *h, in
     return tot;
 }
 
-template <typename T, int E>
-__device__ void rows_body(const T *__restrict__ logits, int V, int k, int vec, double *rowlse, double *lq, int *ltok, int *kdo) {
-    cg::cluster_group cl = cg::this_cluster();
-    __shared__ int h1[NBINS], h2[1024], h3[1024];
-    __shared__ unsigned long long cand[KMAX];
-    __shared__ float pm;
-    __shared__ double ps;
-    __shared__ int cnt[2], ws[33], fout[2];
-    __shared__ float wm[RT / 32];
-    __shared__ double wsum[RT / 32];
-    const int rank = (int)cl.block_rank(), row = blockIdx.y, tid = threadIdx.x;
+// Bitonic sort, descending, of one key per thread over the block's RT threads; returns the key at index threadIdx.x.
+// Partners closer than a warp swap through shuffles, farther ones through shared memory s (RT entries).
+__device__ uint32_t bitonic_desc_block(uint32_t x, uint32_t *s) {
+    const int i = threadIdx.x;
+    for (int k = 2; k <= RT; k <<= 1)
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            uint32_t y;
+            if (j >= 32) { s[i] = x; __syncthreads(); y = s[i ^ j]; __syncthreads(); }
+            else y = __shfl_xor_sync(FULL, x, j);
+            x = (((i & j) == 0) == ((i & k) == 0)) ? max(x, y) : min(x, y);
+        }
+    return x;
+}
+
+#define CAND4 2048   // candidates the v4 fast path takes (the fallback takes exactly k <= KMAX)
+
+// rowinfo[row*8 + 6] = path (1 fast, 2 histogram), [row*8 + 7] = candidates ranked.
+// The fallback of rows_body: the exact key K of the kd-th best by three histogram levels, then every logit above K and
+// the first `need` ties of K in token order into every block's cand (slots 0..kd-1). Leaves hx zeroed for the ranks.
+// Not inlined: it is the rare path, and inlined it made rows_body spill.
+template <typename T, int E, int CLN>
+__device__ __noinline__ void rows_hist(cg::cluster_group &cl, const Vals<T, E> &v, int i0, int k, int kd, int *h1, int *h2, int *h3,
+                          int *hx, unsigned long long *cand, int *cnt, int *ws, int *fout) {
+    const int tid = threadIdx.x, rank = (int)cl.block_rank();
     for (int b = tid; b < NBINS; b += RT) h1[b] = 0;
     h2[tid] = 0; h3[tid] = 0;
-    float v[E];
-    const int i0 = (rank * RT + tid) * E;
-    load_run<E>(logits + (size_t)row * V, i0, V, vec, v);
     __syncthreads();
-    // local max, sum-exp and level-1 histogram
-    float m = -INFINITY, sf = 0.f;
 #pragma unroll
-    for (int e = 0; e < E; ++e) m = fmaxf(m, v[e]);
-#pragma unroll
-    for (int e = 0; e < E; ++e) {
-        if (v[e] != -INFINITY) { sf += __expf(v[e] - m); atomicAdd(&h1[fkey(v[e]) >> 20], 1); }
-    }
-    double s = sf;
-    block_lse<RT / 32>(m, s, wm, wsum);
-    if (tid == 0) { pm = m; ps = s; }
-    cl.sync();                                                   // #1: every block's h1 and (max, sum) are final
-    // the row's max and log sum-exp, combined in rank order by every block alike (same bits everywhere)
-    float M = -INFINITY; double S = 0.0;
-#pragma unroll
-    for (int r = 0; r < CL; ++r) lse_merge(M, S, *cl.map_shared_rank(&pm, r), *cl.map_shared_rank(&ps, r));
-    const double mx = (double)M, lsum = log(S);
-    int total = cluster_find<NBINS / RT>(cl, h1, k, ws, fout);    // finite logits of the row
-    const int kd = min(k, total);
+    for (int e = 0; e < E; ++e) if (v[e] != -INFINITY) atomicAdd(&h1[fkey(v[e]) >> 20], 1);
+    __syncthreads();
+    cl.sync();                                                   // #1: every block's h1 is final
+    cluster_find<NBINS / RT, CLN>(cl, h1, k, ws, fout);
     const uint32_t b1 = kd > 0 ? (uint32_t)fout[0] : 0u;
     int need = kd - (kd > 0 ? fout[1] : 0);
-    // level 2: bits 19..10 inside bin b1
 #pragma unroll
     for (int e = 0; e < E; ++e) {
         uint32_t key = fkey(v[e]);
@@ -431,10 +445,9 @@ __device__ void rows_body(const T *__restrict__ logits, int V, int k, int vec, d
     }
     __syncthreads();
     cl.sync();                                                   // #2
-    cluster_find<1>(cl, h2, need, ws, fout);
+    cluster_find<1, CLN>(cl, h2, need, ws, fout);
     const uint32_t p2 = (b1 << 10) | (kd > 0 ? (uint32_t)fout[0] : 0u);
     need -= kd > 0 ? fout[1] : 0;
-    // level 3: bits 9..0 inside p2
 #pragma unroll
     for (int e = 0; e < E; ++e) {
         uint32_t key = fkey(v[e]);
@@ -442,10 +455,9 @@ __device__ void rows_body(const T *__restrict__ logits, int V, int k, int vec, d
     }
     __syncthreads();
     cl.sync();                                                   // #3
-    cluster_find<1>(cl, h3, need, ws, fout);
+    cluster_find<1, CLN>(cl, h3, need, ws, fout);
     const uint32_t K = (p2 << 10) | (kd > 0 ? (uint32_t)fout[0] : 0u);
     need -= kd > 0 ? fout[1] : 0;                                // ties of K to take, smallest token first
-    // candidates: every logit above K, and the first `need` ties of K in token order
     int cg_ = 0, ce = 0;
 #pragma unroll
     for (int e = 0; e < E; ++e) {
@@ -456,15 +468,14 @@ __device__ void rows_body(const T *__restrict__ logits, int V, int k, int vec, d
     int tg, ig = block_scan(cg_, ws, &tg) - cg_;
     int te, ie = block_scan(ce, ws, &te) - ce;
     if (tid == 0) { cnt[0] = tg; cnt[1] = te; }
-    h2[tid] = 0;                                                 // the ranks below reuse h2 (no block reads it after #3)
-    cl.sync();                                                   // #4
+    cl.sync();                                                   // #4: counts; no block reads h1..h3 any more
+    for (int q = tid; q < 2048; q += RT) hx[q] = 0;
     int bg = 0, be = 0, G = 0;
 #pragma unroll
-    for (int r = 0; r < CL; ++r) {
+    for (int r = 0; r < CLN; ++r) {
         const int *c = cl.map_shared_rank(cnt, r);
-        int g = c[0], q = c[1];
-        if (r < rank) { bg += g; be += q; }
-        G += g;
+        if (r < rank) { bg += c[0]; be += c[1]; }
+        G += c[0];
     }
     ig += bg; ie += be;
 #pragma unroll
@@ -476,43 +487,129 @@ __device__ void rows_body(const T *__restrict__ logits, int V, int k, int vec, d
         else if (fin && key == K) { if (ie < need) slot = G + ie; ++ie; }
         if (slot >= 0) {
             unsigned long long c = ((unsigned long long)key << 32) | (uint32_t)~(uint32_t)(i0 + e);
-#pragma unroll
-            for (int r = 0; r < CL; ++r) cl.map_shared_rank(cand, r)[slot] = c;
+#pragma unroll 1
+            for (int r = 0; r < CLN; ++r) cl.map_shared_rank(cand, r)[slot] = c;
         }
     }
-    cl.sync();                                                   // #5: every block holds all kd candidates
-    // rank this block's share (candidates rank, rank + CL, ...) by counting the larger ones
-    const int nloc = kd > rank ? (kd - rank + CL - 1) / CL : 0;
+}
+
+template <typename T, int E, int CLN>
+__device__ void rows_body(const T *__restrict__ logits, int V, int k, int vec, int rta, int force_hist, double *rowlse,
+                          double *lq, int *ltok, int *kdo, int *rowinfo) {
+    cg::cluster_group cl = cg::this_cluster();
+    __shared__ __align__(16) unsigned long long cand[CAND4];   // candidates; the level-1 histogram before them
+    __shared__ int hx[2048];                                     // level-2/3 histograms, then the ranks
+    int *h1 = (int *)cand, *h2 = hx, *h3 = hx + 1024;
+    uint32_t *skey = (uint32_t *)h3;                             // thread-max keys (dead before h3 is used)
+    __shared__ float pm;
+    __shared__ double ps;
+    __shared__ int cnt[3], ws[33], fout[2];
+    __shared__ uint32_t tb;
+    __shared__ float wm[RT / 32];
+    __shared__ double wsum[RT / 32];
+    const int rank = (int)cl.block_rank(), row = blockIdx.y, tid = threadIdx.x;
+    Vals<T, E> v;
+    const int i0 = (rank * rta + tid) * E;
+    v.load(logits + (size_t)row * V, i0, tid < rta ? V : 0, vec);   // V = 0: a thread past the row holds -inf only
+    float m = -INFINITY, sf = 0.f;
+    int nf = 0;
+#pragma unroll
+    for (int e = 0; e < E; ++e) m = fmaxf(m, v[e]);
+#pragma unroll
+    for (int e = 0; e < E; ++e) if (v[e] != -INFINITY) { sf += __expf(v[e] - m); ++nf; }
+    // t_b: the kb-th largest thread max of the block (key 0 = none: fewer than kb finite ones)
+    const int kb = (k + CLN - 1) / CLN;
+    uint32_t sk = bitonic_desc_block(m == -INFINITY ? 0u : fkey(m), skey);
+    if (tid == kb - 1) tb = sk;
+    double s = sf;
+    block_lse<RT / 32>(m, s, wm, wsum);
+    if (tid == 0) { pm = m; ps = s; }
+    int nft, dummy = block_scan(nf, ws, &nft);
+    (void)dummy;
+    if (tid == 0) cnt[2] = nft;
+    cl.sync();                                                   // A: (max, sum), t_b, finite counts
+    float M = -INFINITY; double S = 0.0;
+    uint32_t t = 0xffffffffu;
+    int total = 0;
+#pragma unroll
+    for (int r = 0; r < CLN; ++r) {
+        lse_merge(M, S, *cl.map_shared_rank(&pm, r), *cl.map_shared_rank(&ps, r));
+        t = min(t, *cl.map_shared_rank(&tb, r));
+        total += cl.map_shared_rank(cnt, r)[2];
+    }
+    const double mx = (double)M, lsum = log(S);
+    const int kd = min(k, total);
+    int c = 0;
+#pragma unroll
+    for (int e = 0; e < E; ++e) c += v[e] != -INFINITY && fkey(v[e]) >= t;
+    int tc, ic = block_scan(c, ws, &tc) - c;
+    if (tid == 0) cnt[0] = tc;
+    cl.sync();                                                   // B: candidate counts
+    int G = 0;
+#pragma unroll
+    for (int r = 0; r < CLN; ++r) { int g = cl.map_shared_rank(cnt, r)[0]; if (r < rank) ic += g; G += g; }
+    const bool fast = !force_hist && G <= CAND4;
+    int Mc;   // candidates every block holds after sync C
+    if (fast) {
+        for (int q = tid; q < 2048; q += RT) hx[q] = 0;
+#pragma unroll
+        for (int e = 0; e < E; ++e)
+            if (v[e] != -INFINITY && fkey(v[e]) >= t) {
+                unsigned long long cv = ((unsigned long long)fkey(v[e]) << 32) | (uint32_t)~(uint32_t)(i0 + e);
+#pragma unroll 1
+                for (int r = 0; r < CLN; ++r) cl.map_shared_rank(cand, r)[ic] = cv;
+                ++ic;
+            }
+        Mc = G;
+    } else {
+        Mc = kd;
+        rows_hist<T, E, CLN>(cl, v, i0, k, kd, h1, h2, h3, hx, cand, cnt, ws, fout);
+    }
+    cl.sync();                                                   // C: every block holds all Mc candidates
+    // rank this block's share (candidates rank, rank + CLN, ...) by counting the larger ones
+    const int nloc = Mc > rank ? (Mc - rank + CLN - 1) / CLN : 0;
     if (nloc > 0) {
         const int g = max(1, RT / nloc);
         for (int e = tid; e < nloc * g; e += RT) {
-            int il = e % nloc, part = e / nloc, c = 0;
-            unsigned long long x = cand[rank + il * CL];
-            for (int j = part; j < kd; j += g) c += cand[j] > x;
-            if (c) atomicAdd(&h2[il], c);
+            int il = e % nloc, part = e / nloc, cc = 0;
+            unsigned long long x = cand[rank + il * CLN];
+            for (int j = part; j < Mc; j += g) cc += cand[j] > x;
+            if (cc) atomicAdd(&hx[il], cc);
         }
     }
     __syncthreads();
     for (int il = tid; il < nloc; il += RT) {
-        unsigned long long x = cand[rank + il * CL];
-        int r = h2[il];
-        lq[row * KMAX + r] = ((double)keyf((uint32_t)(x >> 32)) - mx) - lsum;   // log_softmax's order: (x - max) - log sum
-        ltok[row * KMAX + r] = (int)~(uint32_t)x;
+        unsigned long long x = cand[rank + il * CLN];
+        int r = hx[il];
+        if (r < kd) {
+            lq[row * KMAX + r] = ((double)keyf((uint32_t)(x >> 32)) - mx) - lsum;   // log_softmax's order: (x - max) - log sum
+            ltok[row * KMAX + r] = (int)~(uint32_t)x;
+        }
     }
-    if (rank == 0 && tid == 0) { kdo[row] = kd; rowlse[2 * row] = mx; rowlse[2 * row + 1] = lsum; }
+    if (rank == 0 && tid == 0) {
+        kdo[row] = kd; rowlse[2 * row] = mx; rowlse[2 * row + 1] = lsum;
+        rowinfo[row * 8 + 6] = fast ? 1 : 2; rowinfo[row * 8 + 7] = Mc;
+    }
 }
 
-#define ROWS(name, T, E) extern "C" __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(RT, 1) \
-    name(const T *logits, int V, int k, int vec, double *rowlse, double *lq, int *ltok, int *kd) { \
-        rows_body<T, E>(logits, V, k, vec, rowlse, lq, ltok, kd); }
-ROWS(tb_rows_bf16_e8, __nv_bfloat16, 8)
-ROWS(tb_rows_bf16_e16, __nv_bfloat16, 16)
-ROWS(tb_rows_bf16_e24, __nv_bfloat16, 24)
-ROWS(tb_rows_bf16_e32, __nv_bfloat16, 32)
-ROWS(tb_rows_f32_e8, float, 8)
-ROWS(tb_rows_f32_e16, float, 16)
-ROWS(tb_rows_f32_e24, float, 24)
-ROWS(tb_rows_f32_e32, float, 32)
+// tb_rows_<dtype>_c<blocks per row>_e<logits per thread>: c1 for V <= RT * 32, c8 above (tree.rows_shape picks).
+#define ROWS(name, T, CLN, E) extern "C" __global__ void __cluster_dims__(CLN, 1, 1) __launch_bounds__(RT, 1) \
+    name(const T *logits, int V, int k, int vec, int rta, int force_hist, double *rowlse, double *lq, int *ltok, int *kd, \
+         int *rowinfo) { rows_body<T, E, CLN>(logits, V, k, vec, rta, force_hist, rowlse, lq, ltok, kd, rowinfo); }
+ROWS(tb_rows_bf16_c1_e4, __nv_bfloat16, 1, 4)
+ROWS(tb_rows_bf16_c1_e8, __nv_bfloat16, 1, 8)
+ROWS(tb_rows_bf16_c1_e16, __nv_bfloat16, 1, 16)
+ROWS(tb_rows_bf16_c1_e32, __nv_bfloat16, 1, 32)
+ROWS(tb_rows_bf16_c8_e8, __nv_bfloat16, 8, 8)
+ROWS(tb_rows_bf16_c8_e16, __nv_bfloat16, 8, 16)
+ROWS(tb_rows_bf16_c8_e32, __nv_bfloat16, 8, 32)
+ROWS(tb_rows_f32_c1_e4, float, 1, 4)
+ROWS(tb_rows_f32_c1_e8, float, 1, 8)
+ROWS(tb_rows_f32_c1_e16, float, 1, 16)
+ROWS(tb_rows_f32_c1_e32, float, 1, 32)
+ROWS(tb_rows_f32_c8_e8, float, 8, 8)
+ROWS(tb_rows_f32_c8_e16, float, 8, 16)
+ROWS(tb_rows_f32_c8_e32, float, 8, 32)
 #endif
 
 // ---------------------------------------------------------------- phase 2: the tree (one block of 1024)
@@ -638,11 +735,13 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
     __syncthreads();
     if (B > 0 && (smem_flags & 1)) {
         double *l = (double *)extra;
-        for (int i = tid; i < L * ks; i += nt) { int d = i / ks, r = i - d * ks; if (r < kd[d]) l[d * ks + r] = lq_g[d * KMAX + r]; }
+        for (int i = tid; i < L * ks; i += nt) { int d = i / ks, r = i - d * ks; if (r < kd[d]) l[d * (ks | 1) + r] = lq_g[d * KMAX + r]; }
         lq = l;
     }
     __syncthreads();   // the lists copied above are read by thread 0 (chain) and by every warp below
-    const int LS = (smem_flags & 1) ? ks : KMAX;   // row stride of lq
+    // row stride of lq. In shared memory an odd number of doubles: with ks = 256 (2 KB rows) the 15 lanes of a warp that
+    // each binary-search their own depth's list hit one bank, a 15-way conflict on every step of the comb search.
+    const int LS = (smem_flags & 1) ? (ks | 1) : KMAX;
 #define LQ(d) (lq + (d) * LS)
     Ws w{u_score, u_par, u_rank, u_depth, slot_idx, h_score, h_par, h_rank, h_depth, h_prev};
     // reachable depth: rows past the first row with no finite token can't be drafted
