@@ -75,6 +75,21 @@ def stages(buf, clock_mhz):
         out.append(f"{(v - prev) / clock_mhz:.1f}"); prev = v
     return out
 
+V4_STAGES = ['load', 'sort', 'A', 'B', 'cand', 'C', 'rank']
+
+def v4_stages(buf, L, clock_mhz):
+    "Phase 1 v4's stage times (µs, median over rows, from the first block of each row) and the spread of the rows' start times (µs)."
+    st = buf.ws['stat'].view(torch.int64)[:L * 8].view(L, 8).cpu()
+    cyc = st[:, :7].double()
+    d = torch.cat([cyc[:, :1], cyc[:, 1:] - cyc[:, :-1]], 1).median(0).values / clock_mhz
+    return [f"{x:.1f}" for x in d.tolist()], (st[:, 7].max() - st[:, 7].min()).item() / 1e3
+
+def tau_detail(buf, clock_mhz):
+    "tb_tree's comb search split: before the rounds, then each of its 3 rounds (µs)."
+    t = [0] + buf.ws['stats'][4:16].tolist()   # tst[0..12] as cycles since tst[0]
+    if min(t[9:13]) < 0: return '-'
+    return ' / '.join(f"{(b - a) / clock_mhz:.1f}" for a, b in ((t[1], t[9]), (t[9], t[10]), (t[10], t[11]), (t[11], t[12])))
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--iters', type=int, default=300)
@@ -103,22 +118,29 @@ def main():
                 t_new = graph_time(lambda: fill_tree(buf, x, B), s, a.iters)
                 p1 = graph_time(lambda: launch_rows(buf, x, B), s, a.iters)
                 v4path = sorted(set(buf.ws['rowinfo'].view(-1, 8)[:L, 6].tolist())), int(buf.ws['rowinfo'].view(-1, 8)[:L, 7].max())
+                v4st = v4_stages(buf, L, clock)
                 p1_v2 = graph_time(lambda: launch_rows(buf, x, B, 'v2'), s, a.iters)
                 p1_v3 = graph_time(lambda: launch_rows(buf, x, B, 'v3'), s, a.iters)
                 p2 = graph_time(lambda: launch_tree(buf, x.dtype, L, V, B), s, a.iters)
+                tau = tau_detail(buf, clock)
                 ts = []
                 for _ in range(15):
                     s.synchronize(); t0 = time.perf_counter(); ref_path(x, B); ts.append((time.perf_counter() - t0) * 1e6)
                 ref = statistics.median(ts)
-                rows.append((scale, B, t_old, t_new, p1_old, p1_v2, p1, v4path, p1_v3, p2_old, p2, st, ref, path))
+                rows.append((scale, B, t_old, t_new, p1_old, p1_v2, p1, v4path, p1_v3, p2_old, p2, st, ref, path, v4st, tau))
                 print(rows[-1], flush=True)
     commit = a.commit or subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()
     out = [f"date {datetime.date.today()}, GPU {torch.cuda.get_device_name()}, commit {commit}, torch {torch.__version__}, SM clock attribute {clock:.0f} MHz",
            f"command: python benchmarks/bench_tree.py --iters {a.iters}", "",
            "| logits | B | before µs | **shipped µs** | before/shipped | phase 1 before µs | phase 1 v2 / **v4** / v3 µs | v4 path (1 cand, 2 hist), most candidates | phase 2 before → shipped µs | shipped tb_tree stages µs (" + ' / '.join(STAGES) + ") | reference path µs | ref/shipped | phase-2 path |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for sc, B, to, tn, p1o, p1v2, p1, v4p, p13, p2o, p2, st, r, path in rows:
+    for sc, B, to, tn, p1o, p1v2, p1, v4p, p13, p2o, p2, st, r, path, v4st, tau in rows:
         out.append(f"| randn*{sc:g} | {B} | {to:.1f} | **{tn:.1f}** | {to / tn:.1f}x | {p1o:.1f} | {p1v2:.1f} / **{p1:.1f}** / {p13:.1f} | {v4p[0]}, {v4p[1]} | {p2o:.1f} → {p2:.1f} | {' / '.join(st)} | {r:.0f} | {r / tn:.0f}x | {path} |")
+    out += ["", "Phase 1 v4 by stage (µs, clock64 of each row's first block, median over rows; " + ' / '.join(V4_STAGES) +
+            "), the spread of the rows' start times (µs, global timer), and tb_tree's comb search (before the rounds / round 1 / 2 / 3, µs):", "",
+            "| logits | B | v4 stages µs | row start spread µs | tau detail µs |", "|---|---|---|---|---|"]
+    for sc, B, *_, v4st, tau in rows:
+        out.append(f"| randn*{sc:g} | {B} | {' / '.join(v4st[0])} | {v4st[1]:.1f} | {tau} |")
     text = '\n'.join(out)
     print(text)
     if a.out: open(a.out, 'w').write(text + '\n')

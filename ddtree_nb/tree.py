@@ -342,7 +342,7 @@ def _tree_kernels(dtype):
         cluster = torch.cuda.get_device_capability() >= (9, 0)
         _kcache[key] = dict(hist=load_kernel('tree_build.cu', f'tb_hist_{sfx}', 'PiiPPPPP'), collect=load_kernel('tree_build.cu', f'tb_collect_{sfx}', 'PiPP'),
                             rowsort=load_kernel('tree_build.cu', f'tb_rowsort_{sfx}', 'PiPPPPPP'), tree=tree, limit=limit,
-                            rows={(c, E): load_kernel('tree_build.cu', f'tb_rows_{sfx}_c{c}_e{E}', 'PiiiiiPPPPP')
+                            rows={(c, E): load_kernel('tree_build.cu', f'tb_rows_{sfx}_c{c}_e{E}', 'PiiiiiPPPPPP')
                                   for c, E in ROW_KERNELS} if cluster else {})
     return _kcache[key]
 
@@ -383,7 +383,7 @@ def launch_rows(buf, draft_logits, budget, version: str|None=None):
         per = 16 // draft_logits.element_size()   # logits per 16-byte load
         vec = int(draft_logits.data_ptr() % 16 == 0 and V % per == 0)
         ks['rows'][cl, E](draft_logits, V, k, vec, rta, int(version == 'v3'), w['rowlse'], w['lq'], w['ltok'], w['kd'], w['rowinfo'],
-                          grid=(cl, L), block=ROW_THREADS)
+                          w['stat'], grid=(cl, L), block=ROW_THREADS)   # stat (v2's partials) takes v4's stage stamps
         return
     C = (V + CHUNK - 1) // CHUNK
     ks['hist'](draft_logits, V, k, w['hist'], w['stat'], w['row_done'], w['rowinfo'], w['rowlse'], grid=(C, L), block=256)

@@ -420,7 +420,6 @@ __device__ uint32_t bitonic_desc_block(uint32_t x, uint32_t *s) {
 
 #define CAND4 2048   // candidates the v4 fast path takes (the fallback takes exactly k <= KMAX)
 
-// rowinfo[row*8 + 6] = path (1 fast, 2 histogram), [row*8 + 7] = candidates ranked.
 // The fallback of rows_body: the exact key K of the kd-th best by three histogram levels, then every logit above K and
 // the first `need` ties of K in token order into every block's cand (slots 0..kd-1). Leaves hx zeroed for the ranks.
 // Not inlined: it is the rare path, and inlined it made rows_body spill.
@@ -493,9 +492,13 @@ __device__ __noinline__ void rows_hist(cg::cluster_group &cl, const Vals<T, E> &
     }
 }
 
+// rowinfo[row*8 + 6] = path (1 fast, 2 histogram), [row*8 + 7] = candidates ranked. stamps[row*8 + i]: clock64 cycles
+// since the start of the row's first block at the end of its stages (loaded, sorted, A, B, candidates, C, ranked);
+// stamps[row*8 + 7]: that block's start on the global timer (ns), to see when each row's cluster began.
 template <typename T, int E, int CLN>
 __device__ void rows_body(const T *__restrict__ logits, int V, int k, int vec, int rta, int force_hist, double *rowlse,
-                          double *lq, int *ltok, int *kdo, int *rowinfo) {
+                          double *lq, int *ltok, int *kdo, int *rowinfo, long long *stamps) {
+    const long long t0 = clock64();
     cg::cluster_group cl = cg::this_cluster();
     __shared__ __align__(16) unsigned long long cand[CAND4];   // candidates; the level-1 histogram before them
     __shared__ int hx[2048];                                     // level-2/3 histograms, then the ranks
@@ -508,6 +511,8 @@ __device__ void rows_body(const T *__restrict__ logits, int V, int k, int vec, i
     __shared__ float wm[RT / 32];
     __shared__ double wsum[RT / 32];
     const int rank = (int)cl.block_rank(), row = blockIdx.y, tid = threadIdx.x;
+#define RSTAMP(i) do { if (rank == 0 && tid == 0) stamps[row * 8 + (i)] = clock64() - t0; } while (0)
+    if (rank == 0 && tid == 0) { long long g; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g)); stamps[row * 8 + 7] = g; }
     Vals<T, E> v;
     const int i0 = (rank * rta + tid) * E;
     v.load(logits + (size_t)row * V, i0, tid < rta ? V : 0, vec);   // V = 0: a thread past the row holds -inf only
@@ -517,10 +522,12 @@ __device__ void rows_body(const T *__restrict__ logits, int V, int k, int vec, i
     for (int e = 0; e < E; ++e) m = fmaxf(m, v[e]);
 #pragma unroll
     for (int e = 0; e < E; ++e) if (v[e] != -INFINITY) { sf += __expf(v[e] - m); ++nf; }
+    RSTAMP(0);
     // t_b: the kb-th largest thread max of the block (key 0 = none: fewer than kb finite ones)
     const int kb = (k + CLN - 1) / CLN;
     uint32_t sk = bitonic_desc_block(m == -INFINITY ? 0u : fkey(m), skey);
     if (tid == kb - 1) tb = sk;
+    RSTAMP(1);
     double s = sf;
     block_lse<RT / 32>(m, s, wm, wsum);
     if (tid == 0) { pm = m; ps = s; }
@@ -528,6 +535,7 @@ __device__ void rows_body(const T *__restrict__ logits, int V, int k, int vec, i
     (void)dummy;
     if (tid == 0) cnt[2] = nft;
     cl.sync();                                                   // A: (max, sum), t_b, finite counts
+    RSTAMP(2);
     float M = -INFINITY; double S = 0.0;
     uint32_t t = 0xffffffffu;
     int total = 0;
@@ -545,6 +553,7 @@ __device__ void rows_body(const T *__restrict__ logits, int V, int k, int vec, i
     int tc, ic = block_scan(c, ws, &tc) - c;
     if (tid == 0) cnt[0] = tc;
     cl.sync();                                                   // B: candidate counts
+    RSTAMP(3);
     int G = 0;
 #pragma unroll
     for (int r = 0; r < CLN; ++r) { int g = cl.map_shared_rank(cnt, r)[0]; if (r < rank) ic += g; G += g; }
@@ -565,7 +574,9 @@ __device__ void rows_body(const T *__restrict__ logits, int V, int k, int vec, i
         Mc = kd;
         rows_hist<T, E, CLN>(cl, v, i0, k, kd, h1, h2, h3, hx, cand, cnt, ws, fout);
     }
+    RSTAMP(4);
     cl.sync();                                                   // C: every block holds all Mc candidates
+    RSTAMP(5);
     // rank this block's share (candidates rank, rank + CLN, ...) by counting the larger ones
     const int nloc = Mc > rank ? (Mc - rank + CLN - 1) / CLN : 0;
     if (nloc > 0) {
@@ -590,12 +601,14 @@ __device__ void rows_body(const T *__restrict__ logits, int V, int k, int vec, i
         kdo[row] = kd; rowlse[2 * row] = mx; rowlse[2 * row + 1] = lsum;
         rowinfo[row * 8 + 6] = fast ? 1 : 2; rowinfo[row * 8 + 7] = Mc;
     }
+    RSTAMP(6);
+#undef RSTAMP
 }
 
 // tb_rows_<dtype>_c<blocks per row>_e<logits per thread>: c1 for V <= RT * 32, c8 above (tree.rows_shape picks).
 #define ROWS(name, T, CLN, E) extern "C" __global__ void __cluster_dims__(CLN, 1, 1) __launch_bounds__(RT, 1) \
     name(const T *logits, int V, int k, int vec, int rta, int force_hist, double *rowlse, double *lq, int *ltok, int *kd, \
-         int *rowinfo) { rows_body<T, E, CLN>(logits, V, k, vec, rta, force_hist, rowlse, lq, ltok, kd, rowinfo); }
+         int *rowinfo, long long *stamps) { rows_body<T, E, CLN>(logits, V, k, vec, rta, force_hist, rowlse, lq, ltok, kd, rowinfo, stamps); }
 ROWS(tb_rows_bf16_c1_e4, __nv_bfloat16, 1, 4)
 ROWS(tb_rows_bf16_c1_e8, __nv_bfloat16, 1, 8)
 ROWS(tb_rows_bf16_c1_e16, __nv_bfloat16, 1, 16)
