@@ -21,6 +21,7 @@
 #include <cuda_bf16.h>
 #include <stdint.h>
 #include "common.cuh"   // MAX_DEPTH, MAX_BUDGET
+static_assert(MAX_DEPTH <= 32, "tb_tree gives each depth one lane of a warp");
 
 #define NBINS 4096          // top 12 bits of the key
 #define CHUNK 4096          // logits per phase-1 block (256 threads x 16)
@@ -508,8 +509,10 @@ __device__ void rows_body(const T *__restrict__ logits, int V, int k, int vec, i
     __shared__ double ps;
     __shared__ int cnt[3], ws[33], fout[2];
     __shared__ uint32_t tb;
-    __shared__ float wm[RT / 32];
-    __shared__ double wsum[RT / 32];
+    __shared__ float wm[RT / 32], rM;
+    __shared__ double wsum[RT / 32], rS;
+    __shared__ int wn[RT / 32], rg[8], rtot;
+    __shared__ uint32_t rt;
     const int rank = (int)cl.block_rank(), row = blockIdx.y, tid = threadIdx.x;
 #define RSTAMP(i) do { if (rank == 0 && tid == 0) stamps[row * 8 + (i)] = clock64() - t0; } while (0)
     if (rank == 0 && tid == 0) { long long g; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g)); stamps[row * 8 + 7] = g; }
@@ -523,29 +526,40 @@ __device__ void rows_body(const T *__restrict__ logits, int V, int k, int vec, i
 #pragma unroll
     for (int e = 0; e < E; ++e) if (v[e] != -INFINITY) { sf += __expf(v[e] - m); ++nf; }
     RSTAMP(0);
+    {   // per warp: (max, sum-exp) merged in float64, and the finite count; the sort's barriers publish them
+        float a = m; double b = sf; int n = nf;
+        for (int o = 16; o; o >>= 1) { lse_merge(a, b, __shfl_xor_sync(FULL, a, o), __shfl_xor_sync(FULL, b, o)); n += __shfl_xor_sync(FULL, n, o); }
+        if ((tid & 31) == 0) { wm[tid >> 5] = a; wsum[tid >> 5] = b; wn[tid >> 5] = n; }
+    }
     // t_b: the kb-th largest thread max of the block (key 0 = none: fewer than kb finite ones)
     const int kb = (k + CLN - 1) / CLN;
     uint32_t sk = bitonic_desc_block(m == -INFINITY ? 0u : fkey(m), skey);
     if (tid == kb - 1) tb = sk;
     RSTAMP(1);
-    double s = sf;
-    block_lse<RT / 32>(m, s, wm, wsum);
-    if (tid == 0) { pm = m; ps = s; }
-    int nft, dummy = block_scan(nf, ws, &nft);
-    (void)dummy;
-    if (tid == 0) cnt[2] = nft;
+    if (tid < 32) {   // the block's (max, sum-exp) and finite count: warp 0 over the 32 warps' partials
+        float a = wm[tid]; double b = wsum[tid]; int n = wn[tid];
+        for (int o = 16; o; o >>= 1) { lse_merge(a, b, __shfl_xor_sync(FULL, a, o), __shfl_xor_sync(FULL, b, o)); n += __shfl_xor_sync(FULL, n, o); }
+        if (tid == 0) { pm = a; ps = b; cnt[2] = n; }
+    }
     cl.sync();                                                   // A: (max, sum), t_b, finite counts
     RSTAMP(2);
-    float M = -INFINITY; double S = 0.0;
-    uint32_t t = 0xffffffffu;
-    int total = 0;
-#pragma unroll
-    for (int r = 0; r < CLN; ++r) {
-        lse_merge(M, S, *cl.map_shared_rank(&pm, r), *cl.map_shared_rank(&ps, r));
-        t = min(t, *cl.map_shared_rank(&tb, r));
-        total += cl.map_shared_rank(cnt, r)[2];
+    // Lane r of warp 0 reads rank r's values and the warp merges them (the same tree, so the same bits, in every block);
+    // every thread reading every rank's words instead made ~24 remote loads per thread queue up at 8 SMs (6.6 µs).
+    if (tid < 32) {
+        float a = -INFINITY; double b = 0.0; uint32_t tt = 0xffffffffu; int n = 0;
+        if (tid < CLN) { a = *cl.map_shared_rank(&pm, tid); b = *cl.map_shared_rank(&ps, tid); tt = *cl.map_shared_rank(&tb, tid);
+                         n = cl.map_shared_rank(cnt, tid)[2]; }
+        for (int o = 16; o; o >>= 1) {
+            lse_merge(a, b, __shfl_xor_sync(FULL, a, o), __shfl_xor_sync(FULL, b, o));
+            tt = min(tt, __shfl_xor_sync(FULL, tt, o)); n += __shfl_xor_sync(FULL, n, o);
+        }
+        if (tid == 0) { rM = a; rS = b; rt = tt; rtot = n; }
     }
-    const double mx = (double)M, lsum = log(S);
+    __syncthreads();
+    const float M = rM;
+    const uint32_t t = rt;
+    const int total = rtot;
+    const double mx = (double)M, lsum = log(rS);
     const int kd = min(k, total);
     int c = 0;
 #pragma unroll
@@ -554,9 +568,11 @@ __device__ void rows_body(const T *__restrict__ logits, int V, int k, int vec, i
     if (tid == 0) cnt[0] = tc;
     cl.sync();                                                   // B: candidate counts
     RSTAMP(3);
+    if (tid < CLN) rg[tid] = cl.map_shared_rank(cnt, tid)[0];
+    __syncthreads();
     int G = 0;
 #pragma unroll
-    for (int r = 0; r < CLN; ++r) { int g = cl.map_shared_rank(cnt, r)[0]; if (r < rank) ic += g; G += g; }
+    for (int r = 0; r < CLN; ++r) { int g = rg[r]; if (r < rank) ic += g; G += g; }
     const bool fast = !force_hist && G <= CAND4;
     int Mc;   // candidates every block holds after sync C
     if (fast) {
@@ -780,10 +796,10 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
         double tau;
         if (tot < B) tau = -INFINITY;
         else {
-            if (tid == 0) {
-                double lo = chain[1];
-                for (int d = 0; d < Leff; ++d) lo = fmin(lo, chain[d] + LQ(d)[kd[d] - 1]);
-                sh_d[0] = lo; sh_d[1] = chain[1];
+            if (tid < 32) {   // the comb's worst score, lane d at depth d (Leff <= MAX_DEPTH = 32)
+                double lo = tid < Leff ? chain[tid] + LQ(tid)[kd[tid] - 1] : INFINITY;
+                for (int o = 16; o; o >>= 1) lo = fmin(lo, __shfl_xor_sync(FULL, lo, o));
+                if (tid == 0) { sh_d[0] = fmin(chain[1], lo); sh_d[1] = chain[1]; }
             }
             STAMP(9);
             int j = tid >> 5, d = tid & 31;
