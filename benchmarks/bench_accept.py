@@ -81,7 +81,7 @@ def plant_path(tree, logits, pick):
     while True:
         kids = (tree.parents[1:] == node).nonzero()[:, 0] + 1
         if not len(kids): break
-        nxt = int(pick(kids)); logits[node, int(tree.tokens[nxt - 1])] = logits[node].max() + 60; path.append(nxt); node = nxt
+        nxt = int(pick(kids)); logits[node, int(tree.tokens[nxt])] = logits[node].max() + 60; path.append(nxt); node = nxt
     return path
 
 
@@ -120,7 +120,7 @@ def main():
             pl = torch.tensor([P0], dtype=torch.int32, device=dev)
             reset = lambda: pl.fill_(P0)
             base = torch.randn(B + 1, V, generator=g).to(dev)
-            par, tok = tree.parents.tolist(), [-1] + tree.tokens.tolist()
+            par, tok = tree.parents.tolist(), tree.tokens.tolist()
             keys = torch.tensor([11, 22], dtype=torch.int64, device=dev)
             for scen in ('none', 'first-child chain', 'last-child path'):
                 lg = base.clone()

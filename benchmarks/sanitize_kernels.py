@@ -254,7 +254,7 @@ def _accept_run(V, B, T, seed, compact=None, max_budget=None):
     while True:                                    # plant the path that always takes the last child
         kids = (tree.parents[1:] == node).nonzero()[:, 0] + 1
         if not len(kids): break
-        node = int(kids[-1]); lg[want[-1], int(tree.tokens[node - 1])] = lg[want[-1]].max() + 60.0; want.append(node)
+        node = int(kids[-1]); lg[want[-1], int(tree.tokens[node])] = lg[want[-1]].max() + 60.0; want.append(node)
     keys = torch.randint(0, 2**32, (2,), generator=g)
     ref_args, dev_args = [], []
     if compact:
@@ -304,7 +304,7 @@ def _accept_edges():
     while True:                                    # plant a path to a leaf, then make the cache end just before its row
         kids = (tree.parents[1:] == node).nonzero()[:, 0] + 1
         if not len(kids): break
-        nxt = int(kids[-1]); lg[node, int(tree.tokens[nxt - 1])] = 100.0; node = last = nxt
+        nxt = int(kids[-1]); lg[node, int(tree.tokens[nxt])] = 100.0; node = last = nxt
     kv = torch.randn(2, 5 + last, 64, generator=g).to(DEV); kv0 = kv.clone()
     pl = torch.tensor([5], dtype=torch.int32, device=DEV)
     try: accept_compact(tree, lg.to(DEV), kv, pl, backend=BACKEND); raise AssertionError("rows past the cache not refused")

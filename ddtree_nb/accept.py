@@ -118,7 +118,7 @@ def make_accepted(path: list[int], bonus: int, device) -> Accepted:
                     torch.tensor([bonus], dtype=torch.int32, device=device))
 
 # %% ../nbs/04_accept.ipynb #5e36156e
-def tree_buffers_from(tree: DraftTree, max_budget: int|None=None, device='cuda', root_token: int=0) -> TreeBuffers:
+def tree_buffers_from(tree: DraftTree, max_budget: int|None=None, device='cuda', root_token: int|None=None) -> TreeBuffers:
     "New `TreeBuffers` on `device` holding `tree` (`tree.load_tree`), sized for `max_budget` (default `tree.n`)."
     n = tree.n
     B = n if max_budget is None else max_budget
@@ -128,7 +128,7 @@ def tree_buffers_from(tree: DraftTree, max_budget: int|None=None, device='cuda',
 # %% ../nbs/04_accept.ipynb #50929252
 def _tree_arrays(tree) -> tuple[list[int], list[int]]:
     "Host parents and tokens (token of node j at j; the root's is unused) of a DraftTree or tree buffers."
-    if isinstance(tree, DraftTree): return tree.parents.tolist(), [-1] + tree.tokens.tolist()
+    if isinstance(tree, DraftTree): return tree.parents.tolist(), tree.tokens.tolist()
     n = int(tree.n_nodes[0])
     return tree.parents[:n + 1].tolist(), tree.tokens[:n + 1].tolist()
 
@@ -141,7 +141,7 @@ def check_accept_inputs(tree, target_logits: torch.Tensor, temperature: float, c
     if V < 1: raise ValueError("target_logits has V=0 columns")
     if isinstance(tree, DraftTree):
         if R != tree.n + 1: raise ValueError(f"target_logits has {R} rows but the tree has {tree.n + 1} nodes (root + {tree.n} drafted)")
-        if tree.n and int(tree.tokens.max()) >= V: raise ValueError(f"tree token {int(tree.tokens.max())} is outside the vocabulary (V={V})")
+        if tree.n and int(tree.tokens[1:].max()) >= V: raise ValueError(f"tree token {int(tree.tokens[1:].max())} is outside the vocabulary (V={V})")
     elif all(hasattr(tree, a) for a in ('n_nodes', 'parents', 'tokens')):
         nb = tree.parents.numel()
         if not 1 <= R <= nb: raise ValueError(f"target_logits has {R} rows; tree buffers hold {nb} nodes (need 1..{nb} rows, >= n_nodes + 1)")

@@ -12,13 +12,13 @@ import torch
 __all__ = ['expected_tokens', 'RoundCost', 'best_budget']
 
 # %% ../nbs/05c_budget.ipynb #fe7692dd
-def expected_tokens(scores: torch.Tensor,   # [B] the tree's node scores (log-probabilities of their paths), best-first: non-increasing
+def expected_tokens(scores: torch.Tensor,   # [B+1] a tree's node scores (`DraftTree.scores`: root first, then best-first, non-increasing)
                    ) -> torch.Tensor:       # [B+1] float64: expected tokens of one round with the first b nodes, b = 0..B
     "Expected tokens a round emits (accepted drafts + the bonus) with the best-first tree of each size, if the target's tokens followed the drafter's distributions."
-    s = torch.as_tensor(scores, dtype=torch.float64).reshape(-1)
+    s = torch.as_tensor(scores, dtype=torch.float64).reshape(-1)[1:]   # the drafted nodes' path log-probabilities
     if len(s) > 1 and bool((s[1:] > s[:-1]).any()):
         i = int((s[1:] > s[:-1]).nonzero()[0]) + 1
-        raise ValueError(f"scores must be best-first (non-increasing): node {i} scores {float(s[i]):.4g} > node {i - 1}'s {float(s[i - 1]):.4g}")
+        raise ValueError(f"scores must be best-first (non-increasing): node {i + 1} scores {float(s[i]):.4g} > node {i}'s {float(s[i - 1]):.4g}")
     return 1 + torch.cat([s.new_zeros(1), s.exp().cumsum(0)])
 
 # %% ../nbs/05c_budget.ipynb #a3671baf

@@ -21,9 +21,9 @@ class RoundView:
     index: int                   # 1-based round number
     prefix_len: int              # committed tokens in the cache before the round
     root: int                    # the round's root token (the previous bonus)
-    tree: DraftTree              # the draft tree (n drafted nodes + root)
-    node_probs: torch.Tensor     # [n] drafter probability of each node's token at its depth
-    path_probs: torch.Tensor     # [n] drafter probability of each node's whole prefix (exp of its score)
+    tree: DraftTree              # the draft tree (n drafted nodes + root, node 0)
+    node_probs: torch.Tensor     # [n+1] drafter probability of each node's token at its depth (1 for the root)
+    path_probs: torch.Tensor     # [n+1] drafter probability of each node's whole prefix (exp of its score; 1 for the root)
     target_choice: torch.Tensor  # [n+1] the target's token at every node, root first (what accept picks there)
     path: list                   # accepted node indices, root first
     bonus: int                   # the target's token after the path
@@ -31,14 +31,16 @@ class RoundView:
     done: bool                   # generation has ended
 
     @property
-    def accepted_tokens(self) -> list: return [int(self.tree.tokens[j - 1]) for j in self.path[1:]]
+    def accepted_tokens(self) -> list: return [int(self.tree.tokens[j]) for j in self.path[1:]]
 
 # %% ../nbs/07a_explorer.ipynb #06bac4c7
 def _node_probs(draft_logits, tree: DraftTree) -> torch.Tensor:
-    "Drafter probability q_depth(token) of every node."
-    if draft_logits is None or tree.n == 0: return torch.zeros(tree.n, dtype=torch.float64)
-    q = torch.softmax(draft_logits.detach().double().cpu(), -1)
-    return q[tree.depths.cpu() - 1, tree.tokens.cpu()]
+    "Drafter probability q_depth(token) of every node, root first (1 for the root)."
+    out = torch.ones(tree.n + 1, dtype=torch.float64)
+    if draft_logits is not None and tree.n:
+        q = torch.softmax(draft_logits.detach().double().cpu(), -1)
+        out[1:] = q[tree.depths[1:].long() - 1, tree.tokens[1:].long()]
+    return out
 
 # %% ../nbs/07a_explorer.ipynb #e0904f60
 class RoundStepper:
@@ -115,8 +117,8 @@ def tree_svg(view: RoundView, tokenizer=None, max_nodes: int=64, col_w: int=96, 
     "SVG drawing of a round's draft tree: tokens, drafter probabilities, target choices, accepted path and bonus."
     m = min(view.tree.n, max_nodes)
     par = view.tree.parents[:m + 1].tolist()
-    toks = [view.root] + view.tree.tokens[:m].tolist()
-    q = [1.0] + view.node_probs[:m].tolist()
+    toks = [view.root] + view.tree.tokens[1:m + 1].tolist()
+    q = view.node_probs[:m + 1].tolist()
     ch = view.target_choice[:m + 1].tolist()
     on_path = set(view.path)
     pos = tree_layout(par)
@@ -141,7 +143,7 @@ def tree_svg(view: RoundView, tokenizer=None, max_nodes: int=64, col_w: int=96, 
         fill, stroke = ('#c8e6c9', '#2e7d32') if acc else ('#e3f2fd', '#1565c0') if chosen else ('#f5f5f5', '#999')
         label = 'root' if j == 0 else f"q={q[j]:.2f}"
         tip = (f"node {j}, depth {pos[j][0]}, token {toks[j]!r} ({_tok_text(tokenizer, toks[j], 40)})"
-               + (f", drafter q={q[j]:.4f}, prefix prob {view.path_probs[j - 1]:.4g}" if j else ' (root)')
+               + (f", drafter q={q[j]:.4f}, prefix prob {view.path_probs[j]:.4g}" if j else ' (root)')
                + f", target picks {ch[j]} ({_tok_text(tokenizer, ch[j], 40)})" + (', accepted' if acc else ''))
         out.append(f'<g class="ddtree-node" data-node="{j}" data-accepted="{int(acc)}"><title>{e(tip)}</title>'
                    f'<rect x="{x}" y="{y}" width="{bw}" height="{bh}" rx="5" fill="{fill}" stroke="{stroke}" stroke-width="{2 if acc else 1}"/>'

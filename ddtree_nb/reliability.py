@@ -164,10 +164,7 @@ def random_tree(g: torch.Generator, n: int, V: int, kind: str) -> DraftTree:
         s = used.setdefault(int(par[i]), set())
         free = [t for t in torch.randperm(V, generator=g)[:len(s) + 1].tolist() if t not in s]
         toks.append(free[0]); s.add(free[0])
-    d = [0]
-    for i in range(1, n + 1): d.append(d[int(par[i])] + 1)
-    return DraftTree(torch.tensor(toks, dtype=torch.int64), torch.tensor(d[1:], dtype=torch.int64), par, ancestor_mask(par),
-                     torch.zeros(n, dtype=torch.float64))
+    return DraftTree.of(par, [0] + toks)
 
 # %% ../nbs/08_reliability.ipynb #240fe96b
 def brute_force_tree(draft_logits: torch.Tensor, budget: int) -> DraftTree:
@@ -182,9 +179,7 @@ def brute_force_tree(draft_logits: torch.Tensor, budget: int) -> DraftTree:
     paths.sort(key=lambda sp: (-sp[0], len(sp[1]), sp[1]))
     top = paths[:budget]
     idx = {p: i + 1 for i, (_, p) in enumerate(top)}
-    par = torch.tensor([-1] + [idx.get(p[:-1], 0) for _, p in top])
-    return DraftTree(torch.tensor([p[-1] for _, p in top], dtype=torch.int64), torch.tensor([len(p) for _, p in top], dtype=torch.int64),
-                     par, ancestor_mask(par), torch.tensor([s for s, _ in top], dtype=torch.float64))
+    return DraftTree.of([-1] + [idx.get(p[:-1], 0) for _, p in top], [0] + [p[-1] for _, p in top], [0.0] + [s for s, _ in top])
 
 # %% ../nbs/08_reliability.ipynb #7c1e5715
 def _tree_case(g, small: bool):
@@ -226,7 +221,7 @@ def brute_accept(tree: DraftTree, logits: torch.Tensor, temperature: float, keys
     if temperature > 0: score = score / temperature - log_exp_noise(keys, torch.arange(R)[:, None], torch.arange(V))
     rows = score.tolist()
     choice = [r.index(max(r)) for r in rows]
-    kids = {(int(p), int(t)): j + 1 for j, (p, t) in enumerate(zip(tree.parents[1:].tolist(), tree.tokens.tolist()))}
+    kids = {(int(p), int(t)): j + 1 for j, (p, t) in enumerate(zip(tree.parents[1:].tolist(), tree.tokens[1:].tolist()))}
     path = [0]
     while (path[-1], choice[path[-1]]) in kids and len(path) < MAX_PATH: path.append(kids[(path[-1], choice[path[-1]])])
     return path, choice[path[-1]]
@@ -241,7 +236,7 @@ def _accept_case(g, small: bool):
     if n and _int(g, 0, 1):                           # plant a path: the target picks the drafted child
         j = _int(g, 1, n)
         while j > 0:
-            p = int(tree.parents[j]); x[p] = x[p].clamp(max=1e29); x[p, tree.tokens[j - 1]] = 1e30 if kind != 'huge' else 3e38; j = p
+            p = int(tree.parents[j]); x[p] = x[p].clamp(max=1e29); x[p, tree.tokens[j]] = 1e30 if kind != 'huge' else 3e38; j = p
     T = _pick(g, [0.0, 0.0, float(torch.rand(1, generator=g)) * 2 + 0.05])
     keys = torch.randint(0, 2**32, (2,), generator=g, dtype=torch.int64)
     nl, row, P = _int(g, 1, 3), _pick(g, [8, 16, 576]), _int(g, 0, 40)

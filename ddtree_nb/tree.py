@@ -21,24 +21,40 @@ __all__ = ['MAX_DEPTH', 'MAX_VOCAB', 'MAX_BUDGET', 'UCAP', 'SORTCAP', 'KMAX', 'N
 # %% ../nbs/02_tree_builder.ipynb #7db52c54
 @dataclass
 class DraftTree:
-    "A draft tree of `n = len(tokens)` drafted nodes plus the root (index 0)."
-    tokens: torch.Tensor      # [B] int64, token of node i+1
-    depths: torch.Tensor      # [B] int64, depth of node i+1 (1..L)
-    parents: torch.Tensor     # [B+1] int64, parents[0] = -1, parents[i] < i
-    visibility: torch.Tensor  # [B+1, B+1] bool, row i sees column j iff j is i or an ancestor of i
-    scores: torch.Tensor      # [B] float64, log-probability of node i+1's prefix under the drafter
+    "A draft tree of `n` drafted nodes in the tree layout (the GPU's too, `TreeBuffers`): node 0 is the root, node i's fields at index i."
+    tokens: torch.Tensor    # [n+1] int32: tokens[0] is the root's (the last committed token; 0 where not known), tokens[i] node i's
+    depths: torch.Tensor    # [n+1] int32: 0 for the root, 1..L
+    parents: torch.Tensor   # [n+1] int32: parents[0] = -1, parents[i] < i
+    vis_bits: torch.Tensor  # [n+1, W] int32: bit j of row i (`pack_visibility`) set iff node j is i or an ancestor of i
+    scores: torch.Tensor    # [n+1] float64: log-probability of node i's prefix under the drafter (0 for the root)
 
     @property
-    def n(self) -> int: return len(self.tokens)
+    def n(self) -> int: return len(self.tokens) - 1
+
+    @property
+    def visibility(self) -> torch.Tensor:
+        "The ancestor mask as [n+1, n+1] bool (unpacked from `vis_bits`)."
+        return unpack_visibility(self.vis_bits, self.n + 1)
+
+    @classmethod
+    def of(cls, parents, tokens, scores=None) -> DraftTree:
+        "The tree with these per-node parents and tokens ([n+1] each, root first; parents[0] = -1); depths and bits follow."
+        par = torch.as_tensor(parents, dtype=torch.int64).cpu()
+        d = [0] * len(par)
+        for i in range(1, len(par)): d[i] = d[int(par[i])] + 1
+        sc = torch.zeros(len(par), dtype=torch.float64) if scores is None else torch.as_tensor(scores, dtype=torch.float64)
+        return cls(torch.as_tensor(tokens).to(torch.int32), torch.tensor(d, dtype=torch.int32), par.to(torch.int32),
+                   pack_visibility(ancestor_mask(par)), sc)
 
     def positions(self, prefix_len: int) -> torch.Tensor:
-        "Position ids of [root, nodes]: root at `prefix_len`, node at `prefix_len + depth`."
-        d = torch.cat([self.depths.new_zeros(1), self.depths])
-        return prefix_len + d
+        "Position ids of the nodes: the root at `prefix_len`, node i at `prefix_len + depth`."
+        return prefix_len + self.depths.long()
 
-    def input_ids(self, root_token: int) -> torch.Tensor:
-        "Token ids of [root, nodes] for the verify forward."
-        return torch.cat([self.tokens.new_tensor([root_token]), self.tokens])
+    def input_ids(self, root_token: int|None=None) -> torch.Tensor:
+        "Token ids of the nodes for the verify forward (`root_token` replaces the root's)."
+        ids = self.tokens.long().clone()
+        if root_token is not None: ids[0] = root_token
+        return ids
 
 # %% ../nbs/02_tree_builder.ipynb #fb1762b4
 def vis_words(n: int) -> int:
@@ -99,22 +115,20 @@ def _ranked(draft_logits: torch.Tensor, k: int):
 
 def tree_from_ranked(ranked, L: int, budget: int) -> DraftTree:
     "The best-first heap over per-depth ranked lists `[(logq list, token list)] * L` (descending)."
-    tokens, depths, parents, scores = [], [], [-1], []
+    tokens, parents, scores = [0], [-1], [0.0]                # node 0: the root
     node_of = {(): 0}                                        # rank tuple -> node index
     heap = [(-ranked[0][0][0], (0,))] if budget and ranked[0][0] else []
-    while heap and len(tokens) < budget:
+    while heap and len(tokens) <= budget:
         neg, ranks = heapq.heappop(heap)
         d, r = len(ranks), ranks[-1]
-        node_of[ranks] = len(tokens) + 1
-        tokens.append(ranked[d-1][1][r]); depths.append(d); parents.append(node_of[ranks[:-1]]); scores.append(-neg)
-        base = scores[parents[-1] - 1] if parents[-1] else 0.0   # the parent's score
+        node_of[ranks] = len(tokens)
+        tokens.append(ranked[d-1][1][r]); parents.append(node_of[ranks[:-1]]); scores.append(-neg)
+        base = scores[parents[-1]]                             # the parent's score (0 for the root)
         if r + 1 < len(ranked[d-1][0]):                        # next-rank sibling
             heapq.heappush(heap, (-(base + ranked[d-1][0][r+1]), ranks[:-1] + (r + 1,)))
         if d < L and ranked[d][0]:                             # first child
             heapq.heappush(heap, (-(-neg + ranked[d][0][0]), ranks + (0,)))
-    par = torch.tensor(parents, dtype=torch.int64)
-    return DraftTree(torch.tensor(tokens, dtype=torch.int64), torch.tensor(depths, dtype=torch.int64), par,
-                     ancestor_mask(par), torch.tensor(scores, dtype=torch.float64))
+    return DraftTree.of(parents, tokens, scores)
 
 def build_tree_ref(draft_logits: torch.Tensor, budget: int) -> DraftTree:
     "The literal best-first heap of DDTree, on the host in float64: the reference the GPU builder is checked against."
@@ -127,7 +141,7 @@ def build_tree_ref(draft_logits: torch.Tensor, budget: int) -> DraftTree:
 def tree_paths(t: DraftTree) -> list[tuple]:
     "Token path (root excluded) of every drafted node, in node order."
     paths = [()]
-    for tok, p in zip(t.tokens.tolist(), t.parents[1:].tolist()): paths.append(paths[p] + (tok,))
+    for tok, p in zip(t.tokens[1:].tolist(), t.parents[1:].tolist()): paths.append(paths[p] + (tok,))
     return paths[1:]
 
 def path_scores(draft_logits: torch.Tensor, paths) -> torch.Tensor:
@@ -145,17 +159,16 @@ def check_same_tree(got: DraftTree, want: DraftTree, draft_logits: torch.Tensor,
     "Assert `got` is `want` up to reorderings/swaps of prefixes whose true scores differ by less than `eps`."
     assert got.n == want.n, f"node count {got.n} != reference {want.n}"
     n = got.n
-    par = got.parents.cpu()
+    par, d = got.parents.cpu().long(), got.depths.cpu()
     assert par[0] == -1 and (par[1:] < torch.arange(1, n + 1)).all(), "parents must come first"
-    d = torch.cat([par.new_zeros(1), got.depths.cpu()])
-    assert (d[1:] == d[par[1:]] + 1).all(), "depth must be parent depth + 1"
+    assert d[0] == 0 and (d[1:] == d[par[1:]] + 1).all(), "depth must be parent depth + 1"
     assert torch.equal(got.visibility.cpu(), ancestor_mask(par)), "visibility is not the ancestor mask"
     gp, wp = tree_paths(got), tree_paths(want)
     assert len(set(gp)) == n, "two siblings share a token"
     true = path_scores(draft_logits, gp)
-    assert (true - got.scores.cpu()).abs().max().item() < eps if n else True, "scores are not the paths' log-probabilities"
+    assert (true - got.scores[1:].cpu()).abs().max().item() < eps if n else True, "scores are not the paths' log-probabilities"
     if n == 0: return
-    wsc = dict(zip(wp, want.scores.tolist()))
+    wsc = dict(zip(wp, want.scores[1:].tolist()))
     gsc = dict(zip(gp, true.tolist()))
     tau = want.scores[-1].item()
     for pth in set(gp) ^ set(wp):
@@ -241,10 +254,9 @@ def threshold_tree_sim(draft_logits: torch.Tensor, budget: int, ucap: int=UCAP, 
     top = cand[:budget]
     idx = {s: i + 1 for i, s in enumerate(top)}
     keys = [_lex_key(s, par, rank) for s in top]
-    parents = torch.tensor([-1] + [idx[par[s]] if par[s] >= 0 else 0 for s in top])
-    tokens = torch.tensor([ranked[len(k) - 1][1][k[-1]] for k in keys], dtype=torch.int64)
-    depths = torch.tensor([len(k) for k in keys], dtype=torch.int64)
-    tree = DraftTree(tokens, depths, parents, ancestor_mask(parents), torch.tensor([sc[s] for s in top], dtype=torch.float64))
+    parents = [-1] + [idx[par[s]] if par[s] >= 0 else 0 for s in top]
+    tokens = [0] + [ranked[len(k) - 1][1][k[-1]] for k in keys]
+    tree = DraftTree.of(parents, tokens, [0.0] + [sc[s] for s in top])
     return tree, ('sort' if tries == 0 else f'sort after {tries} retries')
 
 
@@ -278,9 +290,8 @@ class TreeBuffers:
     def to_draft_tree(self) -> DraftTree:
         "Read the tree back to the host (a sync: for tests and APIs, not the decode loop)."
         n = int(self.n_nodes.item())
-        cpu = lambda t: t[:n + 1].cpu().long()
-        vis = unpack_visibility(self.vis_bits[:n + 1].cpu(), n + 1)
-        return DraftTree(cpu(self.tokens)[1:], cpu(self.depths)[1:], cpu(self.parents), vis, self.scores[1:n + 1].cpu())
+        cpu = lambda t: t[:n + 1].to('cpu', copy=True)            # a copy even of CPU buffers: the next round rewrites them
+        return DraftTree(cpu(self.tokens), cpu(self.depths), cpu(self.parents), cpu(self.vis_bits[:, :vis_words(n + 1)]), cpu(self.scores))
 
     def children(self, i: int) -> list[int]:
         "Children of node `i` by walking first_child / next_sibling (host read)."
@@ -290,21 +301,21 @@ class TreeBuffers:
         return out
 
 # %% ../nbs/02_tree_builder.ipynb #26fe145b
-def load_tree(buf: TreeBuffers, t: DraftTree, root_token: int=0) -> TreeBuffers:
-    "Write `t` into `buf` as the cuda builder lays it out (host loop over the nodes: tests, the torch faces, a `DraftTree` handed to a kernel)."
+def load_tree(buf: TreeBuffers, t: DraftTree, root_token: int|None=None) -> TreeBuffers:
+    "Copy `t` into `buf` (the same layout) and link its children (host loop: tests, the torch faces, a `DraftTree` handed to a kernel); `root_token` replaces the root's."
     n, Bm = t.n, buf.max_budget
     if n > Bm: raise ValueError(f"the tree has {n} nodes, more than the buffers' max_budget {Bm}")
     buf.n_nodes.fill_(n); buf.tokens.zero_(); buf.depths.zero_(); buf.vis_bits.zero_(); buf.scores.zero_()
     buf.parents.fill_(-1); buf.first_child.fill_(-1); buf.next_sibling.fill_(-1)
-    buf.tokens[0] = root_token; buf.tokens[1:n + 1] = t.tokens; buf.depths[1:n + 1] = t.depths
-    buf.parents[:n + 1] = t.parents; buf.scores[1:n + 1] = t.scores
+    buf.tokens[:n + 1] = t.tokens; buf.depths[:n + 1] = t.depths; buf.parents[:n + 1] = t.parents; buf.scores[:n + 1] = t.scores
+    if root_token is not None: buf.tokens[0] = root_token
     last = {}
     for i in range(1, n + 1):
         p = t.parents[i].item()
         if p in last: buf.next_sibling[last[p]] = i
         else: buf.first_child[p] = i
         last[p] = i
-    buf.vis_bits[:n + 1] = pack_visibility(t.visibility.to(buf.device), words=buf.W)
+    buf.vis_bits[:n + 1, :t.vis_bits.shape[1]] = t.vis_bits
     return buf
 
 def check_tree_buffers(buf: TreeBuffers):
