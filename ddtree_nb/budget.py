@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 
 # %% auto #0
-__all__ = ['expected_tokens', 'RoundCost', 'best_budget']
+__all__ = ['expected_tokens', 'RoundCost', 'best_budget', 'emitted_by_size', 'replay_rate', 'auto_pick']
 
 # %% ../nbs/05c_budget.ipynb #fe7692dd
 def expected_tokens(scores: torch.Tensor,   # [B+1] a tree's node scores (`DraftTree.scores`: root first, then best-first, non-increasing)
@@ -44,3 +44,29 @@ def best_budget(expected: torch.Tensor, cost: RoundCost, candidates) -> int:
     ok = [b for b in candidates if 0 <= b < len(expected)]
     if not ok: raise ValueError(f"no candidate size in {list(candidates)} fits a tree of {len(expected) - 1} nodes")
     return max(ok, key=lambda b: (float(expected[b]) / cost(b), -b))     # ties: the smaller tree
+
+# %% ../nbs/05c_budget.ipynb #7e69a290
+def emitted_by_size(parents, tokens, choice, sizes) -> list[int]:
+    "Tokens a greedy round emits (accepted drafts + the bonus) with the tree's first b nodes, for each b of `sizes`; `choice`: the target's token at every node, root first."
+    par, tok, ch = [int(x) for x in parents], [int(x) for x in tokens], [int(x) for x in choice]
+    if not len(par) == len(tok) <= len(ch): raise ValueError(f"parents ({len(par)}) and tokens ({len(tok)}) must have one entry per node, choice ({len(ch)}) at least that many")
+    kids = {(par[i], tok[i]): i for i in range(1, len(par))}
+    path = [0]
+    while (path[-1], ch[path[-1]]) in kids: path.append(kids[path[-1], ch[path[-1]]])
+    return [1 + sum(j <= b for j in path[1:]) for b in sizes]
+
+# %% ../nbs/05c_budget.ipynb #a3afad9f
+def replay_rate(rounds, cost: RoundCost, pick) -> tuple[float, list[int]]:
+    "Tokens per second of recorded `rounds` (each `(expected, emitted)`: `expected_tokens` of its tree and `{size: tokens emitted}`) when each round takes size `pick(expected)`; and the sizes taken."
+    toks = secs = 0.0
+    taken = []
+    for expected, emitted in rounds:
+        b = pick(expected)
+        if b not in emitted: raise ValueError(f"size {b} was not replayed (have {sorted(emitted)})")
+        toks, secs = toks + emitted[b], secs + cost(b)
+        taken.append(b)
+    return toks / secs, taken
+
+def auto_pick(cost: RoundCost, candidates, scale: float=1.0):
+    "The per-round policy of `budget='auto'`: the candidate size with the most expected tokens per second, the expected drafts scaled by `scale` (a drafter's realised / promised ratio)."
+    return lambda E: best_budget(1 + scale * (E - 1), cost, candidates)

@@ -1,0 +1,119 @@
+"""Issue 23: a per-round tree budget priced in verify cost, replayed on recorded rounds (CPU; the costs are GPU measurements).
+
+    python benchmarks/bench_auto_budget.py [--n-prompts 8] [--max-new-tokens 128] [--b-max 256] [--out benchmarks/auto_budget]
+
+1. Records greedy DDTree rounds of the shipped demo pair (float32, torch backend, held-out prompts) at the largest size
+   `--b-max`: each round's tree scores and, at every node, the target's token (`ddtree_nb.budget.emitted_by_size` turns
+   them into the tokens the round emits with its first b nodes; a check: at b-max that is the round's real acceptance).
+2. Prices every size with captured-round costs measured on the H200 (both recorded in benchmarks/):
+   - the Kimi-width slice (`kimi_slice.json`: CUDA-graph verify of T = b + 1 tokens, 12 layers scaled to 61, contexts
+     4k and 32k, INT4 experts, random routers), verify only: drafting, the tree and accept are not in it;
+   - the demo pair itself (`bench_compile.md`, 2026-12-04: compiled, graph-replayed DDTree rounds, ms per round).
+3. Tokens per second of the recorded rounds at every fixed size, with `budget='auto'`'s policy (`auto_pick`: the
+   candidate with the most expected tokens per second, from the drafter's scores, plain and scaled by the drafter's
+   realised/promised ratio over the run) and with the per-round best size in hindsight (an upper bound).
+Writes OUT.md and OUT.json.
+"""
+import argparse, datetime, json, subprocess, sys, time
+from pathlib import Path
+import torch
+
+HERE = Path(__file__).resolve().parent
+FIXED = [4, 8, 16, 32, 64, 128, 256]                       # issue 23's fixed budgets
+DEMO_SIZES, DEMO_MS = [4, 16, 64, 256, 1024], [0.8651, 1.0005, 1.0102, 1.2338, 1.8813]   # bench_compile.md (2026-12-04)
+
+def record(n_prompts: int, max_new: int, b_max: int, sizes):
+    "Greedy DDTree rounds of the demo pair at size b_max: per round (expected tokens per size, {size: tokens emitted})."
+    from ddtree_nb.demo import load_demo_pair, held_out_prompts
+    from ddtree_nb.decode import Decoder
+    from ddtree_nb.budget import expected_tokens, emitted_by_size
+    tgt, dr, tok = load_demo_pair('cpu', torch.float32)
+    rounds, prom, real = [], 0.0, 0.0
+    with torch.inference_mode():
+        for i, p in enumerate(held_out_prompts(tok, n=n_prompts)):
+            dec = Decoder(tgt, dr, p, budget=b_max, max_new_tokens=max_new, backend='torch')
+            dec.prefill()
+            while not dec.done:
+                r = dec.step()
+                t = r.tree.to_draft_tree()
+                E = expected_tokens(t.scores)
+                em = dict(zip(sizes, emitted_by_size(t.parents, t.tokens, r.logits[:t.n + 1].argmax(-1), sizes)))
+                full = emitted_by_size(t.parents, t.tokens, r.logits[:t.n + 1].argmax(-1), [t.n])[0]
+                assert full == len(r.path), f"replay at the recorded size {full} != the round's acceptance {len(r.path)}"
+                rounds.append((E, em)); prom += float(E[-1]) - 1; real += len(r.path) - 1
+            dec.close()
+            print(f"prompt {i + 1}/{n_prompts}: {len(rounds)} rounds so far", file=sys.stderr, flush=True)
+    return rounds, real / prom
+
+def kimi_costs(path: Path):
+    "{context: RoundCost over nodes b = T - 1} from the slice's graph-replayed verify, scaled to 61 layers."
+    from ddtree_nb.budget import RoundCost
+    js = json.loads(path.read_text())
+    out = {}
+    for ctx in sorted({r['ctx'] for r in js['rows']}):
+        rows = sorted((r for r in js['rows'] if r['ctx'] == ctx), key=lambda r: r['tree_size'])
+        out[f'Kimi 61 layers, ctx {ctx}'] = RoundCost([r['tree_size'] - 1 for r in rows], [r['est_61_layers_verify_ms'] / 1e3 for r in rows])
+    return out
+
+def table(rounds, cost, cands, scale):
+    "Rates at every fixed candidate, auto (plain and scaled) and the hindsight best; the sizes auto took."
+    from ddtree_nb.budget import replay_rate, auto_pick
+    fixed = {b: replay_rate(rounds, cost, lambda E, b=b: b)[0] for b in cands}
+    auto, taken = replay_rate(rounds, cost, auto_pick(cost, cands))
+    auto_s, taken_s = replay_rate(rounds, cost, auto_pick(cost, cands, scale))
+    pick = [max(cands, key=lambda b: em[b] / cost(b)) for _, em in rounds]    # each round's best size in hindsight
+    best = sum(em[b] for (_, em), b in zip(rounds, pick)) / sum(cost(b) for b in pick)
+    return dict(fixed=fixed, auto=auto, auto_scaled=auto_s, hindsight=best,
+                taken={b: taken.count(b) for b in cands}, taken_scaled={b: taken_s.count(b) for b in cands})
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--n-prompts', type=int, default=8)
+    ap.add_argument('--max-new-tokens', type=int, default=128)
+    ap.add_argument('--b-max', type=int, default=1024)
+    ap.add_argument('--kimi', default=str(HERE / 'kimi_slice.json'))
+    ap.add_argument('--out', default=str(HERE / 'auto_budget'))
+    a = ap.parse_args()
+    from ddtree_nb.budget import RoundCost
+    t0 = time.time()
+    sizes = sorted(set(FIXED + DEMO_SIZES) | {a.b_max})
+    sizes = [b for b in sizes if b <= a.b_max]
+    rounds, ratio = record(a.n_prompts, a.max_new_tokens, a.b_max, sizes)
+    costs = {**kimi_costs(Path(a.kimi)), 'demo pair, H200 compiled rounds': RoundCost(DEMO_SIZES, [m / 1e3 for m in DEMO_MS])}
+    res = {}
+    for name, cost in costs.items():
+        cands = [b for b in (DEMO_SIZES if name.startswith('demo') else FIXED) if b <= a.b_max]
+        res[name] = table(rounds, cost, cands, ratio)
+    commit = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True, cwd=HERE).stdout.strip()
+    lines = [f"# budget='auto' replayed on recorded demo-pair rounds (issue 23)", "",
+             f"- date: {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC, commit {commit}, torch {torch.__version__}, CPU recording "
+             f"({time.time() - t0:.0f} s)",
+             f"- command: `python benchmarks/bench_auto_budget.py --n-prompts {a.n_prompts} --max-new-tokens {a.max_new_tokens} --b-max {a.b_max}`",
+             f"- rounds: {len(rounds)} greedy DDTree rounds at B = {a.b_max} (demo pair, float32, {a.n_prompts} held-out prompts x "
+             f"{a.max_new_tokens} new tokens); the drafter realised {ratio:.3f} of the drafts its trees promised (`auto, scaled` uses it)",
+             "- costs: Kimi rows = graph-replayed verify only (kimi_slice.json, 12 layers x 61/12; no drafter, tree or accept time); "
+             "demo row = whole compiled rounds (bench_compile.md)", "",
+             "Tokens per second of the same rounds at each fixed size, with the auto policy, and with each round's best size in hindsight:", ""]
+    for name, r in res.items():
+        bestb = max(r['fixed'], key=r['fixed'].get)
+        lines += [f"### {name}", "", "| size | " + " | ".join(str(b) for b in r['fixed']) + " | auto | auto, scaled | hindsight |",
+                  "|---|" + "---|" * (len(r['fixed']) + 3),
+                  "| tokens/s | " + " | ".join(f"{v:.1f}" for v in r['fixed'].values()) + f" | **{r['auto']:.1f}** | {r['auto_scaled']:.1f} | {r['hindsight']:.1f} |",
+                  "| of the best fixed | " + " | ".join(f"{v / r['fixed'][bestb]:.3f}" for v in r['fixed'].values()) +
+                  f" | **{r['auto'] / r['fixed'][bestb]:.3f}** | {r['auto_scaled'] / r['fixed'][bestb]:.3f} | {r['hindsight'] / r['fixed'][bestb]:.3f} |",
+                  "| rounds auto took it | " + " | ".join(str(r['taken'][b]) for b in r['fixed']) + " | | | |", ""]
+    kimi = [n for n in res if n.startswith('Kimi')]
+    if kimi:   # one budget for every context: the time to emit the same tokens at each context, summed
+        tot = {b: sum(1 / res[n]['fixed'][b] for n in kimi) for b in res[kimi[0]]['fixed']}
+        bb = min(tot, key=tot.get)
+        auto_t = sum(1 / res[n]['auto'] for n in kimi)
+        lines += ["### Across the Kimi contexts together", "",
+                  f"Seconds per token summed over the contexts (lower is better): best single fixed size {bb}: {tot[bb] * 1e3:.3f} ms; "
+                  f"auto: {auto_t * 1e3:.3f} ms ({tot[bb] / auto_t:.3f}x).", ""]
+    text = '\n'.join(lines)
+    print(text)
+    Path(a.out + '.md').write_text(text + '\n')
+    Path(a.out + '.json').write_text(json.dumps(dict(ratio=ratio, rounds=len(rounds), results={
+        n: {k: (v if not isinstance(v, dict) else {str(kk): vv for kk, vv in v.items()}) for k, v in r.items()} for n, r in res.items()}), indent=1))
+
+if __name__ == '__main__': main()
