@@ -45,6 +45,20 @@ def record(n_prompts: int, max_new: int, b_max: int, sizes):
             print(f"prompt {i + 1}/{n_prompts}: {len(rounds)} rounds so far", file=sys.stderr, flush=True)
     return rounds, real / prom
 
+def live_acceptance(n_prompts: int, max_new: int, b: int) -> float:
+    "Mean tokens per round of a real greedy run at size b (its own contexts), to check the replay against."
+    from ddtree_nb.demo import load_demo_pair, held_out_prompts
+    from ddtree_nb.decode import Decoder
+    tgt, dr, tok = load_demo_pair('cpu', torch.float32)
+    lens = []
+    with torch.inference_mode():
+        for p in held_out_prompts(tok, n=n_prompts):
+            dec = Decoder(tgt, dr, p, budget=b, max_new_tokens=max_new, backend='torch')
+            dec.prefill()
+            while not dec.done: lens.append(len(dec.step().path))
+            dec.close()
+    return sum(lens) / len(lens)
+
 def kimi_costs(path: Path):
     "{context: RoundCost over nodes b = T - 1} from the slice's graph-replayed verify, scaled to 61 layers."
     from ddtree_nb.budget import RoundCost
@@ -73,6 +87,8 @@ def main():
     ap.add_argument('--b-max', type=int, default=1024)
     ap.add_argument('--kimi', default=str(HERE / 'kimi_slice.json'))
     ap.add_argument('--out', default=str(HERE / 'auto_budget'))
+    ap.add_argument('--check', type=lambda s: [int(x) for x in s.split(',') if x], default=[4, 16, 64],
+                    help='sizes also run live (their own contexts) to check the replayed tokens per round; empty: skip')
     a = ap.parse_args()
     from ddtree_nb.budget import RoundCost
     t0 = time.time()
@@ -102,6 +118,14 @@ def main():
                   "| of the best fixed | " + " | ".join(f"{v / r['fixed'][bestb]:.3f}" for v in r['fixed'].values()) +
                   f" | **{r['auto'] / r['fixed'][bestb]:.3f}** | {r['auto_scaled'] / r['fixed'][bestb]:.3f} | {r['hindsight'] / r['fixed'][bestb]:.3f} |",
                   "| rounds auto took it | " + " | ".join(str(r['taken'][b]) for b in r['fixed']) + " | | | |", ""]
+    if a.check:   # the replay's one approximation: every size replays the b-max run's contexts
+        lines += ["### The replay against live runs", "",
+                  "Mean tokens per round of the recorded rounds replayed at size b, and of a real greedy run at b (its own contexts):", "",
+                  "| size | replayed | live |", "|---|---|---|"]
+        for b in a.check:
+            rep = sum(em[b] for _, em in rounds) / len(rounds)
+            lines.append(f"| {b} | {rep:.2f} | {live_acceptance(a.n_prompts, a.max_new_tokens, b):.2f} |")
+        lines.append("")
     kimi = [n for n in res if n.startswith('Kimi')]
     if kimi:   # one budget for every context: the time to emit the same tokens at each context, summed
         tot = {b: sum(1 / res[n]['fixed'][b] for n in kimi) for b in res[kimi[0]]['fixed']}
