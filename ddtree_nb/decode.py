@@ -7,7 +7,7 @@ from __future__ import annotations
 import time, dataclasses, collections, gc, weakref
 from dataclasses import dataclass, field
 import torch
-from .tree import TreeBuffers, build_tree_ref, load_tree, pack_visibility, fill_tree, MAX_BUDGET
+from .tree import TreeBuffers, build_tree_ref, load_tree, write_chain, fill_tree, MAX_BUDGET
 from .accept import Accepted, MAX_PATH, ERR_PAST_CACHE, accept_compact, accept_workspace, gumbel_keys, round_keys, target_choice, make_accepted
 from .runtime import releasing_on_oom, require_cuda, cuda_ok, engine_stream
 from .model import MoE
@@ -340,16 +340,6 @@ def generation_of(dec: Decoder) -> Generation:
     return Generation(dec.tokens, dec.acceptance_lengths, dec.timed.totals(), len(dec.prompt), dec.method, dec.backend,
                       time.perf_counter() - dec.t0, dec.stopped)
 
-# %% ../nbs/05_decode.ipynb #350e4dfd
-def _write_chain(buf, n: int):
-    "Make `buf` a chain of `n` nodes (the structure of a DFlash or root-only tree; tokens and scores are written per round): device ops only, unlike `tree.load_tree`'s host loop, so a captured round can hold it."
-    i = torch.arange(buf.max_budget + 1, device=buf.device)
-    on = i <= n
-    buf.n_nodes.fill_(n); buf.next_sibling.fill_(-1)
-    buf.depths.copy_(torch.where(on, i, 0)); buf.parents.copy_(torch.where(on, i - 1, -1))
-    buf.first_child.copy_(torch.where(i < n, i + 1, -1))
-    buf.vis_bits.copy_(pack_visibility((i[None, :] <= i[:, None]) & on[:, None], words=buf.W))
-
 # %% ../nbs/05_decode.ipynb #5a1b2c3d
 DENSE_MAX_EXPERTS = 32   # the dense dispatch runs every routed expert on every row: n_experts / top_k times the work
 
@@ -455,7 +445,7 @@ class _RoundTree:
     "The round's tree in `buf`: the drafter's top-1 chain (DFlash, AR's root only) written on the device, or a DDTree tree from the builder."
     def _chain(self, n: int):
         "Make `buf` a chain of `n` nodes (structure only; tokens are written per round), when `n` changed."
-        if self.chain_n != n: _write_chain(self.buf, n); self.chain_n = n
+        if self.chain_n != n: write_chain(self.buf, n); self.chain_n = n
 
     def _chain_nodes(self, depth: int) -> int|None:
         "Nodes of the round's tree when it is a chain (0: root only, for AR, depth 0 or budget 0; DFlash: `min(budget, depth)`); None for a DDTree tree."

@@ -15,8 +15,8 @@ from .runtime import load_kernel, require_cuda, device_limits, unfinished_droppe
 __all__ = ['MAX_DEPTH', 'MAX_VOCAB', 'MAX_BUDGET', 'UCAP', 'SORTCAP', 'KMAX', 'NBINS', 'CAND', 'CHUNK', 'MAXC', 'ROW_E',
            'CLUSTER', 'ROW_THREADS', 'CAND4', 'ROW_KERNELS', 'PHASE1', 'DraftTree', 'vis_words', 'pack_visibility',
            'unpack_visibility', 'check_draft_inputs', 'tree_from_ranked', 'build_tree_ref', 'tree_paths', 'path_scores',
-           'check_same_tree', 'threshold_tree_sim', 'TreeBuffers', 'load_tree', 'check_tree_buffers', 'rows_shape',
-           'tree_smem', 'launch_rows', 'launch_tree', 'fill_tree', 'build_tree']
+           'check_same_tree', 'threshold_tree_sim', 'TreeBuffers', 'load_tree', 'check_tree_buffers', 'write_chain',
+           'rows_shape', 'tree_smem', 'launch_rows', 'launch_tree', 'fill_tree', 'build_tree']
 
 # %% ../nbs/02_tree_builder.ipynb #7db52c54
 @dataclass
@@ -326,6 +326,16 @@ def check_tree_buffers(buf: TreeBuffers):
         assert buf.children(i) == [j for j in range(1, n + 1) if par[j] == i], f"child links of node {i} disagree with parents"
     assert (buf.vis_bits[n + 1:] == 0).all(), "bitmask rows past n must be zero"
     assert all(p == -1 for p in par[n + 1:]) and par[0] == -1
+
+# %% ../nbs/02_tree_builder.ipynb #chain002
+def write_chain(buf: TreeBuffers, n: int):
+    "Make `buf` a chain of `n` nodes (structure only: tokens and scores are the caller's), with device ops only."
+    i = torch.arange(buf.max_budget + 1, device=buf.device)
+    on = i <= n
+    buf.n_nodes.fill_(n); buf.next_sibling.fill_(-1)
+    buf.depths.copy_(torch.where(on, i, 0)); buf.parents.copy_(torch.where(on, i - 1, -1))
+    buf.first_child.copy_(torch.where(i < n, i + 1, -1))
+    buf.vis_bits.copy_(pack_visibility((i[None, :] <= i[:, None]) & on[:, None], words=buf.W))
 
 # %% ../nbs/02_tree_builder.ipynb #6dd28112
 ROW_E, CLUSTER, ROW_THREADS, CAND4 = (4, 8, 16, 32), 8, 1024, 2048   # phase 1 v4: logits per thread, blocks per long row, threads per block, fast-path candidates
