@@ -22,41 +22,34 @@ HERE = Path(__file__).resolve().parent
 FIXED = [4, 8, 16, 32, 64, 128, 256]                       # issue 23's fixed budgets
 DEMO_SIZES, DEMO_MS = [4, 16, 64, 256, 1024], [0.8651, 1.0005, 1.0102, 1.2338, 1.8813]   # bench_compile.md (2026-12-04)
 
-def record(n_prompts: int, max_new: int, b_max: int, sizes):
-    "Greedy DDTree rounds of the demo pair at size b_max: per round (expected tokens per size, {size: tokens emitted})."
-    from ddtree_nb.demo import load_demo_pair, held_out_prompts
+def demo_rounds(pair, n_prompts: int, max_new: int, b: int):
+    "Every round of greedy DDTree runs of the demo pair `(target, drafter, tokenizer)` at size b over the held-out prompts."
+    from ddtree_nb.demo import held_out_prompts
     from ddtree_nb.decode import Decoder
-    from ddtree_nb.budget import expected_tokens, emitted_by_size
-    tgt, dr, tok = load_demo_pair('cpu', torch.float32)
-    rounds, prom, real = [], 0.0, 0.0
+    tgt, dr, tok = pair
     with torch.inference_mode():
         for i, p in enumerate(held_out_prompts(tok, n=n_prompts)):
-            dec = Decoder(tgt, dr, p, budget=b_max, max_new_tokens=max_new, backend='torch')
-            dec.prefill()
-            while not dec.done:
-                r = dec.step()
-                t = r.tree.to_draft_tree()
-                E = expected_tokens(t.scores)
-                em = dict(zip(sizes, emitted_by_size(t.parents, t.tokens, r.logits[:t.n + 1].argmax(-1), sizes)))
-                full = emitted_by_size(t.parents, t.tokens, r.logits[:t.n + 1].argmax(-1), [t.n])[0]
-                assert full == len(r.path), f"replay at the recorded size {full} != the round's acceptance {len(r.path)}"
-                rounds.append((E, em)); prom += float(E[-1]) - 1; real += len(r.path) - 1
-            dec.close()
-            print(f"prompt {i + 1}/{n_prompts}: {len(rounds)} rounds so far", file=sys.stderr, flush=True)
-    return rounds, real / prom
-
-def live_acceptance(n_prompts: int, max_new: int, b: int) -> float:
-    "Mean tokens per round of a real greedy run at size b (its own contexts), to check the replay against."
-    from ddtree_nb.demo import load_demo_pair, held_out_prompts
-    from ddtree_nb.decode import Decoder
-    tgt, dr, tok = load_demo_pair('cpu', torch.float32)
-    lens = []
-    with torch.inference_mode():
-        for p in held_out_prompts(tok, n=n_prompts):
             dec = Decoder(tgt, dr, p, budget=b, max_new_tokens=max_new, backend='torch')
             dec.prefill()
-            while not dec.done: lens.append(len(dec.step().path))
+            while not dec.done: yield dec.step()
             dec.close()
+            print(f"B={b}: prompt {i + 1}/{n_prompts} done", file=sys.stderr, flush=True)
+
+def record(pair, n_prompts: int, max_new: int, b_max: int, sizes):
+    "Rounds at size b_max, each as (expected tokens per size, {size: tokens emitted}); and the drafter's realised/promised drafts."
+    from ddtree_nb.budget import expected_tokens, emitted_by_size
+    rounds, prom, real = [], 0.0, 0.0
+    for r in demo_rounds(pair, n_prompts, max_new, b_max):
+        t = r.tree.to_draft_tree()
+        E = expected_tokens(t.scores)
+        *em, full = emitted_by_size(t.parents, t.tokens, r.logits[:t.n + 1].argmax(-1), sizes + [t.n])
+        assert full == len(r.path), f"replay at the recorded size {full} != the round's acceptance {len(r.path)}"
+        rounds.append((E, dict(zip(sizes, em)))); prom += float(E[-1]) - 1; real += len(r.path) - 1
+    return rounds, real / prom
+
+def live_acceptance(pair, n_prompts: int, max_new: int, b: int) -> float:
+    "Mean tokens per round of a real greedy run at size b (its own contexts), to check the replay against."
+    lens = [len(r.path) for r in demo_rounds(pair, n_prompts, max_new, b)]
     return sum(lens) / len(lens)
 
 def kimi_costs(path: Path):
@@ -94,7 +87,9 @@ def main():
     t0 = time.time()
     sizes = sorted(set(FIXED + DEMO_SIZES) | {a.b_max})
     sizes = [b for b in sizes if b <= a.b_max]
-    rounds, ratio = record(a.n_prompts, a.max_new_tokens, a.b_max, sizes)
+    from ddtree_nb.demo import load_demo_pair
+    pair = load_demo_pair('cpu', torch.float32)
+    rounds, ratio = record(pair, a.n_prompts, a.max_new_tokens, a.b_max, sizes)
     costs = {**kimi_costs(Path(a.kimi)), 'demo pair, H200 compiled rounds': RoundCost(DEMO_SIZES, [m / 1e3 for m in DEMO_MS])}
     res = {}
     for name, cost in costs.items():
@@ -124,7 +119,7 @@ def main():
                   "| size | replayed | live |", "|---|---|---|"]
         for b in a.check:
             rep = sum(em[b] for _, em in rounds) / len(rounds)
-            lines.append(f"| {b} | {rep:.2f} | {live_acceptance(a.n_prompts, a.max_new_tokens, b):.2f} |")
+            lines.append(f"| {b} | {rep:.2f} | {live_acceptance(pair, a.n_prompts, a.max_new_tokens, b):.2f} |")
         lines.append("")
     kimi = [n for n in res if n.startswith('Kimi')]
     if kimi:   # one budget for every context: the time to emit the same tokens at each context, summed

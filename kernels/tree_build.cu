@@ -543,8 +543,8 @@ __device__ void rows_body(const T *__restrict__ logits, int V, int k, int vec, i
     }
     cl.sync();                                                   // A: (max, sum), t_b, finite counts
     RSTAMP(2);
-    // Lane r of warp 0 reads rank r's values and the warp merges them (the same tree, so the same bits, in every block);
-    // every thread reading every rank's words instead made ~24 remote loads per thread queue up at 8 SMs (6.6 µs).
+    // Lane r of warp 0 reads rank r's values and the warp merges them (the same tree, so the same bits, in every block).
+    // With every thread reading every rank's words (~24 remote loads each) this stage took 6.6 µs on the H200, 4.7 this way.
     if (tid < 32) {
         float a = -INFINITY; double b = 0.0; uint32_t tt = 0xffffffffu; int n = 0;
         if (tid < CLN) { a = *cl.map_shared_rank(&pm, tid); b = *cl.map_shared_rank(&ps, tid); tt = *cl.map_shared_rank(&tb, tid);
