@@ -9,7 +9,8 @@ from dataclasses import dataclass
 import torch
 
 # %% auto #0
-__all__ = ['expected_tokens', 'RoundCost', 'best_budget', 'emitted_by_size', 'replay_rate', 'auto_pick']
+__all__ = ['AUTO_SIZES', 'expected_tokens', 'expected_at', 'RoundCost', 'best_budget', 'emitted_by_size', 'replay_rate',
+           'auto_pick', 'AutoBudget']
 
 # %% ../nbs/05c_budget.ipynb #fe7692dd
 def expected_tokens(scores: torch.Tensor,   # [B+1] a tree's node scores (`DraftTree.scores`: root first, then best-first, non-increasing)
@@ -20,6 +21,18 @@ def expected_tokens(scores: torch.Tensor,   # [B+1] a tree's node scores (`Draft
         i = int((s[1:] > s[:-1]).nonzero()[0]) + 1
         raise ValueError(f"scores must be best-first (non-increasing): node {i + 1} scores {float(s[i]):.4g} > node {i}'s {float(s[i - 1]):.4g}")
     return 1 + torch.cat([s.new_zeros(1), s.exp().cumsum(0)])
+
+# %% ../nbs/05c_budget.ipynb #d4db7ab0
+def expected_at(scores: torch.Tensor,       # [B+1] the tree buffers' scores (root first; rows past n_nodes are stale)
+                n_nodes: torch.Tensor,      # [1] int32 drafted nodes in the tree
+                sizes: torch.Tensor,        # [k] int64 candidate sizes, each <= B
+                out: torch.Tensor|None=None # [k] float64 written in place (graph capture)
+               ) -> torch.Tensor:
+    "`expected_tokens(scores)[sizes]` on the device, for a tree of `n_nodes` nodes (a size past it gets the whole tree's value): no host read."
+    i = torch.arange(len(scores), device=scores.device)
+    p = torch.where((i >= 1) & (i <= n_nodes.to(i.dtype)), scores.double().exp(), 0.0)
+    e = 1 + p.cumsum(0).index_select(0, sizes)
+    return e if out is None else out.copy_(e)
 
 # %% ../nbs/05c_budget.ipynb #a3671baf
 @dataclass
@@ -70,3 +83,35 @@ def replay_rate(rounds, cost: RoundCost, pick) -> tuple[float, list[int]]:
 def auto_pick(cost: RoundCost, candidates, scale: float=1.0):
     "The per-round policy of `budget='auto'`: the candidate size with the most expected tokens per second, the expected drafts scaled by `scale` (a drafter's realised / promised ratio)."
     return lambda E: best_budget(1 + scale * (E - 1), cost, candidates)
+
+# %% ../nbs/05c_budget.ipynb #5b932f43
+AUTO_SIZES = (4, 8, 16, 32, 64, 128, 256)   # the tree sizes `budget='auto'` chooses among
+
+class AutoBudget:
+    "`budget='auto'`'s policy: each round's tree size from the drafter's expectation and the round's `cost`, and whether choosing per round pays its host wait (`wait_s`) over running the best fixed size back to back."
+    def __init__(self, cost: RoundCost, sizes=AUTO_SIZES, wait_s: float=0.0, warmup: int=4):
+        if not sizes or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in sizes) or list(sizes) != sorted(set(sizes)):
+            raise ValueError(f"sizes must be ascending distinct ints >= 1, got {sizes!r}")
+        if not wait_s >= 0: raise ValueError(f"wait_s must be >= 0, got {wait_s!r}")
+        self.cost, self.sizes, self.wait_s, self.warmup = cost, tuple(sizes), float(wait_s), warmup
+        self.secs = [cost(b) for b in self.sizes]
+        self.rounds, self.fixed_tokens, self.pick_tokens, self.pick_secs = 0, [0.0] * len(self.sizes), 0.0, 0.0
+
+    def pick(self, expected) -> int:
+        "The size with the most expected tokens per second for a round whose expected tokens at `sizes` are `expected` (ties: the smaller)."
+        if len(expected) != len(self.sizes): raise ValueError(f"expected has {len(expected)} values, one per size of {self.sizes} needed")
+        return self.sizes[max(range(len(self.sizes)), key=lambda i: (float(expected[i]) / self.secs[i], -i))]
+
+    def observe(self, expected):
+        "Record one round's expected tokens at every size (what each fixed size, and the per-round choice, would have been expected to give)."
+        i = self.sizes.index(self.pick(expected))
+        self.rounds += 1
+        self.fixed_tokens = [a + float(e) for a, e in zip(self.fixed_tokens, expected)]
+        self.pick_tokens += float(expected[i]); self.pick_secs += self.secs[i] + self.wait_s
+
+    def fixed(self) -> int|None:
+        "The size to run every round at, queued back to back; None: choose per round (also before `warmup` rounds were observed)."
+        if self.rounds < self.warmup: return None
+        rates = [t / (self.rounds * s) for t, s in zip(self.fixed_tokens, self.secs)]
+        i = max(range(len(rates)), key=lambda i: (rates[i], -i))
+        return self.sizes[i] if rates[i] >= self.pick_tokens / self.pick_secs else None

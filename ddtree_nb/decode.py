@@ -7,17 +7,19 @@ from __future__ import annotations
 import time, dataclasses, collections, gc, weakref
 from dataclasses import dataclass, field
 import torch
-from .tree import TreeBuffers, build_tree_ref, load_tree, write_chain, fill_tree, MAX_BUDGET
+import statistics
+from .tree import TreeBuffers, build_tree_ref, load_tree, write_chain, truncate_tree, fill_tree, MAX_BUDGET
 from .accept import Accepted, MAX_PATH, ERR_PAST_CACHE, accept_compact, accept_workspace, gumbel_keys, round_keys, target_choice, make_accepted
 from .runtime import releasing_on_oom, require_cuda, cuda_ok, engine_stream
 from .model import MoE
 from .moe import PackedMoE, live_workspaces
 from .verify import DC, DR
+from .budget import AUTO_SIZES, AutoBudget, RoundCost, expected_at
 
 # %% auto #0
-__all__ = ['METHODS', 'DENSE_MAX_EXPERTS', 'sample_token', 'check_decode_params', 'check_generate_args', 'resolve_backend',
-           'GenerationConfig', 'Generation', 'Round', 'Decoder', 'generate', 'decoder_tokens', 'start_clock',
-           'generation_of', 'moe_plan', 'Stages']
+__all__ = ['METHODS', 'DENSE_MAX_EXPERTS', 'REC', 'REC_STATUS', 'sample_token', 'check_decode_params', 'check_generate_args',
+           'resolve_backend', 'GenerationConfig', 'Generation', 'Round', 'Decoder', 'generate', 'decoder_tokens',
+           'start_clock', 'generation_of', 'moe_plan', 'Stages']
 
 # %% ../nbs/05_decode.ipynb #ca14f372
 def sample_token(logits: torch.Tensor, temperature: float, generator: torch.Generator|None=None) -> int:
@@ -31,14 +33,17 @@ METHODS = ('ddtree', 'dflash', 'ar')
 
 def _max_nodes(method, budget, drafter):
     if method == 'ar': return 0
+    if budget == 'auto': return max(AUTO_SIZES)     # the tree is built at the largest candidate size
     L = drafter.block_size - 1
     return budget if method == 'ddtree' else min(budget, L)
 
 def check_decode_params(method, budget, temperature, max_new_tokens):
     "The checks of `generate`'s arguments that need no model (the command runs them before loading one)."
     if method not in METHODS: raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0: raise ValueError(f"budget must be an int >= 0, got {budget!r}")
-    if budget > MAX_BUDGET: raise ValueError(f"budget {budget} exceeds the tree builder's limit {MAX_BUDGET}")
+    if budget == 'auto':
+        if method != 'ddtree': raise ValueError(f"budget='auto' chooses a DDTree tree's size each round: it needs method='ddtree', got {method!r}")
+    elif isinstance(budget, bool) or not isinstance(budget, int) or budget < 0: raise ValueError(f"budget must be an int >= 0 or 'auto', got {budget!r}")
+    elif budget > MAX_BUDGET: raise ValueError(f"budget {budget} exceeds the tree builder's limit {MAX_BUDGET}")
     if not isinstance(temperature, (int, float)) or not 0 <= temperature < float('inf'): raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
@@ -100,7 +105,7 @@ class GenerationConfig:
     stop_token_ids: tuple = ()        # generation ends after the first of these token ids (besides the tokenizer's EOS)
     ignore_eos: bool = False          # don't stop at the tokenizer's EOS token
     method: str = 'ddtree'            # 'ddtree' (draft tree) | 'dflash' (the drafter's top-1 chain) | 'ar' (no drafter)
-    budget: int = 64                  # draft tree nodes per round (dflash: chain length cap)
+    budget: int|str = 64              # draft tree nodes per round (dflash: chain length cap); 'auto': chosen each round (ddtree)
     seed: int = 0                     # seeds the sampling (temperature > 0)
 
     def __post_init__(self):
@@ -139,6 +144,7 @@ class Generation:
     backend: str = 'torch'
     wall_s: float = 0.0
     stopped: bool = False             # True when a stop id ended generation
+    budgets: list = field(default_factory=list)   # per round: the tree size verified (budget='auto': the one chosen)
 
     @property
     def mean_acceptance(self) -> float:
@@ -150,7 +156,8 @@ class Generation:
         return dict(tokens=list(self.tokens), n_tokens=len(self.tokens), rounds=len(self.acceptance_lengths),
                     acceptance_lengths=list(self.acceptance_lengths), mean_acceptance=self.mean_acceptance,
                     stage_times=dict(self.stage_times), wall_s=self.wall_s, tokens_per_s=self.tokens_per_s,
-                    prompt_len=self.prompt_len, method=self.method, backend=self.backend, stopped=self.stopped)
+                    prompt_len=self.prompt_len, method=self.method, backend=self.backend, stopped=self.stopped,
+                    budgets=list(self.budgets))
 
 # %% ../nbs/05_decode.ipynb #17a216fb
 @dataclass
@@ -168,6 +175,7 @@ class Round:
     new_tokens: list                  # tokens this round emitted (drafts on the path + bonus, cut at a stop id / max_new_tokens)
     done: bool                        # generation has ended
     keys: torch.Tensor|None = None       # the accept stage's Gumbel keys this round (int64 [2], host; None at temperature 0)
+    budget: int = 0                      # the tree size verified: the budget, or with budget='auto' the size chosen this round
     # (*) buffers the next round may rewrite: read them (e.g. `tree.to_draft_tree()`) before the next `step()`; None when the
     #     next round was already enqueued (`Decoder(run_ahead=True)`), since it is rewriting them
 
@@ -193,7 +201,7 @@ class _DecoderSteps:
 
     def _ahead(self) -> bool:
         "Whether to enqueue the next round before reading the one in flight: only where that one cannot end the generation (it emits <= L+1)."
-        return self.run_ahead and self.max_new_tokens - len(self.tokens) >= 2 * (self.L + 1)
+        return self.run_ahead and self.max_new_tokens - len(self.tokens) >= 2 * (self.L + 1) and self.stages.runs_ahead()
 
     @torch.no_grad()
     def step(self) -> Round|None:
@@ -205,12 +213,12 @@ class _DecoderSteps:
         with releasing_on_oom(self._doing, self._free):   # the message is formatted only on an error, not every round
             dl, logits = self.pending or st.run_round(self._depth(), self.timed)
             self.pending = st.run_round(self._depth(), self.timed) if self._ahead() else None   # the GPU goes on while we read
-            A, bonus, drafted, nodes, keys = st.read()
-        self.P += A; self.acceptance_lengths.append(A); self.root = bonus
+            A, bonus, drafted, nodes, keys, size = st.read()
+        self.P += A; self.acceptance_lengths.append(A); self.root = bonus; self.budgets.append(size)
         new = self._emit(drafted + [bonus])
         acc = make_accepted(nodes, bonus, 'cpu')                 # a snapshot: `st.acc` is rewritten by the next round
         buf, dl, logits = (None, None, None) if self.pending else (st.buf, dl, logits)
-        return Round(len(self.acceptance_lengths), P, root, buf, dl, logits, acc, acc.path[:A].long(), bonus, new, self.done, keys)
+        return Round(len(self.acceptance_lengths), P, root, buf, dl, logits, acc, acc.path[:A].long(), bonus, new, self.done, keys, size)
 
 # %% ../nbs/05_decode.ipynb #203c1021
 class _DecoderLife:
@@ -241,7 +249,7 @@ class _DecoderLife:
 # %% ../nbs/05_decode.ipynb #0e1a2b3c
 class Decoder(_DecoderLife, _DecoderSteps):
     "The state of one generation: `prefill()` gives the first token, each `step()` runs one round and returns its `Round`."
-    def __init__(self, target, drafter, prompt_ids, method: str='ddtree', budget: int=64, temperature: float=0.0,
+    def __init__(self, target, drafter, prompt_ids, method: str='ddtree', budget: int|str=64, temperature: float=0.0,
                  max_new_tokens: int=128, stop_ids=(), backend: str='auto', generator: torch.Generator|None=None,
                  max_cache_tokens: int|None=None,
                  stages=None,                   # a `Stages` to run the round with (default: `Stages(backend)`)
@@ -268,7 +276,7 @@ class Decoder(_DecoderLife, _DecoderSteps):
         self.layers = tuple(drafter.target_layer_ids) if self.use_drafter else ()
         self.timed, self.run_ahead, self.pending = timed or _untimed, run_ahead, None
         self.cache = self.dcache = self.root = None
-        self.P, self.tokens, self.acceptance_lengths, self.stopped, self.done = len(prompt), [], [], False, False
+        self.P, self.tokens, self.acceptance_lengths, self.budgets, self.stopped, self.done = len(prompt), [], [], [], False, False
 
 
 # %% ../nbs/05_decode.ipynb #ed11b087
@@ -305,7 +313,7 @@ class _EventClock(_Clock):
 @torch.no_grad()
 def generate(target, drafter, prompt_ids,
              method: str='ddtree',              # 'ddtree' | 'dflash' (top-1 chain) | 'ar' (no drafter)
-             budget: int=64,                    # tree nodes per round (dflash: chain length cap)
+             budget: int|str=64,                # tree nodes per round (dflash: chain length cap); 'auto': chosen each round (ddtree)
              temperature: float=0.0,
              max_new_tokens: int=128,
              stop_ids=(),                       # generation ends after the first of these
@@ -338,7 +346,7 @@ def start_clock(dec: Decoder):
 def generation_of(dec: Decoder) -> Generation:
     "The `Generation` of `dec` so far: its tokens, acceptance lengths and stage times since `start_clock`."
     return Generation(dec.tokens, dec.acceptance_lengths, dec.timed.totals(), len(dec.prompt), dec.method, dec.backend,
-                      time.perf_counter() - dec.t0, dec.stopped)
+                      time.perf_counter() - dec.t0, dec.stopped, list(dec.budgets))
 
 # %% ../nbs/05_decode.ipynb #5a1b2c3d
 DENSE_MAX_EXPERTS = 32   # the dense dispatch runs every routed expert on every row: n_experts / top_k times the work
@@ -394,10 +402,13 @@ class _RoundCaches:
             self.readies[slot].synchronize()     # a round still running (run-ahead, discarded) uses the buffers
         self.dec = None
         if not ((not self.keep) if free is None else free): return
-        keep = ('faces', 'graph', 'keep', 'compile', 'dec', 'mode', 'use_graph')    # the settings, and how the last generation ran (to inspect)
+        keep = ('faces', 'graph', 'keep', 'compile', 'dec', 'mode', 'use_graph', 'round_cost', 'choice_wait_s', 'auto')    # the settings, and how the last generation ran (to inspect)
         for k in [k for k in self.__dict__ if k not in keep]: del self.__dict__[k]
 
 # %% ../nbs/05_decode.ipynb #st0a1b03
+REC = 5 + 2 * MAX_PATH      # the round record's int32 slots before budget='auto''s expected tokens (one float32 per size)
+REC_STATUS = 4 + 2 * MAX_PATH   # its accept status word
+
 class _RoundBuffers:
     "The round's device state for one generation: allocated at its first setup, reset in place for later ones when `keep`."
     def setup(self, dec, features):
@@ -414,9 +425,11 @@ class _RoundBuffers:
         self.plen = torch.zeros(1, dtype=i32, device=dev)
         self.acc = Accepted(*(torch.zeros(n, dtype=i32, device=dev) for n in (MAX_PATH, 1, 1)))
         self.feats_buf = torch.zeros(MAX_PATH, nfeat, dtype=fdtype, device=dev) if dec.use_drafter else None
-        self.record = torch.zeros(5 + 2 * MAX_PATH, dtype=i32, device=dev)    # [A, bonus, path tokens, path nodes, keys, status]
+        self._allocate_auto(dec)
+        self.record = torch.zeros(REC + len(self.sizes), dtype=i32, device=dev)    # [A, bonus, path tokens, path nodes, keys, status, expected]
         # two host copies of the record and their events: round k+1 may be enqueued before round k is read (run-ahead)
-        self.hosts = [torch.zeros(5 + 2 * MAX_PATH, dtype=i32, pin_memory=dev.type == 'cuda') for _ in range(2)]
+        self.hosts = [torch.zeros(REC + len(self.sizes), dtype=i32, pin_memory=dev.type == 'cuda') for _ in range(2)]
+        self.slot_size = [0, 0]            # the tree size of the round in each host slot
         self.readies = [torch.cuda.Event() for _ in range(2)] if dev.type == 'cuda' else None   # recorded after each round's record copy
         # T > 0: a seed per generation from its generator; each round's keys come from it and a device counter
         self.seed, self.counter, self.keys = ((torch.zeros(2, dtype=torch.int64, device=dev), torch.zeros(1, dtype=torch.int64, device=dev),
@@ -428,8 +441,17 @@ class _RoundBuffers:
         dispatch, capturable = moe_plan(t, self.faces)
         if self.compile: t.compile_layers()
         self.mode = _ModelMode(t, 'cuda' if kernel_attn else 'torch', dispatch, self.compile)
-        self.chain_n, self.cuda_graph = None, None
+        self.chain_n, self.graphs, self._graph_ws = None, {}, {}
         self.use_graph = (self.graph if self.graph is not None else self.faces == 'cuda') and bool(capturable)
+
+    def _allocate_auto(self, dec):
+        "budget='auto': the candidate sizes, and where the round writes its expected tokens at each (and the host reads them)."
+        dev = dec.device
+        self.sizes = AUTO_SIZES if dec.budget == 'auto' else ()
+        self.size_t = torch.tensor(self.sizes, dtype=torch.int64, device=dev)
+        self.expect = torch.zeros(len(self.sizes), dtype=torch.float64, device=dev)
+        self.expect_host = torch.zeros(len(self.sizes), dtype=torch.float64, pin_memory=dev.type == 'cuda')
+        self.expect_ready = torch.cuda.Event() if dev.type == 'cuda' else None
 
     def _reset(self, dec, features):
         self.dec, self.rounds, self.unread = dec, 0, collections.deque()   # unread: slots of enqueued rounds not yet read, oldest first
@@ -439,6 +461,7 @@ class _RoundBuffers:
         self.acc.accepted_len.zero_()                                        # no new context rows for round 1
         self.record.zero_()
         if self.seed is not None: self.seed.copy_(gumbel_keys(dec.generator, dec.device)); self.counter.zero_()
+        self.auto = self._auto_policy() if self.sizes else None   # after the reset: the calibration drafts from this state
 
 # %% ../nbs/05_decode.ipynb #st0a1b07
 class _RoundTree:
@@ -464,24 +487,24 @@ class _RoundTree:
                 m, top = x.max(-1)
                 buf.tokens[1:n + 1].copy_(top); buf.scores[1:n + 1].copy_((m - torch.logsumexp(x, -1)).double().cumsum(0))
         elif self.faces == 'cuda':
-            fill_tree(buf, draft_logits[:depth].contiguous(), dec.budget, root_token=bonus)
+            fill_tree(buf, draft_logits[:depth].contiguous(), self.nmax, root_token=bonus)
             self.chain_n = None
         else:
-            load_tree(buf, build_tree_ref(draft_logits[:depth], dec.budget)); self.chain_n = None
+            load_tree(buf, build_tree_ref(draft_logits[:depth], self.nmax)); self.chain_n = None
         buf.tokens[:1].copy_(bonus)
 
 # %% ../nbs/05_decode.ipynb #st0a1b04
 class _RoundStages(_RoundTree):
-    "The four stages of a round on the buffers: draft, tree, verify, accept (+ the host record)."
-    def verify(self):
-        "Target forward of the buffer tree at positions `plen + depth`, prefix length and visibility on the device."
-        b, T, dec = self.buf, self.T, self.dec
+    "The four stages of a round on the buffers: draft and tree (the front), verify and accept (the back, at the tree's size or a smaller one)."
+    def verify(self, T: int|None=None):
+        "Target forward of the buffer tree's first `T` nodes (default: all) at positions `plen + depth`, prefix length and visibility on the device."
+        b, T, dec = self.buf, T or self.T, self.dec
         with self.mode:
             out = dec.target(b.tokens[:T], self.plen + b.depths[:T], dec.cache, self.plen, b.vis_bits[:T], hidden_layers=dec.layers)
         return out.logits, (out.hidden.reshape(T, -1) if dec.use_drafter else None)
 
     def accept(self, logits, hidden):
-        "Accept walk + compaction + feature gather (`plen += A`), then the round's record `[A, bonus, path tokens, path nodes, keys]`."
+        "Accept walk + compaction + feature gather (`plen += A`), then the round's record `[A, bonus, path tokens, path nodes, keys, status, expected]`."
         dec = self.dec
         if self.seed is not None: round_keys(self.seed, self.counter, self.keys)   # on the device: a replay draws fresh keys
         accept_compact(self.buf, logits, dec.cache.kv, self.plen, hidden, self.feats_buf if hidden is not None else None,
@@ -490,24 +513,35 @@ class _RoundStages(_RoundTree):
         toks = self.buf.tokens[self.acc.path.clamp(min=0).long()]
         keys = self.no_keys if self.keys is None else self.keys.to(torch.int32)
         status = self.no_status if self.acc_ws is None else self.acc_ws.status[:1]   # the torch face raises instead
-        torch.cat([self.acc.accepted_len, self.acc.bonus, toks.to(torch.int32), self.acc.path, keys, status], out=self.record)
+        torch.cat([self.acc.accepted_len, self.acc.bonus, toks.to(torch.int32), self.acc.path, keys, status,
+                   self.expect.float().view(torch.int32)], out=self.record)
 
-    def _round(self, depth: int, timed):
-        dec = self.dec
-        dl = None
-        if dec.use_drafter:   # the accepted path's features (round 1: none, the prompt's went in at setup)
+    def _front(self, depth: int, timed):
+        "Draft (from the accepted path's features; round 1: the prompt's went in at setup) and build the tree; budget='auto': its expected tokens at every size."
+        dec, dl = self.dec, None
+        if dec.use_drafter:
             draft = dec.drafter.compiled_draft() if self.compile else dec.drafter.draft
             dl = timed('draft', draft, dec.dcache, self.feats_buf[:dec.drafter.block_size], self.acc.accepted_len, self.acc.bonus)
         timed('tree', self.build, dl, depth)
-        logits, hidden = timed('verify', self.verify)
+        if self.sizes: expected_at(self.buf.scores, self.buf.n_nodes, self.size_t, out=self.expect)
+        return dl
+
+    def _back(self, b: int|None, timed):
+        "Verify and accept the tree, cut first to its best `b` nodes (None: as built)."
+        if b is not None: truncate_tree(self.buf, b)
+        logits, hidden = timed('verify', self.verify, None if b is None else b + 1)
         timed('accept', self.accept, logits, hidden)
-        return dl, logits
+        return logits
+
+    def _round(self, depth: int, timed, b: int|None=None):
+        return self._front(depth, timed), self._back(b, timed)
+
 
 # %% ../nbs/05_decode.ipynb #st0a1b06
-_WARMED = weakref.WeakKeyDictionary()   # target -> settings whose full-depth round has run eagerly once in this process
+_WARMED = weakref.WeakKeyDictionary()   # target -> (settings, part) whose full-depth run has been eager once in this process
 
 class _RoundGraph:
-    "Capture one full-depth round in a CUDA graph, once per setting (the first full-depth round of a setting in the process runs eagerly)."
+    "Capture a full-depth round in a CUDA graph once per setting; with budget='auto' its parts: the front, and the back at each size chosen."
     def _settings(self) -> tuple:
         d = self.dec
         return (id(d.drafter) if d.use_drafter else None, d.method, d.budget, d.temperature > 0, self.faces, self.compile)
@@ -517,10 +551,9 @@ class _RoundGraph:
         n = self._chain_nodes(depth)
         if n is not None: self._chain(n)
 
-    def _capture(self, depth: int):
-        "Capture one full-depth round on the engine stream (nothing runs until `replay`)."
+    def _captured(self, f) -> tuple:
+        "(graph, f's outputs): `f()` captured on the engine stream (nothing runs until a replay)."
         es = engine_stream(self.dec.device.index)
-        self._prepare(depth)
         torch.cuda.synchronize(self.dec.device)
         g, collecting = torch.cuda.CUDAGraph(), gc.isenabled()
         # no garbage collection while capturing: an earlier generation's graph (or pinned buffer) freed by the collector in the
@@ -528,16 +561,30 @@ class _RoundGraph:
         # abort in `ddtree bench` at budget 1024 (CUDAGraph reset + event record during capture), not a proven cause
         gc.disable()
         try:
-            with torch.cuda.graph(g, stream=es.torch):
-                self.graph_out = self._round(depth, _untimed)
+            with torch.cuda.graph(g, stream=es.torch): out = f()
         finally:
             if collecting: gc.enable()
-        self.cuda_graph = g
-        self._graph_ws = live_workspaces()               # even if a larger forward elsewhere replaces them in the shared cache
+        return g, out
+
+    def _part(self, key, depth: int, timed, f):
+        "Run `f(timed)` (a round or a part of one): eagerly, or as a replay of its graph once it ran eagerly at full depth in this process."
+        full, dec = self.use_graph and depth == self.dec.L, self.dec
+        seen = (self._settings(), key) in _WARMED.get(dec.target, ())
+        if full and (key in self.graphs or seen):
+            self._prepare(depth)                       # a kept graph: an eager short round (or another generation) may have changed the chain
+            if key not in self.graphs:
+                self.graphs[key] = self._captured(lambda: f(_untimed))
+                self._graph_ws[key] = live_workspaces()   # even if a larger forward elsewhere replaces them in the shared cache
+            timed('round', self.graphs[key][0].replay)
+            return self.graphs[key][1]
+        out = f(timed)            # the first full-depth run of a setting in this process is eager: kernels load, workspaces are made
+        if full: _WARMED.setdefault(dec.target, set()).add((self._settings(), key))
+        return out
+
 
 # %% ../nbs/05_decode.ipynb #st0a1b05
 class _RoundReplay(_RoundGraph):
-    "Enqueue a round (eager, or a replay of the captured full-depth round) and read its record: the one host wait."
+    "Enqueue a round (eager, or replays of captured parts) and read its record: the one host wait (budget='auto' choosing per round: two)."
     def run_round(self, depth: int, timed) -> tuple:
         "Enqueue one round (eager or a graph replay) on the models' device; returns (draft_logits, logits): views of static buffers."
         dev = self.dec.device
@@ -548,45 +595,99 @@ class _RoundReplay(_RoundGraph):
             es.torch.wait_stream(torch.cuda.current_stream())
             with es: return self._run(depth, timed)
 
+    def runs_ahead(self) -> bool:
+        "Whether the next round can be enqueued before this one is read (not while budget='auto' chooses per round)."
+        return self.auto is None or self.auto.fixed() is not None
+
     def _run(self, depth: int, timed) -> tuple:
-        full = self.use_graph and depth == self.dec.L               # short last rounds run eagerly
-        if full and (self.cuda_graph is not None or self._settings() in _WARMED.get(self.dec.target, ())):
-            if self.cuda_graph is None: self._capture(depth)
-            else: self._prepare(depth)              # a kept graph: an eager short round (or another generation) may have changed the chain
-            timed('round', self.cuda_graph.replay)
-            out = self.graph_out
-        else:          # the first full-depth round of a setting in this process runs eagerly: kernels load, workspaces are made
-            out = self._round(depth, timed)
-            if full: _WARMED.setdefault(self.dec.target, set()).add(self._settings())
+        b = None if self.auto is None else self.auto.fixed()
+        if self.auto is None or b is not None:                       # one part: the whole round (auto: at its best fixed size)
+            out = self._part(('round', b), depth, timed, lambda t: self._round(depth, t, b))
+        else:                                                        # auto, per round: the front, a host read, the chosen back
+            dl = self._part('front', depth, timed, lambda t: self._front(depth, t))
+            b = self.auto.pick(self._read_expect())
+            out = dl, self._part(('back', b), depth, timed, lambda t: self._back(b, t))
         slot = self.rounds % 2
         if len(self.unread) == 2: raise RuntimeError("two rounds are already enqueued and unread: read() one first")
         self.rounds += 1
         self.hosts[slot].copy_(self.record, non_blocking=True)   # outside the graph: a pinned-memory copy records a host-allocator event
         if self.readies is not None: self.readies[slot].record()
-        self.unread.append(slot)
+        self.unread.append(slot); self.slot_size[slot] = self.nmax if b is None else b
         return out
 
-    def read(self) -> tuple[int, int, list, list, torch.Tensor|None]:
-        "The one host wait of the oldest unread round: (accepted length A incl. the root, bonus, drafted tokens on the path, the path's A node indices, the round's keys or None at T=0)."
+    def _read_expect(self) -> list:
+        "budget='auto''s second host wait: the built tree's expected tokens at every size."
+        if self.expect_ready is None: return self.expect.tolist()
+        self.expect_host.copy_(self.expect, non_blocking=True); self.expect_ready.record(); self.expect_ready.synchronize()
+        return self.expect_host.tolist()
+
+    def read(self) -> tuple[int, int, list, list, torch.Tensor|None, int]:
+        "The one host wait of the oldest unread round: (accepted length A incl. the root, bonus, drafted tokens on the path, the path's A node indices, the round's keys or None at T=0, its tree size)."
         slot = self.unread.popleft()
         if self.readies is not None: self.readies[slot].synchronize()
-        v = self.hosts[slot].tolist()
-        if v[-1] & ERR_PAST_CACHE:   # the kernel compacted nothing and kept prefix_len: the host's P would go wrong
+        h = self.hosts[slot]
+        v = h[:REC].tolist()
+        if v[REC_STATUS] & ERR_PAST_CACHE:   # the kernel compacted nothing and kept prefix_len: the host's P would go wrong
             raise RuntimeError(f"accept: the round's accepted rows lie past the target cache ({self.dec.rows} rows); nothing was compacted")
         A, K = v[0], 2 + MAX_PATH
-        keys = torch.tensor([k & 0xFFFFFFFF for k in v[-3:-1]], dtype=torch.int64) if self.seed is not None else None
-        return A, v[1], v[3:2 + A], v[K:K + A], keys
+        keys = torch.tensor([k & 0xFFFFFFFF for k in v[REC_STATUS - 2:REC_STATUS]], dtype=torch.int64) if self.seed is not None else None
+        if self.auto is not None: self.auto.observe(h[REC:].view(torch.float32).tolist())
+        return A, v[1], v[3:2 + A], v[K:K + A], keys, self.slot_size[slot]
+
+
+# %% ../nbs/05_decode.ipynb #au7c0d01
+_COSTS = weakref.WeakKeyDictionary()   # target -> {(settings, context bucket): (RoundCost, wait seconds)} measured in this process
+
+class _RoundCalibration:
+    "budget='auto': what a round costs at each candidate size on the running device, measured once per setting and context size."
+    def _auto_policy(self) -> AutoBudget:
+        "A fresh policy for this generation, on `Stages(round_cost=...)` or on the cost measured here for this setting and context."
+        if self.round_cost is not None: return AutoBudget(self.round_cost, self.sizes, self.choice_wait_s or 0.0)
+        key = (self._settings(), 1 << (self.dec.P - 1).bit_length())   # contexts up to the next power of two share one
+        got = _COSTS.setdefault(self.dec.target, {})
+        if key not in got: got[key] = self._calibrate()
+        return AutoBudget(got[key][0], self.sizes, got[key][1])
+
+    def _calibrate(self, reps: int=5) -> tuple[RoundCost, float]:
+        "(cost, wait): seconds of a full-depth round's draft + tree plus its verify at each size (graph replays where rounds are captured; accept, alike at every size, left out), and the host's wait per round when it chooses per round (0 on the CPU)."
+        L = self.dec.L                      # before round 1 no context rows are pending: the draft and the verify change nothing kept
+        front, wait = self._seconds(lambda: self._front(L, _untimed), reps)
+        verify = [self._seconds(lambda b=b: self.verify(b + 1), reps)[0] for b in self.sizes]
+        return RoundCost(list(self.sizes), [front + v for v in verify]), 2 * wait   # a read before the back, and no run-ahead
+
+    def _seconds(self, f, reps: int) -> tuple[float, float]:
+        "Median seconds of `f()` on the device (a graph replay where rounds are captured) and the host's extra wait when each call is read back at once."
+        dev = self.dec.device
+        if dev.type != 'cuda':
+            f(); ts = []
+            for _ in range(reps): t0 = time.perf_counter(); f(); ts.append(time.perf_counter() - t0)
+            return statistics.median(ts), 0.0
+        es, gpu, wall = engine_stream(dev.index), [], []
+        with torch.cuda.device(dev), es:
+            f()                                                  # eager once: kernels load, workspaces are made
+            run = self._captured(f)[0].replay if self.use_graph else f
+            for _ in range(reps):
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                torch.cuda.synchronize(dev); t0 = time.perf_counter()
+                s.record(); run(); e.record(); e.synchronize()
+                wall.append(time.perf_counter() - t0); gpu.append(s.elapsed_time(e) / 1e3)
+        g = statistics.median(gpu)
+        return g, max(statistics.median(wall) - g, 0.0)
+
 
 # %% ../nbs/05_decode.ipynb #6b2c3d4e
-class Stages(_RoundCaches, _RoundBuffers, _RoundStages, _RoundReplay):
+class Stages(_RoundCaches, _RoundBuffers, _RoundStages, _RoundReplay, _RoundCalibration):
     "The decode round on static buffers with one host read per round (the emitted tokens); optionally replayed as a CUDA graph."
     def __init__(self, faces: str='cuda',        # 'cuda': the kernels; 'torch': their torch faces on the same buffers (any device)
                  graph: bool|None=None,          # capture full-depth rounds in a CUDA graph (None: when faces='cuda', any temperature)
                  keep: bool=False,               # keep caches, buffers and graph for the next generation (same models and settings)
-                 compile: bool=False):           # the round's target layers and draft through `torch.compile` (each token count compiles once per process)
+                 compile: bool=False,            # the round's target layers and draft through `torch.compile` (each token count compiles once per process)
+                 round_cost: RoundCost|None=None,   # budget='auto': a round's seconds by tree size (default: measured at setup)
+                 choice_wait_s: float|None=None):   # with round_cost: the host's wait per round when choosing per round (default 0)
         if faces not in ('cuda', 'torch'): raise ValueError(f"faces must be 'cuda' or 'torch', got {faces!r}")
         if graph and faces != 'cuda': raise ValueError("graph=True needs faces='cuda' (a graph replays GPU work only)")
         self.faces, self.graph, self.keep, self.compile, self.dec = faces, graph, keep, compile, None
+        self.round_cost, self.choice_wait_s = round_cost, choice_wait_s
 
     def check(self, dec):
         "Refuse before the prefill what `setup` could only refuse after it: the cuda faces or a graph off a CUDA device, a graph the target can't give."

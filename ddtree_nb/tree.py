@@ -16,7 +16,7 @@ __all__ = ['MAX_DEPTH', 'MAX_VOCAB', 'MAX_BUDGET', 'UCAP', 'SORTCAP', 'KMAX', 'N
            'CLUSTER', 'ROW_THREADS', 'CAND4', 'ROW_KERNELS', 'PHASE1', 'DraftTree', 'vis_words', 'pack_visibility',
            'unpack_visibility', 'check_draft_inputs', 'tree_from_ranked', 'build_tree_ref', 'tree_paths', 'path_scores',
            'check_same_tree', 'threshold_tree_sim', 'TreeBuffers', 'load_tree', 'check_tree_buffers', 'write_chain',
-           'rows_shape', 'tree_smem', 'launch_rows', 'launch_tree', 'fill_tree', 'build_tree']
+           'truncate_tree', 'rows_shape', 'tree_smem', 'launch_rows', 'launch_tree', 'fill_tree', 'build_tree']
 
 # %% ../nbs/02_tree_builder.ipynb #7db52c54
 @dataclass
@@ -336,6 +336,16 @@ def write_chain(buf: TreeBuffers, n: int):
     buf.depths.copy_(torch.where(on, i, 0)); buf.parents.copy_(torch.where(on, i - 1, -1))
     buf.first_child.copy_(torch.where(i < n, i + 1, -1))
     buf.vis_bits.copy_(pack_visibility((i[None, :] <= i[:, None]) & on[:, None], words=buf.W))
+
+# %% ../nbs/02_tree_builder.ipynb #fa5918ed
+def truncate_tree(buf: TreeBuffers, b: int):
+    "Cut `buf`'s tree to its first `b` nodes (the best tree of `b` nodes when `buf` holds a best-first tree), with device ops only."
+    if not 0 <= b <= buf.max_budget: raise ValueError(f"b must be in 0..{buf.max_budget} (the buffers' max_budget), got {b}")
+    if b == buf.max_budget: return buf
+    buf.n_nodes.clamp_(max=b)
+    for t in (buf.first_child, buf.next_sibling): t.masked_fill_(t > b, -1)
+    buf.parents[b + 1:].fill_(-1); buf.vis_bits[b + 1:].zero_()
+    return buf
 
 # %% ../nbs/02_tree_builder.ipynb #6dd28112
 ROW_E, CLUSTER, ROW_THREADS, CAND4 = (4, 8, 16, 32), 8, 1024, 2048   # phase 1 v4: logits per thread, blocks per long row, threads per block, fast-path candidates
