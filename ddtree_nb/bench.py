@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys, os, json, time, argparse, platform, shlex, subprocess, datetime, math
 from pathlib import Path
 import torch
-from .decode import Stages, generate, resolve_backend, METHODS
+from .decode import Stages, generate, resolve_backend, parse_budget, METHODS
 from .loading import cpu_threads, load_target_for
 from .env import missing_extra
 from .demo import held_out_prompts, load_demo_pair
@@ -15,9 +15,9 @@ from .drafter import Drafter, DrafterConfig, load_drafter
 from .model import build_target, load_tokenizer, tiny_config
 
 # %% auto #0
-__all__ = ['DEFAULT_BUDGETS', 'STAGE_KEYS', 'DEFAULT_PROMPTS', 'OracleDrafter', 'CharTokenizer', 'tiny_pair', 'bench_configs',
-           'bench_run', 'first_difference', 'summarize', 'device_name', 'git_commit', 'run_meta', 'run_bench',
-           'results_markdown', 'write_results', 'bench_main', 'plot_speedup', 'plot_acceptance_hist',
+__all__ = ['DEFAULT_BUDGETS', 'STAGE_KEYS', 'DEFAULT_PROMPTS', 'OracleDrafter', 'CharTokenizer', 'tiny_pair', 'budget_order',
+           'bench_configs', 'bench_run', 'first_difference', 'summarize', 'device_name', 'git_commit', 'run_meta',
+           'run_bench', 'results_markdown', 'write_results', 'bench_main', 'plot_speedup', 'plot_acceptance_hist',
            'plot_stage_breakdown', 'save_plots', 'plot_kimi_ratio']
 
 # %% ../nbs/07_benchmarks.ipynb #cd40fe07
@@ -71,6 +71,7 @@ def tiny_pair(seed: int=0, block: int=8):
 
 # %% ../nbs/07_benchmarks.ipynb #a3e0ccea
 DEFAULT_BUDGETS = (4, 8, 16, 32, 64, 128, 256, 512, 1024)
+def budget_order(b) -> tuple: return (b == 'auto', 0 if b == 'auto' else b)   # fixed sizes ascending, then 'auto'
 STAGE_KEYS = ('draft', 'tree', 'verify', 'accept', 'round', 'other')   # round: a whole round replayed as one CUDA graph (cuda backend), not split by stage
 
 def bench_configs(methods=METHODS,                 # subset of ('ddtree', 'dflash', 'ar')
@@ -82,8 +83,8 @@ def bench_configs(methods=METHODS,                 # subset of ('ddtree', 'dflas
     "The runs of a benchmark: AR and DFlash once per (temperature, backend), DDTree at every budget."
     bad = [m for m in methods if m not in METHODS]
     if bad: raise ValueError(f"methods must be among {METHODS}, got {bad}")
-    bad = [b for b in budgets if isinstance(b, bool) or not isinstance(b, int) or b < 1]
-    if bad: raise ValueError(f"budgets must be ints >= 1, got {bad}")
+    bad = [b for b in budgets if b != 'auto' and (isinstance(b, bool) or not isinstance(b, int) or b < 1)]
+    if bad: raise ValueError(f"budgets must be ints >= 1 or 'auto', got {bad}")
     bad = [t for t in temperatures if not isinstance(t, (int, float)) or t < 0]
     if bad: raise ValueError(f"temperatures must be numbers >= 0, got {bad}")
     bad = [b for b in backends if b not in ('torch', 'cuda')]
@@ -92,7 +93,7 @@ def bench_configs(methods=METHODS,                 # subset of ('ddtree', 'dflas
     for be in backends:
         for T in temperatures:
             for m in methods:
-                for B in (sorted(budgets) if m == 'ddtree' else [block_size - 1 if m == 'dflash' else 0]):
+                for B in (sorted(budgets, key=budget_order) if m == 'ddtree' else [block_size - 1 if m == 'dflash' else 0]):
                     out.append(dict(method=m, budget=B, temperature=float(T), backend=be))
     return out
 
@@ -117,7 +118,7 @@ def bench_run(target, drafter, prompt_ids, method: str, budget: int, temperature
     decode = max(g.wall_s - st.get('prefill', 0.0), 0.0)
     st['other'] = max(decode - sum(st[k] for k in STAGE_KEYS[:-1]), 0.0)
     return dict(rec, tokens=list(g.tokens), n_tokens=len(g.tokens), rounds=len(g.acceptance_lengths),
-                acceptance_lengths=list(g.acceptance_lengths), stage_times=st, wall_s=g.wall_s, decode_s=decode)
+                acceptance_lengths=list(g.acceptance_lengths), budgets=list(g.budgets), stage_times=st, wall_s=g.wall_s, decode_s=decode)
 
 # %% ../nbs/07_benchmarks.ipynb #bf46f858
 def _key(r): return (r['method'], r['budget'], r['temperature'], r['backend'])
@@ -144,13 +145,16 @@ def summarize(runs: list[dict]) -> list[dict]:
         rows.append(dict(method=m, budget=B, temperature=T, backend=be, prompts=len(done), tokens=n, rounds=len(acc),
                          ms_per_token=1e3 * dec / max(n, 1), tokens_per_s=n / dec if dec > 0 else 0.0,
                          mean_acceptance=sum(acc) / len(acc) if acc else 0.0, stage_ms_per_token={k: per(k) for k in STAGE_KEYS}))
+        if B == 'auto':                                  # how often each size was chosen
+            sizes = [b for r in done for b in r.get('budgets', ())]
+            rows[-1]['sizes_chosen'] = {b: sizes.count(b) for b in sorted(set(sizes))}
         refs = [ar_tokens.get((r.get('prompt'), be)) for r in done]
         if T == 0 and m != 'ar' and all(x is not None for x in refs):   # greedy decoding is lossless: the same tokens as AR
             rows[-1]['same_as_ar'] = sum(r['tokens'] == x for r, x in zip(done, refs))
             firsts = [first_difference(r['tokens'], x) for r, x in zip(done, refs) if r['tokens'] != x]
             if firsts: rows[-1]['first_difference'] = min(firsts)     # the earliest new-token index where a prompt left AR's tokens
     order = {'ar': 0, 'dflash': 1, 'ddtree': 2}
-    rows.sort(key=lambda r: (r['backend'], r['temperature'], order.get(r['method'], 3), r['budget']))
+    rows.sort(key=lambda r: (r['backend'], r['temperature'], order.get(r['method'], 3), budget_order(r['budget'])))
     ar = {(r['temperature'], r['backend']): r['ms_per_token'] for r in rows if r['method'] == 'ar' and 'skipped' not in r}
     for r in rows:
         base = ar.get((r['temperature'], r['backend']))
@@ -222,7 +226,7 @@ def run_bench(target, drafter, prompts,              # list of token-id lists
     cfgs = bench_configs(methods, budgets, temperatures, backends, block)
     dev = target.embed_tokens.weight.device
     if warmup and not keep:   # kernels load, workspaces are made; compiled rounds compile per setting, so each setting runs once
-        warm = cfgs if compile else [dict(method='ddtree' if drafter is not None else 'ar', budget=min(budgets), temperature=0.0, backend=be) for be in backends]
+        warm = cfgs if compile else [dict(method='ddtree' if drafter is not None else 'ar', budget=min(budgets, key=budget_order), temperature=0.0, backend=be) for be in backends]
         for c in warm:
             if _skip_reason(c['backend'], dev) is None:
                 bench_run(target, drafter, prompts[0], c['method'], c['budget'], c['temperature'], c['backend'], min(8, max_new_tokens), seed, compile=compile)
@@ -232,12 +236,18 @@ def run_bench(target, drafter, prompts,              # list of token-id lists
             bar.set_postfix_str(f"{c['method']} B={c['budget']} T={c['temperature']:g} {c['backend']}")
             runs += _bench_setting(target, drafter, prompts, c, max_new_tokens, seed, stop_ids, compile, keep and _skip_reason(c['backend'], dev) is None,
                                    warmup, bar)
-    config = dict(methods=list(methods), budgets=sorted(budgets), temperatures=[float(t) for t in temperatures], backends=list(backends),
+    config = dict(methods=list(methods), budgets=sorted(budgets, key=budget_order), temperatures=[float(t) for t in temperatures], backends=list(backends),
                   max_new_tokens=max_new_tokens, seed=seed, prompts=len(prompts), block_size=block, compile=compile, keep=keep,
                   prompt_ids=[[int(t) for t in p] for p in prompts])     # what each run's `prompt` index means: a run can be replayed anywhere
     return dict(meta=run_meta(target, command), config=config, runs=runs, summary=summarize(runs))
 
 # %% ../nbs/07_benchmarks.ipynb #d2dc7d71
+def _budget_cell(r) -> str:
+    "A summary row's budget as the table shows it: '-' for AR, 'auto (size: rounds, ...)' for budget='auto'."
+    if r['method'] == 'ar': return '-'
+    if r['budget'] != 'auto' or not r.get('sizes_chosen'): return str(r['budget'])
+    return 'auto (' + ', '.join(f"{b}: {n}" for b, n in r['sizes_chosen'].items()) + ')'
+
 def results_markdown(res: dict, title: str='ddtree bench') -> str:
     "Markdown report of `run_bench`'s result: provenance, then a table of the summary."
     m, c = res['meta'], res['config']
@@ -257,7 +267,7 @@ def results_markdown(res: dict, title: str='ddtree bench') -> str:
              '|' + '---|' * (10 + len(STAGE_KEYS))]
     skipped = []
     for r in res['summary']:
-        head = f"| {r['method']} | {r['budget'] if r['method'] != 'ar' else '-'} | {r['temperature']:g} | {r['backend']} |"
+        head = f"| {r['method']} | {_budget_cell(r)} | {r['temperature']:g} | {r['backend']} |"
         if 'skipped' in r: skipped.append((r['backend'], r['skipped'])); continue
         sp = f"{r['speedup']:.2f}×" if r.get('speedup') else '-'
         same = f"{r['same_as_ar']}/{r['prompts']}" if 'same_as_ar' in r else '-'
@@ -294,7 +304,7 @@ def _bench_parser():
     ap.add_argument('--drafter', help='DFlash drafter directory (with --target)')
     ap.add_argument('--prompts', help='JSON list of prompt strings, or a text file with one prompt per line (default: built-in set; with --demo, held-out files of its corpus)')
     ap.add_argument('--n-prompts', type=int, default=None, help='use the first N prompts (default: all; 4 held-out prompts with --demo)')
-    ap.add_argument('--budgets', type=_csv(int), default=DEFAULT_BUDGETS, help='DDTree budgets, comma-separated (default 4,8,...,1024)')
+    ap.add_argument('--budgets', type=_csv(parse_budget), default=DEFAULT_BUDGETS, help="DDTree budgets, comma-separated, 'auto' among them for a size chosen per round (default 4,8,...,1024)")
     ap.add_argument('--temperatures', type=_csv(float), default=(0.0, 1.0), help='comma-separated (default 0,1)')
     ap.add_argument('--methods', type=_csv(str), default=METHODS, help='comma-separated subset of ddtree,dflash,ar')
     ap.add_argument('--backends', type=_csv(str), default=None, help="comma-separated torch,cuda (default: what generate's backend='auto' picks: cuda on a GPU with the kernels, else torch)")
@@ -384,10 +394,13 @@ def plot_speedup(res: dict, backend: str='torch'):
     rows = _rows(res, backend)
     for i, T in enumerate(sorted({r['temperature'] for r in rows})):
         col = f"C{i}"
-        dd = sorted((r for r in rows if r['method'] == 'ddtree' and r['temperature'] == T), key=lambda r: r['budget'])
+        dd = sorted((r for r in rows if r['method'] == 'ddtree' and r['temperature'] == T and r['budget'] != 'auto'), key=lambda r: r['budget'])
         a1.plot([r['budget'] for r in dd], [r['speedup'] for r in dd], 'o-', color=col, label=f"DDTree T={T:g}")
         a2.plot([r['budget'] for r in dd], [r['mean_acceptance'] for r in dd], 'o-', color=col, label=f"DDTree T={T:g}")
         for r in rows:
+            if r['method'] == 'ddtree' and r['budget'] == 'auto' and r['temperature'] == T:
+                a1.axhline(r['speedup'], ls=':', color=col, label=f"DDTree auto T={T:g}")
+                a2.axhline(r['mean_acceptance'], ls=':', color=col, label=f"DDTree auto T={T:g}")
             if r['method'] == 'dflash' and r['temperature'] == T:
                 a1.axhline(r['speedup'], ls='--', color=col, label=f"DFlash T={T:g}")
                 a2.axhline(r['mean_acceptance'], ls='--', color=col, label=f"DFlash T={T:g}")
@@ -402,7 +415,7 @@ def plot_acceptance_hist(res: dict, temperature: float=0.0, backend: str='torch'
     "Histogram of per-round acceptance lengths: DFlash and DDTree at its largest budget."
     fig, (ax,) = _fig(6, 4)
     runs = [r for r in res['runs'] if 'skipped' not in r and r['backend'] == backend and r['temperature'] == temperature]
-    Bmax = max((r['budget'] for r in runs if r['method'] == 'ddtree'), default=None)
+    Bmax = max((r['budget'] for r in runs if r['method'] == 'ddtree' and r['budget'] != 'auto'), default=None)
     sets = [(f"DFlash", [a for r in runs if r['method'] == 'dflash' for a in r['acceptance_lengths']]),
             (f"DDTree B={Bmax}", [a for r in runs if r['method'] == 'ddtree' and r['budget'] == Bmax for a in r['acceptance_lengths']])]
     top = max([max(v) for _, v in sets if v] + [1])
@@ -417,7 +430,7 @@ def plot_stage_breakdown(res: dict, temperature: float=0.0, backend: str='torch'
     "Stacked bars: ms per output token by stage (draft, tree, verify, accept/compact, other) for every configuration."
     fig, (ax,) = _fig(10, 4)
     rows = sorted((r for r in _rows(res, backend) if r['temperature'] == temperature),
-                  key=lambda r: ({'ar': 0, 'dflash': 1, 'ddtree': 2}.get(r['method'], 3), r['budget']))
+                  key=lambda r: ({'ar': 0, 'dflash': 1, 'ddtree': 2}.get(r['method'], 3), budget_order(r['budget'])))
     labels = [r['method'] if r['method'] != 'ddtree' else f"B={r['budget']}" for r in rows]
     bottom = [0.0] * len(rows)
     for i, k in enumerate(STAGE_KEYS):

@@ -22,7 +22,7 @@ def expected_tokens(scores: torch.Tensor,   # [B+1] a tree's node scores (`Draft
         raise ValueError(f"scores must be best-first (non-increasing): node {i + 1} scores {float(s[i]):.4g} > node {i}'s {float(s[i - 1]):.4g}")
     return 1 + torch.cat([s.new_zeros(1), s.exp().cumsum(0)])
 
-# %% ../nbs/05c_budget.ipynb #d4db7ab0
+# %% ../nbs/05c_budget.ipynb #339ddc96
 def expected_at(scores: torch.Tensor,       # [B+1] the tree buffers' scores (root first; rows past n_nodes are stale)
                 n_nodes: torch.Tensor,      # [1] int32 drafted nodes in the tree
                 sizes: torch.Tensor,        # [k] int64 candidate sizes, each <= B
@@ -84,7 +84,7 @@ def auto_pick(cost: RoundCost, candidates, scale: float=1.0):
     "The per-round policy of `budget='auto'`: the candidate size with the most expected tokens per second, the expected drafts scaled by `scale` (a drafter's realised / promised ratio)."
     return lambda E: best_budget(1 + scale * (E - 1), cost, candidates)
 
-# %% ../nbs/05c_budget.ipynb #5b932f43
+# %% ../nbs/05c_budget.ipynb #609af7c4
 AUTO_SIZES = (4, 8, 16, 32, 64, 128, 256)   # the tree sizes `budget='auto'` chooses among
 
 class AutoBudget:

@@ -90,7 +90,7 @@ def format_summary(g) -> str:
 # %% ../nbs/99_cli.ipynb #c2a00003
 def generate_parser():
     "The arguments of `ddtree generate` (also `python -m ddtree_nb.parallel generate`)."
-    from ddtree_nb.decode import METHODS
+    from ddtree_nb.decode import METHODS, parse_budget
     ap = argparse.ArgumentParser(prog='ddtree generate', description='Generate text with DDTree / DFlash speculative decoding or plain AR.')
     ap.add_argument('--target', help='target model directory (config, weights, tokenizer); default: the embedded demo pair')
     ap.add_argument('--drafter', help='DFlash drafter directory (z-lab layout); not needed for --method ar')
@@ -98,7 +98,7 @@ def generate_parser():
     src.add_argument('--prompt', help='prompt text')
     src.add_argument('--prompt-file', help='file holding the prompt text')
     ap.add_argument('--method', default='ddtree', choices=METHODS)
-    ap.add_argument('--budget', type=int, default=64, help='draft tree nodes per round (default 64)')
+    ap.add_argument('--budget', type=parse_budget, default=64, help="draft tree nodes per round, or 'auto': a size chosen each round from the drafter's confidence and the measured cost of each size (default 64)")
     ap.add_argument('--temperature', type=float, default=0.0)
     ap.add_argument('--max-new-tokens', type=int, default=256, help='default 256')
     ap.add_argument('--backend', default='auto', choices=('auto', 'torch', 'cuda'))

@@ -17,9 +17,9 @@ from .verify import DC, DR
 from .budget import AUTO_SIZES, AutoBudget, RoundCost, expected_at
 
 # %% auto #0
-__all__ = ['METHODS', 'DENSE_MAX_EXPERTS', 'REC', 'REC_STATUS', 'sample_token', 'check_decode_params', 'check_generate_args',
-           'resolve_backend', 'GenerationConfig', 'Generation', 'Round', 'Decoder', 'generate', 'decoder_tokens',
-           'start_clock', 'generation_of', 'moe_plan', 'Stages']
+__all__ = ['METHODS', 'DENSE_MAX_EXPERTS', 'REC', 'REC_STATUS', 'sample_token', 'parse_budget', 'check_decode_params',
+           'check_generate_args', 'resolve_backend', 'GenerationConfig', 'Generation', 'Round', 'Decoder', 'generate',
+           'decoder_tokens', 'start_clock', 'generation_of', 'moe_plan', 'Stages']
 
 # %% ../nbs/05_decode.ipynb #ca14f372
 def sample_token(logits: torch.Tensor, temperature: float, generator: torch.Generator|None=None) -> int:
@@ -37,11 +37,19 @@ def _max_nodes(method, budget, drafter):
     L = drafter.block_size - 1
     return budget if method == 'ddtree' else min(budget, L)
 
+def parse_budget(s: str) -> int|str:
+    "A budget from text (a command-line flag): 'auto', or an int."
+    s = s.strip()
+    if s == 'auto': return s
+    try: return int(s)
+    except ValueError: raise ValueError(f"budget must be an int >= 0 or 'auto', got {s!r}") from None
+parse_budget.__name__ = "int or 'auto'"   # what argparse names in its error
+
 def check_decode_params(method, budget, temperature, max_new_tokens):
     "The checks of `generate`'s arguments that need no model (the command runs them before loading one)."
     if method not in METHODS: raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if budget == 'auto':
-        if method != 'ddtree': raise ValueError(f"budget='auto' chooses a DDTree tree's size each round: it needs method='ddtree', got {method!r}")
+        if method == 'dflash': raise ValueError("budget='auto' chooses a DDTree tree's size each round: it needs method='ddtree' (dflash takes an int chain length; ar ignores the budget)")
     elif isinstance(budget, bool) or not isinstance(budget, int) or budget < 0: raise ValueError(f"budget must be an int >= 0 or 'auto', got {budget!r}")
     elif budget > MAX_BUDGET: raise ValueError(f"budget {budget} exceeds the tree builder's limit {MAX_BUDGET}")
     if not isinstance(temperature, (int, float)) or not 0 <= temperature < float('inf'): raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
@@ -447,7 +455,7 @@ class _RoundBuffers:
     def _allocate_auto(self, dec):
         "budget='auto': the candidate sizes, and where the round writes its expected tokens at each (and the host reads them)."
         dev = dec.device
-        self.sizes = AUTO_SIZES if dec.budget == 'auto' else ()
+        self.sizes = AUTO_SIZES if dec.budget == 'auto' and dec.method == 'ddtree' else ()
         self.size_t = torch.tensor(self.sizes, dtype=torch.int64, device=dev)
         self.expect = torch.zeros(len(self.sizes), dtype=torch.float64, device=dev)
         self.expect_host = torch.zeros(len(self.sizes), dtype=torch.float64, pin_memory=dev.type == 'cuda')
@@ -636,14 +644,16 @@ class _RoundReplay(_RoundGraph):
 
 
 # %% ../nbs/05_decode.ipynb #au7c0d01
-_COSTS = weakref.WeakKeyDictionary()   # target -> {(settings, context bucket): (RoundCost, wait seconds)} measured in this process
+_COSTS = weakref.WeakKeyDictionary()   # target -> {(settings, context size class): (RoundCost, wait seconds)} measured in this process
 
 class _RoundCalibration:
     "budget='auto': what a round costs at each candidate size on the running device, measured once per setting and context size."
     def _auto_policy(self) -> AutoBudget:
         "A fresh policy for this generation, on `Stages(round_cost=...)` or on the cost measured here for this setting and context."
         if self.round_cost is not None: return AutoBudget(self.round_cost, self.sizes, self.choice_wait_s or 0.0)
-        key = (self._settings(), 1 << (self.dec.P - 1).bit_length())   # contexts up to the next power of two share one
+        ctx = 4096
+        while ctx < self.dec.P: ctx *= 4                             # contexts up to 4k share one measurement, then 16k, 64k, ...
+        key = (self._settings(), ctx)
         got = _COSTS.setdefault(self.dec.target, {})
         if key not in got: got[key] = self._calibrate()
         return AutoBudget(got[key][0], self.sizes, got[key][1])

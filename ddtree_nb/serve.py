@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys, json, time, uuid, random, socket, asyncio, argparse, threading, contextlib
 from concurrent.futures import ThreadPoolExecutor
 from .api import Engine, GenerationConfig
+from .decode import parse_budget
 from .env import require_extra
 
 # %% auto #0
@@ -43,7 +44,7 @@ def _config(engine: Engine, body: dict, n_prompt: int) -> GenerationConfig:
                 'a non-empty string or a list of at most 4 of them')
     seed = _opt(body, 'seed', int, lambda v: 0 <= v < 2**63, 'an integer in [0, 2**63)')
     method = _opt(body, 'method', str, lambda v: v in ('ddtree', 'dflash', 'ar'), "'ddtree', 'dflash' or 'ar'")
-    budget = _opt(body, 'budget', int, lambda v: v >= 0, 'an integer >= 0')
+    budget = _opt(body, 'budget', (int, str), lambda v: v == 'auto' if isinstance(v, str) else v >= 0, 'an integer >= 0 or "auto"')
     ignore_eos = _opt(body, 'ignore_eos', bool, why='true or false')
     ctx, room = engine.context_length, None
     if ctx is not None:
@@ -266,7 +267,7 @@ def _serve_parser():
     ap.add_argument('--max-queue', type=int, default=64, help='requests that may wait behind the one being decoded; more get 503 (default 64)')
     d = GenerationConfig()
     ap.add_argument('--method', default=d.method, choices=('ddtree', 'dflash', 'ar'), help="requests' default (default %(default)s)")
-    ap.add_argument('--budget', type=int, default=d.budget, help="requests' default draft tree nodes per round (default %(default)s)")
+    ap.add_argument('--budget', type=parse_budget, default=d.budget, help="requests' default draft tree nodes per round, or 'auto' (default %(default)s)")
     ap.add_argument('--max-new-tokens', type=int, default=d.max_new_tokens, help="requests' default max_tokens (default %(default)s)")
     ap.add_argument('--temperature', type=float, default=d.temperature, help="requests' default temperature (default %(default)s: greedy)")
     ap.add_argument('--backend', default='auto', choices=('auto', 'torch', 'cuda'))

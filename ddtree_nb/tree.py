@@ -337,7 +337,7 @@ def write_chain(buf: TreeBuffers, n: int):
     buf.first_child.copy_(torch.where(i < n, i + 1, -1))
     buf.vis_bits.copy_(pack_visibility((i[None, :] <= i[:, None]) & on[:, None], words=buf.W))
 
-# %% ../nbs/02_tree_builder.ipynb #fa5918ed
+# %% ../nbs/02_tree_builder.ipynb #c702cb01
 def truncate_tree(buf: TreeBuffers, b: int):
     "Cut `buf`'s tree to its first `b` nodes (the best tree of `b` nodes when `buf` holds a best-first tree), with device ops only."
     if not 0 <= b <= buf.max_budget: raise ValueError(f"b must be in 0..{buf.max_budget} (the buffers' max_budget), got {b}")
