@@ -4,7 +4,7 @@
 
 # %% ../nbs/05c_budget.ipynb #0dc21e6a
 from __future__ import annotations
-import bisect
+import bisect, statistics
 from dataclasses import dataclass
 import torch
 
@@ -89,13 +89,25 @@ AUTO_SIZES = (4, 8, 16, 32, 64, 128, 256)   # the tree sizes `budget='auto'` cho
 
 class AutoBudget:
     "`budget='auto'`'s policy: each round's tree size from the drafter's expectation and the round's `cost`, and whether choosing per round pays its host wait (`wait_s`) over running the best fixed size back to back."
-    def __init__(self, cost: RoundCost, sizes=AUTO_SIZES, wait_s: float=0.0, warmup: int=4):
+    def __init__(self, cost: RoundCost, sizes=AUTO_SIZES, wait_s: float=0.0, warmup: int=4,
+                 waits: list|None=None):   # host waits seen in rounds chosen per round (a list shared by a setting's generations)
         if not sizes or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in sizes) or list(sizes) != sorted(set(sizes)):
             raise ValueError(f"sizes must be ascending distinct ints >= 1, got {sizes!r}")
         if not wait_s >= 0: raise ValueError(f"wait_s must be >= 0, got {wait_s!r}")
         self.cost, self.sizes, self.wait_s, self.warmup = cost, tuple(sizes), float(wait_s), warmup
         self.secs = [cost(b) for b in self.sizes]
         self.rounds, self.fixed_tokens, self.pick_tokens, self.pick_secs = 0, [0.0] * len(self.sizes), 0.0, 0.0
+        self.waits = [] if waits is None else waits
+
+    @property
+    def wait(self) -> float:
+        "The host's wait per round when choosing per round: the median of the last 32 seen (from 3 on), else `wait_s`."
+        w = self.waits[-32:]
+        return statistics.median(w) if len(w) >= 3 else self.wait_s
+
+    def seen(self, b: int, seconds: float):
+        "A round chosen per round at size `b` took `seconds` of host time, read to read: what the cost model does not explain was the wait."
+        self.waits.append(max(seconds - self.secs[self.sizes.index(b)], 0.0))
 
     def pick(self, expected) -> int:
         "The size with the most expected tokens per second for a round whose expected tokens at `sizes` are `expected` (ties: the smaller)."
@@ -107,11 +119,11 @@ class AutoBudget:
         i = self.sizes.index(self.pick(expected))
         self.rounds += 1
         self.fixed_tokens = [a + float(e) for a, e in zip(self.fixed_tokens, expected)]
-        self.pick_tokens += float(expected[i]); self.pick_secs += self.secs[i] + self.wait_s
+        self.pick_tokens += float(expected[i]); self.pick_secs += self.secs[i]
 
     def fixed(self) -> int|None:
         "The size to run every round at, queued back to back; None: choose per round (also before `warmup` rounds were observed)."
         if self.rounds < self.warmup: return None
         rates = [t / (self.rounds * s) for t, s in zip(self.fixed_tokens, self.secs)]
         i = max(range(len(rates)), key=lambda i: (rates[i], -i))
-        return self.sizes[i] if rates[i] >= self.pick_tokens / self.pick_secs else None
+        return self.sizes[i] if rates[i] >= self.pick_tokens / (self.pick_secs + self.rounds * self.wait) else None

@@ -437,7 +437,7 @@ class _RoundBuffers:
         self.record = torch.zeros(REC + len(self.sizes), dtype=i32, device=dev)    # [A, bonus, path tokens, path nodes, keys, status, expected]
         # two host copies of the record and their events: round k+1 may be enqueued before round k is read (run-ahead)
         self.hosts = [torch.zeros(REC + len(self.sizes), dtype=i32, pin_memory=dev.type == 'cuda') for _ in range(2)]
-        self.slot_size = [0, 0]            # the tree size of the round in each host slot
+        self.slot_size, self.slot_picked = [0, 0], [False, False]   # each host slot's round: its tree size, whether auto chose it per round
         self.readies = [torch.cuda.Event() for _ in range(2)] if dev.type == 'cuda' else None   # recorded after each round's record copy
         # T > 0: a seed per generation from its generator; each round's keys come from it and a device counter
         self.seed, self.counter, self.keys = ((torch.zeros(2, dtype=torch.int64, device=dev), torch.zeros(1, dtype=torch.int64, device=dev),
@@ -470,6 +470,7 @@ class _RoundBuffers:
         self.record.zero_()
         if self.seed is not None: self.seed.copy_(gumbel_keys(dec.generator, dec.device)); self.counter.zero_()
         self.auto = self._auto_policy() if self.sizes else None   # after the reset: the calibration drafts from this state
+        self.last_read = None
 
 # %% ../nbs/05_decode.ipynb #st0a1b07
 class _RoundTree:
@@ -586,7 +587,10 @@ class _RoundGraph:
             timed('round', self.graphs[key][0].replay)
             return self.graphs[key][1]
         out = f(timed)            # the first full-depth run of a setting in this process is eager: kernels load, workspaces are made
-        if full: _WARMED.setdefault(dec.target, set()).add((self._settings(), key))
+        if full:
+            warm = _WARMED.setdefault(dec.target, set()); warm.add((self._settings(), key))
+            if key != 'front' and self.sizes and self.round_cost is None:   # auto's calibration ran every size's verify: with one
+                warm.update((self._settings(), (k, b)) for k in ('back', 'round') for b in self.sizes)   # accept now, all are warm
         return out
 
 
@@ -615,6 +619,7 @@ class _RoundReplay(_RoundGraph):
             dl = self._part('front', depth, timed, lambda t: self._front(depth, t))
             b = self.auto.pick(self._read_expect())
             out = dl, self._part(('back', b), depth, timed, lambda t: self._back(b, t))
+        self.slot_picked[self.rounds % 2] = self.auto is not None and not self.runs_ahead()
         slot = self.rounds % 2
         if len(self.unread) == 2: raise RuntimeError("two rounds are already enqueued and unread: read() one first")
         self.rounds += 1
@@ -639,24 +644,28 @@ class _RoundReplay(_RoundGraph):
             raise RuntimeError(f"accept: the round's accepted rows lie past the target cache ({self.dec.rows} rows); nothing was compacted")
         A, K = v[0], 2 + MAX_PATH
         keys = torch.tensor([k & 0xFFFFFFFF for k in v[REC_STATUS - 2:REC_STATUS]], dtype=torch.int64) if self.seed is not None else None
-        if self.auto is not None: self.auto.observe(h[REC:].view(torch.float32).tolist())
+        if self.auto is not None:
+            self.auto.observe(h[REC:].view(torch.float32).tolist())
+            now = time.perf_counter()         # a GPU's per-round choice: its host wait, read to read (the CPU has no run-ahead to lose)
+            if self.slot_picked[slot] and self.last_read is not None and self.expect_ready is not None: self.auto.seen(self.slot_size[slot], now - self.last_read)
+            self.last_read = now
         return A, v[1], v[3:2 + A], v[K:K + A], keys, self.slot_size[slot]
 
 
 # %% ../nbs/05_decode.ipynb #au7c0d01
-_COSTS = weakref.WeakKeyDictionary()   # target -> {(settings, context size class): (RoundCost, wait seconds)} measured in this process
+_COSTS = weakref.WeakKeyDictionary()   # target -> {(settings, context size class): (RoundCost, wait seconds, waits seen)} in this process
 
 class _RoundCalibration:
     "budget='auto': what a round costs at each candidate size on the running device, measured once per setting and context size."
     def _auto_policy(self) -> AutoBudget:
         "A fresh policy for this generation, on `Stages(round_cost=...)` or on the cost measured here for this setting and context."
-        if self.round_cost is not None: return AutoBudget(self.round_cost, self.sizes, self.choice_wait_s or 0.0)
+        if self.round_cost is not None: return AutoBudget(self.round_cost, self.sizes, self.choice_wait_s or 0.0, waits=[])
         ctx = 4096
         while ctx < self.dec.P: ctx *= 4                             # contexts up to 4k share one measurement, then 16k, 64k, ...
         key = (self._settings(), ctx)
         got = _COSTS.setdefault(self.dec.target, {})
-        if key not in got: got[key] = self._calibrate()
-        return AutoBudget(got[key][0], self.sizes, got[key][1])
+        if key not in got: got[key] = self._calibrate() + ([],)        # + the host waits seen, shared by later generations
+        return AutoBudget(got[key][0], self.sizes, got[key][1], waits=got[key][2])
 
     def _calibrate(self, reps: int=5) -> tuple[RoundCost, float]:
         "(cost, wait): seconds of a full-depth round's draft + tree plus its verify at each size (graph replays where rounds are captured; accept, alike at every size, left out), and the host's wait per round when it chooses per round (0 on the CPU)."
