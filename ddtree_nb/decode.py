@@ -542,8 +542,8 @@ class _RoundStages(_RoundTree):
         timed('accept', self.accept, logits, hidden)
         return logits
 
-    def _round(self, depth: int, timed, b: int|None=None):
-        return self._front(depth, timed), self._back(b, timed)
+    def _round(self, depth: int, timed):
+        return self._front(depth, timed), self._back(None, timed)
 
 
 # %% ../nbs/05_decode.ipynb #st0a1b06
@@ -575,6 +575,14 @@ class _RoundGraph:
             if collecting: gc.enable()
         return g, out
 
+    def _capture_backs(self, depth: int):
+        "auto, once its calibration ran every size's verify and one accept ran: capture every size's back now (a warm-up pays, not a later round)."
+        for b in self.sizes:
+            if ('back', b) not in self.graphs:
+                self.graphs['back', b] = self._captured(lambda b=b: self._back(b, _untimed))
+                self._graph_ws['back', b] = live_workspaces()
+                _WARMED.setdefault(self.dec.target, set()).add((self._settings(), ('back', b)))
+
     def _part(self, key, depth: int, timed, f):
         "Run `f(timed)` (a round or a part of one): eagerly, or as a replay of its graph once it ran eagerly at full depth in this process."
         full, dec = self.use_graph and depth == self.dec.L, self.dec
@@ -588,9 +596,8 @@ class _RoundGraph:
             return self.graphs[key][1]
         out = f(timed)            # the first full-depth run of a setting in this process is eager: kernels load, workspaces are made
         if full:
-            warm = _WARMED.setdefault(dec.target, set()); warm.add((self._settings(), key))
-            if key != 'front' and self.sizes and self.round_cost is None:   # auto's calibration ran every size's verify: with one
-                warm.update((self._settings(), (k, b)) for k in ('back', 'round') for b in self.sizes)   # accept now, all are warm
+            _WARMED.setdefault(dec.target, set()).add((self._settings(), key))
+            if key != 'front' and self.sizes and self.round_cost is None: self._capture_backs(depth)
         return out
 
 
@@ -613,11 +620,10 @@ class _RoundReplay(_RoundGraph):
 
     def _run(self, depth: int, timed) -> tuple:
         b = None if self.auto is None else self.auto.fixed()
-        if self.auto is None or b is not None:                       # one part: the whole round (auto: at its best fixed size)
-            out = self._part(('round', b), depth, timed, lambda t: self._round(depth, t, b))
-        else:                                                        # auto, per round: the front, a host read, the chosen back
+        if self.auto is None: out = self._part('round', depth, timed, lambda t: self._round(depth, t))
+        else:                 # auto: the front, then the back at the best fixed size, or at the size chosen after a host read
             dl = self._part('front', depth, timed, lambda t: self._front(depth, t))
-            b = self.auto.pick(self._read_expect())
+            b = self.auto.pick(self._read_expect()) if b is None else b
             out = dl, self._part(('back', b), depth, timed, lambda t: self._back(b, t))
         self.slot_picked[self.rounds % 2] = self.auto is not None and not self.runs_ahead()
         slot = self.rounds % 2
