@@ -29,6 +29,7 @@ class RoundView:
     bonus: int                   # the target's token after the path
     new_tokens: list             # tokens this round emitted (drafts on the path + bonus, cut at a stop id / max_new_tokens)
     done: bool                   # generation has ended
+    budget: int = 0              # the tree size the round verified (budget='auto': the size it chose)
 
     @property
     def accepted_tokens(self) -> list: return [int(self.tree.tokens[j]) for j in self.path[1:]]
@@ -74,7 +75,7 @@ class RoundStepper:
         if r is None: return None
         t = r.tree.to_draft_tree()                  # a host copy: the round's buffers are rewritten by the next round
         view = RoundView(r.index, r.prefix_len, r.root, t, _node_probs(r.draft_logits, t), t.scores.double().exp(),
-                         self._choices(r.logits[:t.n + 1], r.keys), r.path.tolist(), r.bonus, r.new_tokens, r.done)
+                         self._choices(r.logits[:t.n + 1], r.keys), r.path.tolist(), r.bonus, r.new_tokens, r.done, r.budget)
         self.rounds.append(view)
         return view
 
@@ -174,7 +175,8 @@ def _text_html(stepper: RoundStepper, tokenizer, view: RoundView|None) -> str:
 def _stats_html(stepper: RoundStepper, view: RoundView|None) -> str:
     if view is None: return '<i>prefill done; press Step</i>'
     acc = [len(v.path) for v in stepper.rounds]
-    return (f"round {view.index}: tree of {view.tree.n} nodes, accepted {len(view.path) - 1} drafts + bonus "
+    auto = f" (budget='auto' chose {view.budget})" if stepper.decoder.budget == 'auto' else ''
+    return (f"round {view.index}: tree of {view.tree.n} nodes{auto}, accepted {len(view.path) - 1} drafts + bonus "
             f"(acceptance length {len(view.path)}) · {len(stepper.tokens)}/{stepper.max_new_tokens} tokens · "
             f"mean acceptance length {sum(acc) / len(acc):.2f}" + (' · <b>done</b>' if view.done else ''))
 
