@@ -90,14 +90,14 @@ AUTO_SIZES = (4, 8, 16, 32, 64, 128, 256)   # the tree sizes `budget='auto'` cho
 class AutoBudget:
     "`budget='auto'`'s policy: each round's tree size from the drafter's expectation and the round's `cost`, and whether choosing per round pays its host wait (`wait_s`) over running the best fixed size back to back."
     def __init__(self, cost: RoundCost, sizes=AUTO_SIZES, wait_s: float=0.0, warmup: int=4,
-                 waits: list|None=None):   # host waits seen in rounds chosen per round (a list shared by a setting's generations)
+                 memory: float=0.98):      # each older round weighs this much less (about the last 50 rounds count)
         if not sizes or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in sizes) or list(sizes) != sorted(set(sizes)):
             raise ValueError(f"sizes must be ascending distinct ints >= 1, got {sizes!r}")
         if not wait_s >= 0: raise ValueError(f"wait_s must be >= 0, got {wait_s!r}")
-        self.cost, self.sizes, self.wait_s, self.warmup = cost, tuple(sizes), float(wait_s), warmup
+        self.cost, self.sizes, self.wait_s, self.warmup, self.memory = cost, tuple(sizes), float(wait_s), warmup, memory
         self.secs = [cost(b) for b in self.sizes]
-        self.rounds, self.fixed_tokens, self.pick_tokens, self.pick_secs = 0, [0.0] * len(self.sizes), 0.0, 0.0
-        self.waits = [] if waits is None else waits
+        self.rounds, self.weight, self.fixed_tokens, self.pick_tokens, self.pick_secs = 0, 0.0, [0.0] * len(self.sizes), 0.0, 0.0
+        self.waits = []
 
     @property
     def wait(self) -> float:
@@ -107,7 +107,7 @@ class AutoBudget:
 
     def seen(self, b: int, seconds: float):
         "A round chosen per round at size `b` took `seconds` of host time, read to read: what the cost model does not explain was the wait."
-        self.waits.append(max(seconds - self.secs[self.sizes.index(b)], 0.0))
+        self.waits = self.waits[-31:] + [max(seconds - self.secs[self.sizes.index(b)], 0.0)]
 
     def pick(self, expected) -> int:
         "The size with the most expected tokens per second for a round whose expected tokens at `sizes` are `expected` (ties: the smaller)."
@@ -116,14 +116,14 @@ class AutoBudget:
 
     def observe(self, expected):
         "Record one round's expected tokens at every size (what each fixed size, and the per-round choice, would have been expected to give)."
-        i = self.sizes.index(self.pick(expected))
-        self.rounds += 1
-        self.fixed_tokens = [a + float(e) for a, e in zip(self.fixed_tokens, expected)]
-        self.pick_tokens += float(expected[i]); self.pick_secs += self.secs[i]
+        i, m = self.sizes.index(self.pick(expected)), self.memory
+        self.rounds, self.weight = self.rounds + 1, m * self.weight + 1
+        self.fixed_tokens = [m * a + float(e) for a, e in zip(self.fixed_tokens, expected)]
+        self.pick_tokens, self.pick_secs = m * self.pick_tokens + float(expected[i]), m * self.pick_secs + self.secs[i]
 
     def fixed(self) -> int|None:
         "The size to run every round at, queued back to back; None: choose per round (also before `warmup` rounds were observed)."
         if self.rounds < self.warmup: return None
-        rates = [t / (self.rounds * s) for t, s in zip(self.fixed_tokens, self.secs)]
+        rates = [t / (self.weight * s) for t, s in zip(self.fixed_tokens, self.secs)]
         i = max(range(len(rates)), key=lambda i: (rates[i], -i))
-        return self.sizes[i] if rates[i] >= self.pick_tokens / (self.pick_secs + self.rounds * self.wait) else None
+        return self.sizes[i] if rates[i] >= self.pick_tokens / (self.pick_secs + self.weight * self.wait) else None

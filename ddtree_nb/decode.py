@@ -659,19 +659,21 @@ class _RoundReplay(_RoundGraph):
 
 
 # %% ../nbs/05_decode.ipynb #au7c0d01
-_COSTS = weakref.WeakKeyDictionary()   # target -> {(settings, context size class): (RoundCost, wait seconds, waits seen)} in this process
+_COSTS = weakref.WeakKeyDictionary()   # target -> {(settings, context size class): its AutoBudget, on the cost measured} in this process
 
 class _RoundCalibration:
     "budget='auto': what a round costs at each candidate size on the running device, measured once per setting and context size."
     def _auto_policy(self) -> AutoBudget:
-        "A fresh policy for this generation, on `Stages(round_cost=...)` or on the cost measured here for this setting and context."
-        if self.round_cost is not None: return AutoBudget(self.round_cost, self.sizes, self.choice_wait_s or 0.0, waits=[])
+        "The policy: the setting's (one per context size class, its cost measured here at the first generation), or a fresh one on `Stages(round_cost=...)`."
+        if self.round_cost is not None: return AutoBudget(self.round_cost, self.sizes, self.choice_wait_s or 0.0)
         ctx = 4096
         while ctx < self.dec.P: ctx *= 4                             # contexts up to 4k share one measurement, then 16k, 64k, ...
         key = (self._settings(), ctx)
         got = _COSTS.setdefault(self.dec.target, {})
-        if key not in got: got[key] = self._calibrate() + ([],)        # + the host waits seen, shared by later generations
-        return AutoBudget(got[key][0], self.sizes, got[key][1], waits=got[key][2])
+        if key not in got:                                           # kept: later generations go on learning
+            cost, wait = self._calibrate()
+            got[key] = AutoBudget(cost, self.sizes, wait)
+        return got[key]
 
     def _calibrate(self, reps: int=5) -> tuple[RoundCost, float]:
         "(cost, wait): seconds of a full-depth round's draft + tree plus its verify at each size (graph replays where rounds are captured; accept, alike at every size, left out), and the host's wait per round when it chooses per round (0 on the CPU)."
