@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import torch
 
 # %% auto #0
-__all__ = ['AUTO_SIZES', 'expected_tokens', 'expected_at', 'RoundCost', 'best_budget', 'emitted_by_size', 'replay_rate',
-           'auto_pick', 'AutoBudget']
+__all__ = ['AUTO_SIZES', 'expected_tokens', 'expected_at', 'RoundCost', 'best_budget', 'emitted_by_size', 'realised_by_size',
+           'replay_rate', 'auto_pick', 'AutoBudget']
 
 # %% ../nbs/05c_budget.ipynb #fe7692dd
 def expected_tokens(scores: torch.Tensor,   # [B+1] a tree's node scores (`DraftTree.scores`: root first, then best-first, non-increasing)
@@ -66,7 +66,11 @@ def emitted_by_size(parents, tokens, choice, sizes) -> list[int]:
     kids = {(par[i], tok[i]): i for i in range(1, len(par))}
     path = [0]
     while (path[-1], ch[path[-1]]) in kids: path.append(kids[path[-1], ch[path[-1]]])
-    return [1 + sum(j <= b for j in path[1:]) for b in sizes]
+    return realised_by_size(path, sizes)
+
+def realised_by_size(path, sizes) -> list[int]:
+    "Tokens a round emits with its tree cut to each of `sizes`, from its accepted path's node indices (root first): indices grow along a path, so a smaller tree keeps the path's nodes up to its size."
+    return [1 + sum(int(j) <= b for j in path[1:]) for b in sizes]
 
 # %% ../nbs/05c_budget.ipynb #a3afad9f
 def replay_rate(rounds, cost: RoundCost, pick) -> tuple[float, list[int]]:
@@ -88,42 +92,55 @@ def auto_pick(cost: RoundCost, candidates, scale: float=1.0):
 AUTO_SIZES = (4, 8, 16, 32, 64, 128, 256)   # the tree sizes `budget='auto'` chooses among
 
 class AutoBudget:
-    "`budget='auto'`'s policy: each round's tree size from the drafter's expectation and the round's `cost`, and whether choosing per round pays its host wait (`wait_s`) over running the best fixed size back to back."
+    "`budget='auto'`'s policy: each round's size from the drafter's expectation, corrected by what rounds realised, under the round's `cost`; or one size back to back when choosing per round does not pay its host wait."
     def __init__(self, cost: RoundCost, sizes=AUTO_SIZES, wait_s: float=0.0, warmup: int=4,
-                 memory: float=0.98):      # each older round weighs this much less (about the last 50 rounds count)
+                 memory: float=0.98,       # each older round weighs this much less (about the last 50 rounds count)
+                 explore_every: int=16):   # every this many rounds, run one size above the best fixed one (to see its tokens)
         if not sizes or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in sizes) or list(sizes) != sorted(set(sizes)):
             raise ValueError(f"sizes must be ascending distinct ints >= 1, got {sizes!r}")
         if not wait_s >= 0: raise ValueError(f"wait_s must be >= 0, got {wait_s!r}")
-        self.cost, self.sizes, self.wait_s, self.warmup, self.memory = cost, tuple(sizes), float(wait_s), warmup, memory
-        self.secs = [cost(b) for b in self.sizes]
-        self.rounds, self.weight, self.fixed_tokens, self.pick_tokens, self.pick_secs = 0, 0.0, [0.0] * len(self.sizes), 0.0, 0.0
-        self.waits = []
+        self.cost, self.sizes, self.wait_s, self.warmup, self.memory, self.explore_every = cost, tuple(sizes), float(wait_s), warmup, memory, explore_every
+        self.secs, k = [cost(b) for b in self.sizes], len(self.sizes)
+        self.rounds, self.weight, self.promised, self.pick_tokens, self.pick_secs = 0, 0.0, [0.0] * k, 0.0, 0.0
+        self.real, self.real_promised, self.real_n, self.waits = [0.0] * k, [0.0] * k, [0] * k, []
+
+    def ratio(self, i: int) -> float:
+        "Tokens realised per token promised at size `i` (an index into `sizes`): once `warmup` rounds showed it, else the nearest smaller size's, else 1."
+        for j in range(i, -1, -1):
+            if self.real_n[j] >= self.warmup and self.real_promised[j] > 0: return self.real[j] / self.real_promised[j]
+        return 1.0
 
     @property
     def wait(self) -> float:
         "The host's wait per round when choosing per round: the median of the last 32 seen (from 3 on), else `wait_s`."
-        w = self.waits[-32:]
-        return statistics.median(w) if len(w) >= 3 else self.wait_s
+        return statistics.median(self.waits) if len(self.waits) >= 3 else self.wait_s
 
     def seen(self, b: int, seconds: float):
         "A round chosen per round at size `b` took `seconds` of host time, read to read: what the cost model does not explain was the wait."
         self.waits = self.waits[-31:] + [max(seconds - self.secs[self.sizes.index(b)], 0.0)]
 
     def pick(self, expected) -> int:
-        "The size with the most expected tokens per second for a round whose expected tokens at `sizes` are `expected` (ties: the smaller)."
+        "The size with the most expected tokens (corrected) per second for a round expected to give `expected` at `sizes` (ties: the smaller)."
         if len(expected) != len(self.sizes): raise ValueError(f"expected has {len(expected)} values, one per size of {self.sizes} needed")
-        return self.sizes[max(range(len(self.sizes)), key=lambda i: (float(expected[i]) / self.secs[i], -i))]
+        return self.sizes[max(range(len(self.sizes)), key=lambda i: (float(expected[i]) * self.ratio(i) / self.secs[i], -i))]
 
-    def observe(self, expected):
-        "Record one round's expected tokens at every size (what each fixed size, and the per-round choice, would have been expected to give)."
-        i, m = self.sizes.index(self.pick(expected)), self.memory
-        self.rounds, self.weight = self.rounds + 1, m * self.weight + 1
-        self.fixed_tokens = [m * a + float(e) for a, e in zip(self.fixed_tokens, expected)]
-        self.pick_tokens, self.pick_secs = m * self.pick_tokens + float(expected[i]), m * self.pick_secs + self.secs[i]
+# %% ../nbs/05c_budget.ipynb #au7c0d08
+def _observe(self: AutoBudget, expected, path=None, size: int|None=None):
+    "Record a round: its expected tokens at every size, and (`path`: its accepted node indices, root first, in a tree of `size` nodes) what every size up to `size` would have emitted."
+    i, m = self.sizes.index(self.pick(expected)), self.memory
+    self.rounds, self.weight = self.rounds + 1, m * self.weight + 1
+    self.promised = [m * a + float(e) for a, e in zip(self.promised, expected)]
+    self.pick_tokens, self.pick_secs = m * self.pick_tokens + float(expected[i]) * self.ratio(i), m * self.pick_secs + self.secs[i]
+    if path is None: return
+    for j, (b, got) in enumerate(zip(self.sizes, realised_by_size(path, self.sizes))):
+        if b <= size: self.real[j], self.real_promised[j], self.real_n[j] = m * self.real[j] + got, m * self.real_promised[j] + float(expected[j]), self.real_n[j] + 1
 
-    def fixed(self) -> int|None:
-        "The size to run every round at, queued back to back; None: choose per round (also before `warmup` rounds were observed)."
-        if self.rounds < self.warmup: return None
-        rates = [t / (self.weight * s) for t, s in zip(self.fixed_tokens, self.secs)]
-        i = max(range(len(rates)), key=lambda i: (rates[i], -i))
-        return self.sizes[i] if rates[i] >= self.pick_tokens / (self.pick_secs + self.weight * self.wait) else None
+def _plan(self: AutoBudget) -> int|None:
+    "The next round's size when it runs without a choice: the best fixed size when choosing per round does not pay, one size up every `explore_every` rounds; None: choose per round (also in the first `warmup` rounds)."
+    if self.rounds < self.warmup: return None
+    rates = [t * self.ratio(i) / (self.weight * s) for i, (t, s) in enumerate(zip(self.promised, self.secs))]
+    i = max(range(len(rates)), key=lambda i: (rates[i], -i))
+    if self.rounds % self.explore_every == 0 and i + 1 < len(self.sizes): return self.sizes[i + 1]
+    return self.sizes[i] if rates[i] >= self.pick_tokens / (self.pick_secs + self.weight * self.wait) else None
+
+AutoBudget.observe, AutoBudget.plan = _observe, _plan

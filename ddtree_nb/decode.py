@@ -616,10 +616,10 @@ class _RoundReplay(_RoundGraph):
 
     def runs_ahead(self) -> bool:
         "Whether the next round can be enqueued before this one is read (not while budget='auto' chooses per round)."
-        return self.auto is None or self.auto.fixed() is not None
+        return self.auto is None or self.auto.plan() is not None
 
     def _run(self, depth: int, timed) -> tuple:
-        b = None if self.auto is None else self.auto.fixed()
+        b = None if self.auto is None else self.auto.plan()
         if self.auto is None: out = self._part('round', depth, timed, lambda t: self._round(depth, t))
         else:                 # auto: the front, then the back at the best fixed size, or at the size chosen after a host read
             dl = self._part('front', depth, timed, lambda t: self._front(depth, t))
@@ -651,7 +651,7 @@ class _RoundReplay(_RoundGraph):
         A, K = v[0], 2 + MAX_PATH
         keys = torch.tensor([k & 0xFFFFFFFF for k in v[REC_STATUS - 2:REC_STATUS]], dtype=torch.int64) if self.seed is not None else None
         if self.auto is not None:
-            self.auto.observe(h[REC:].view(torch.float32).tolist())
+            self.auto.observe(h[REC:].view(torch.float32).tolist(), v[K:K + A], self.slot_size[slot])
             now = time.perf_counter()         # a GPU's per-round choice: its host wait, read to read (the CPU has no run-ahead to lose)
             if self.slot_picked[slot] and self.last_read is not None and self.expect_ready is not None: self.auto.seen(self.slot_size[slot], now - self.last_read)
             self.last_read = now
