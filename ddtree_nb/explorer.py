@@ -195,7 +195,7 @@ def _explorer_widgets(W, names: list[str], budgets, budget: int|None, temperatur
 
 # %% ../nbs/07a_explorer.ipynb #734079c2
 def explore(target, drafter, tokenizer, prompts,
-            budgets=(4, 8, 16, 32, 64, 128),  # choices offered
+            budgets=(4, 8, 16, 32, 64, 128, 'auto'),  # choices offered ('auto': DDTree chooses each round; dflash: its full chain)
             temperatures=(0.0, 0.7, 1.0),     # choices offered
             methods=('ddtree', 'dflash', 'ar'),
             budget: int|None=None,            # initial budget (default: 16 if offered)
@@ -220,7 +220,8 @@ def explore(target, drafter, tokenizer, prompts,
         b_step.disabled = b_run.disabled = s.done
 
     def restart(*_):
-        state['stepper'] = RoundStepper(target, drafter, ids[w_prompt.value], w_method.value, w_budget.value, w_temp.value,
+        B = w_budget.value if (w_budget.value, w_method.value) != ('auto', 'dflash') else drafter.block_size - 1
+        state['stepper'] = RoundStepper(target, drafter, ids[w_prompt.value], w_method.value, B, w_temp.value,
                                         max_new_tokens, seed=seed, backend=backend)
         w_tree.value = ''
         render(state['stepper'].step())
