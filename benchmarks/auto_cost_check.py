@@ -3,7 +3,7 @@ the GPU time per round of fixed-budget generations at the same sizes (graph repl
 Usage: python benchmarks/auto_cost_check.py [--dtype bfloat16] [--n-prompts 4] [--max-new-tokens 128]"""
 import argparse, json, torch
 from ddtree_nb.demo import load_demo_pair, held_out_prompts
-from ddtree_nb.decode import generate, Stages, _COSTS
+from ddtree_nb.decode import generate, Stages
 from ddtree_nb.budget import AUTO_SIZES
 
 ap = argparse.ArgumentParser()
@@ -11,8 +11,10 @@ ap.add_argument('--dtype', default='bfloat16'); ap.add_argument('--n-prompts', t
 a = ap.parse_args()
 t, d, tok = load_demo_pair('cuda', getattr(torch, a.dtype))
 ps = held_out_prompts(tok, n=a.n_prompts)
-generate(t, d, ps[0], budget='auto', max_new_tokens=a.max_new_tokens)        # calibrates
-pol = next(iter(_COSTS[t].values()))
+st = Stages(keep=True)
+generate(t, d, ps[0], budget='auto', max_new_tokens=a.max_new_tokens, stages=st)   # calibrates
+pol = st.auto                                                                       # the policy, on the cost it measured
+st.release(None, free=True)
 rows = []
 for b in AUTO_SIZES:
     st = Stages(keep=True)

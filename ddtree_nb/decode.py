@@ -413,10 +413,38 @@ class _RoundCaches:
         keep = ('faces', 'graph', 'keep', 'compile', 'dec', 'mode', 'use_graph', 'round_cost', 'choice_wait_s', 'auto')    # the settings, and how the last generation ran (to inspect)
         for k in [k for k in self.__dict__ if k not in keep]: del self.__dict__[k]
 
-# %% ../nbs/05_decode.ipynb #st0a1b03
+# %% ../nbs/05_decode.ipynb #rc0a1b01
 REC = 5 + 2 * MAX_PATH      # the round record's int32 slots before budget='auto''s expected tokens (one float32 per size)
 REC_STATUS = 4 + 2 * MAX_PATH   # its accept status word
 
+class _RoundRecord:
+    "The round's record: what the host reads of a round, copied to one of two pinned buffers so that the next round may be enqueued first."
+    def _allocate_record(self, dec):
+        dev, i32 = dec.device, torch.int32
+        self.record = torch.zeros(REC + len(self.sizes), dtype=i32, device=dev)   # [A, bonus, path tokens, path nodes, keys, status, expected]
+        # two host copies of the record and their events: round k+1 may be enqueued before round k is read (run-ahead)
+        self.hosts = [torch.zeros(REC + len(self.sizes), dtype=i32, pin_memory=dev.type == 'cuda') for _ in range(2)]
+        self.slot_size, self.slot_picked = [0, 0], [False, False]   # each host slot's round: its tree size, whether auto chose it per round
+        self.readies = [torch.cuda.Event() for _ in range(2)] if dev.type == 'cuda' else None   # recorded after each round's record copy
+
+    def read(self) -> tuple[int, int, list, list, torch.Tensor|None, int]:
+        "The one host wait of the oldest unread round: (accepted length A incl. the root, bonus, drafted tokens on the path, the path's A node indices, the round's keys or None at T=0, its tree size)."
+        slot = self.unread.popleft()
+        if self.readies is not None: self.readies[slot].synchronize()
+        h = self.hosts[slot]
+        v = h[:REC].tolist()
+        if v[REC_STATUS] & ERR_PAST_CACHE:   # the kernel compacted nothing and kept prefix_len: the host's P would go wrong
+            raise RuntimeError(f"accept: the round's accepted rows lie past the target cache ({self.dec.rows} rows); nothing was compacted")
+        A, K = v[0], 2 + MAX_PATH
+        keys = torch.tensor([k & 0xFFFFFFFF for k in v[REC_STATUS - 2:REC_STATUS]], dtype=torch.int64) if self.seed is not None else None
+        if self.auto is not None:
+            self.auto.observe(h[REC:].view(torch.float32).tolist(), v[K:K + A], self.slot_size[slot])
+            now = time.perf_counter()         # a GPU's per-round choice: its host wait, read to read (the CPU has no run-ahead to lose)
+            if self.slot_picked[slot] and self.last_read is not None and self.expect_ready is not None: self.auto.seen(self.slot_size[slot], now - self.last_read)
+            self.last_read = now
+        return A, v[1], v[3:2 + A], v[K:K + A], keys, self.slot_size[slot]
+
+# %% ../nbs/05_decode.ipynb #st0a1b03
 class _RoundBuffers:
     "The round's device state for one generation: allocated at its first setup, reset in place for later ones when `keep`."
     def setup(self, dec, features):
@@ -433,12 +461,7 @@ class _RoundBuffers:
         self.plen = torch.zeros(1, dtype=i32, device=dev)
         self.acc = Accepted(*(torch.zeros(n, dtype=i32, device=dev) for n in (MAX_PATH, 1, 1)))
         self.feats_buf = torch.zeros(MAX_PATH, nfeat, dtype=fdtype, device=dev) if dec.use_drafter else None
-        self._allocate_auto(dec)
-        self.record = torch.zeros(REC + len(self.sizes), dtype=i32, device=dev)    # [A, bonus, path tokens, path nodes, keys, status, expected]
-        # two host copies of the record and their events: round k+1 may be enqueued before round k is read (run-ahead)
-        self.hosts = [torch.zeros(REC + len(self.sizes), dtype=i32, pin_memory=dev.type == 'cuda') for _ in range(2)]
-        self.slot_size, self.slot_picked = [0, 0], [False, False]   # each host slot's round: its tree size, whether auto chose it per round
-        self.readies = [torch.cuda.Event() for _ in range(2)] if dev.type == 'cuda' else None   # recorded after each round's record copy
+        self._allocate_auto(dec); self._allocate_record(dec)
         # T > 0: a seed per generation from its generator; each round's keys come from it and a device counter
         self.seed, self.counter, self.keys = ((torch.zeros(2, dtype=torch.int64, device=dev), torch.zeros(1, dtype=torch.int64, device=dev),
                                                torch.zeros(2, dtype=torch.int64, device=dev)) if dec.temperature > 0 else (None, None, None))
@@ -451,15 +474,6 @@ class _RoundBuffers:
         self.mode = _ModelMode(t, 'cuda' if kernel_attn else 'torch', dispatch, self.compile)
         self.chain_n, self.graphs, self._graph_ws = None, {}, {}
         self.use_graph = (self.graph if self.graph is not None else self.faces == 'cuda') and bool(capturable)
-
-    def _allocate_auto(self, dec):
-        "budget='auto': the candidate sizes, and where the round writes its expected tokens at each (and the host reads them)."
-        dev = dec.device
-        self.sizes = AUTO_SIZES if dec.budget == 'auto' and dec.method == 'ddtree' else ()
-        self.size_t = torch.tensor(self.sizes, dtype=torch.int64, device=dev)
-        self.expect = torch.zeros(len(self.sizes), dtype=torch.float64, device=dev)
-        self.expect_host = torch.zeros(len(self.sizes), dtype=torch.float64, pin_memory=dev.type == 'cuda')
-        self.expect_ready = torch.cuda.Event() if dev.type == 'cuda' else None
 
     def _reset(self, dec, features):
         self.dec, self.rounds, self.unread = dec, 0, collections.deque()   # unread: slots of enqueued rounds not yet read, oldest first
@@ -549,8 +563,8 @@ class _RoundStages(_RoundTree):
 # %% ../nbs/05_decode.ipynb #st0a1b06
 _WARMED = weakref.WeakKeyDictionary()   # target -> (settings, part) whose full-depth run has been eager once in this process
 
-class _RoundGraph:
-    "Capture a full-depth round in a CUDA graph once per setting; with budget='auto' its parts: the front, and the back at each size chosen."
+class _RoundCapture:
+    "A CUDA-graph capture of a round's work on the engine stream, and what a setting of the round is."
     def _settings(self) -> tuple:
         d = self.dec
         return (id(d.drafter) if d.use_drafter else None, d.method, d.budget, d.temperature > 0, self.faces, self.compile)
@@ -575,14 +589,10 @@ class _RoundGraph:
             if collecting: gc.enable()
         return g, out
 
-    def _capture_backs(self, depth: int):
-        "auto, once its calibration ran every size's verify and one accept ran: capture every size's back now (a warm-up pays, not a later round)."
-        for b in self.sizes:
-            if ('back', b) not in self.graphs:
-                self.graphs['back', b] = self._captured(lambda b=b: self._back(b, _untimed))
-                self._graph_ws['back', b] = live_workspaces()
-                _WARMED.setdefault(self.dec.target, set()).add((self._settings(), ('back', b)))
 
+# %% ../nbs/05_decode.ipynb #rc0a1b02
+class _RoundGraph(_RoundCapture):
+    "Capture a full-depth round in a CUDA graph once per setting; with budget='auto' its parts: the front, and the back at each size."
     def _part(self, key, depth: int, timed, f):
         "Run `f(timed)` (a round or a part of one): eagerly, or as a replay of its graph once it ran eagerly at full depth in this process."
         full, dec = self.use_graph and depth == self.dec.L, self.dec
@@ -600,6 +610,13 @@ class _RoundGraph:
             if key != 'front' and self.sizes and self.round_cost is None: self._capture_backs(depth)
         return out
 
+    def _capture_backs(self, depth: int):
+        "auto, once its calibration ran every size's verify and one accept ran: capture every size's back now (a warm-up pays, not a later round)."
+        for b in self.sizes:
+            if ('back', b) not in self.graphs:
+                self.graphs['back', b] = self._captured(lambda b=b: self._back(b, _untimed))
+                self._graph_ws['back', b] = live_workspaces()
+                _WARMED.setdefault(self.dec.target, set()).add((self._settings(), ('back', b)))
 
 # %% ../nbs/05_decode.ipynb #st0a1b05
 class _RoundReplay(_RoundGraph):
@@ -640,29 +657,21 @@ class _RoundReplay(_RoundGraph):
         self.expect_host.copy_(self.expect, non_blocking=True); self.expect_ready.record(); self.expect_ready.synchronize()
         return self.expect_host.tolist()
 
-    def read(self) -> tuple[int, int, list, list, torch.Tensor|None, int]:
-        "The one host wait of the oldest unread round: (accepted length A incl. the root, bonus, drafted tokens on the path, the path's A node indices, the round's keys or None at T=0, its tree size)."
-        slot = self.unread.popleft()
-        if self.readies is not None: self.readies[slot].synchronize()
-        h = self.hosts[slot]
-        v = h[:REC].tolist()
-        if v[REC_STATUS] & ERR_PAST_CACHE:   # the kernel compacted nothing and kept prefix_len: the host's P would go wrong
-            raise RuntimeError(f"accept: the round's accepted rows lie past the target cache ({self.dec.rows} rows); nothing was compacted")
-        A, K = v[0], 2 + MAX_PATH
-        keys = torch.tensor([k & 0xFFFFFFFF for k in v[REC_STATUS - 2:REC_STATUS]], dtype=torch.int64) if self.seed is not None else None
-        if self.auto is not None:
-            self.auto.observe(h[REC:].view(torch.float32).tolist(), v[K:K + A], self.slot_size[slot])
-            now = time.perf_counter()         # a GPU's per-round choice: its host wait, read to read (the CPU has no run-ahead to lose)
-            if self.slot_picked[slot] and self.last_read is not None and self.expect_ready is not None: self.auto.seen(self.slot_size[slot], now - self.last_read)
-            self.last_read = now
-        return A, v[1], v[3:2 + A], v[K:K + A], keys, self.slot_size[slot]
-
 
 # %% ../nbs/05_decode.ipynb #au7c0d01
 _COSTS = weakref.WeakKeyDictionary()   # target -> {(settings, context size class): its AutoBudget, on the cost measured} in this process
 
-class _RoundCalibration:
-    "budget='auto': what a round costs at each candidate size on the running device, measured once per setting and context size."
+class _RoundAuto:
+    "budget='auto': the candidate sizes and their buffers, and the policy that chooses among them."
+    def _allocate_auto(self, dec):
+        "budget='auto': the candidate sizes, and where the round writes its expected tokens at each (and the host reads them)."
+        dev = dec.device
+        self.sizes = AUTO_SIZES if dec.budget == 'auto' and dec.method == 'ddtree' else ()
+        self.size_t = torch.tensor(self.sizes, dtype=torch.int64, device=dev)
+        self.expect = torch.zeros(len(self.sizes), dtype=torch.float64, device=dev)
+        self.expect_host = torch.zeros(len(self.sizes), dtype=torch.float64, pin_memory=dev.type == 'cuda')
+        self.expect_ready = torch.cuda.Event() if dev.type == 'cuda' else None
+
     def _auto_policy(self) -> AutoBudget:
         "The policy: the setting's (one per context size class, its cost measured here at the first generation), or a fresh one on `Stages(round_cost=...)`."
         if self.round_cost is not None: return AutoBudget(self.round_cost, self.sizes, self.choice_wait_s or 0.0)
@@ -675,6 +684,10 @@ class _RoundCalibration:
             got[key] = AutoBudget(cost, self.sizes, wait)
         return got[key]
 
+
+# %% ../nbs/05_decode.ipynb #rc0a1b03
+class _RoundCalibration:
+    "budget='auto': what a round costs at each candidate size on the running device, measured once per setting and context size."
     def _calibrate(self, reps: int=5) -> tuple[RoundCost, float]:
         "(cost, wait): seconds of a full-depth round's draft + tree plus its verify at each size (graph replays where rounds are captured; accept, alike at every size, left out), and the host's wait per round when it chooses per round (0 on the CPU)."
         L = self.dec.L                      # before round 1 no context rows are pending: the draft and the verify change nothing kept
@@ -701,9 +714,8 @@ class _RoundCalibration:
         g = statistics.median(gpu)
         return g, max(statistics.median(wall) - g, 0.0)
 
-
 # %% ../nbs/05_decode.ipynb #6b2c3d4e
-class Stages(_RoundCaches, _RoundBuffers, _RoundStages, _RoundReplay, _RoundCalibration):
+class Stages(_RoundCaches, _RoundRecord, _RoundBuffers, _RoundStages, _RoundReplay, _RoundAuto, _RoundCalibration):
     "The decode round on static buffers with one host read per round (the emitted tokens); optionally replayed as a CUDA graph."
     def __init__(self, faces: str='cuda',        # 'cuda': the kernels; 'torch': their torch faces on the same buffers (any device)
                  graph: bool|None=None,          # capture full-depth rounds in a CUDA graph (None: when faces='cuda', any temperature)
