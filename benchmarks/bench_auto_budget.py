@@ -9,9 +9,10 @@
    - the Kimi-width slice (`kimi_slice.json`: CUDA-graph verify of T = b + 1 tokens, 12 layers scaled to 61, contexts
      4k and 32k, INT4 experts, random routers), verify only: drafting, the tree and accept are not in it;
    - the demo pair itself (`bench_compile.md`, 2026-12-04: compiled, graph-replayed DDTree rounds, ms per round).
-3. Tokens per second of the recorded rounds at every fixed size, with `budget='auto'`'s policy (`auto_pick`: the
+3. Tokens per second of the recorded rounds at every fixed size; with the per-round pick alone (`auto_pick`: the
    candidate with the most expected tokens per second, from the drafter's scores, plain and scaled by the drafter's
-   realised/promised ratio over the run) and with the per-round best size in hindsight (an upper bound).
+   realised/promised ratio over the run); with the shipped policy (`AutoBudget`, the rounds in order: what `budget='auto'`
+   runs); and with the per-round best size in hindsight (an upper bound).
 Writes OUT.md and OUT.json.
 """
 import argparse, datetime, json, subprocess, sys, time
@@ -36,15 +37,16 @@ def demo_rounds(pair, n_prompts: int, max_new: int, b: int):
             print(f"B={b}: prompt {i + 1}/{n_prompts} done", file=sys.stderr, flush=True)
 
 def record(pair, n_prompts: int, max_new: int, b_max: int, sizes):
-    "Rounds at size b_max, each as (expected tokens per size, {size: tokens emitted}); and the drafter's realised/promised drafts."
-    from ddtree_nb.budget import expected_tokens, emitted_by_size
+    "Rounds at size b_max, each as (expected tokens per size, {size: tokens emitted}, accepted path); and the drafter's realised/promised drafts."
+    from ddtree_nb.budget import expected_tokens, accepted_path, realised_by_size
     rounds, prom, real = [], 0.0, 0.0
     for r in demo_rounds(pair, n_prompts, max_new, b_max):
         t = r.tree.to_draft_tree()
         E = expected_tokens(t.scores)
-        *em, full = emitted_by_size(t.parents, t.tokens, r.logits[:t.n + 1].argmax(-1), sizes + [t.n])
+        path = accepted_path(t.parents, t.tokens, r.logits[:t.n + 1].argmax(-1))
+        *em, full = realised_by_size(path, sizes + [t.n])
         assert full == len(r.path), f"replay at the recorded size {full} != the round's acceptance {len(r.path)}"
-        rounds.append((E, dict(zip(sizes, em)))); prom += float(E[-1]) - 1; real += len(r.path) - 1
+        rounds.append((E, dict(zip(sizes, em)), path)); prom += float(E[-1]) - 1; real += len(r.path) - 1
     return rounds, real / prom
 
 def live_acceptance(pair, n_prompts: int, max_new: int, b: int) -> float:
@@ -62,16 +64,35 @@ def kimi_costs(path: Path):
         out[f'Kimi 61 layers, ctx {ctx}'] = RoundCost([r['tree_size'] - 1 for r in rows], [r['est_61_layers_verify_ms'] / 1e3 for r in rows])
     return out
 
+WAIT_S = 28e-6   # the host wait of a per-round choice measured on the H200 (auto_cost_check.py, demo pair): priced into the policy
+
+def policy_rate(rounds, cost, cands, wait_s: float=WAIT_S):
+    """Tokens per second of the rounds in order under the shipped policy (`AutoBudget`: per-round choice or a fixed size, each
+    size's promise scaled by what earlier rounds realised, one size up every 16 rounds), a per-round choice paying `wait_s`; the sizes taken."""
+    from ddtree_nb.budget import AutoBudget
+    pol, toks, secs, taken = AutoBudget(cost, cands, wait_s), 0.0, 0.0, []
+    for E, em, path in rounds:
+        e = [float(E[min(b, len(E) - 1)]) for b in cands]
+        b = pol.plan()
+        chose = b is None
+        if chose: b = pol.pick(e)
+        toks, secs = toks + em[b], secs + cost(b) + (wait_s if chose else 0.0)
+        pol.observe(e, path, b); taken.append(b)
+    return toks / secs, taken
+
 def table(rounds, cost, cands, scale):
-    "Rates at every fixed candidate, auto (plain and scaled) and the hindsight best; the sizes auto took."
+    "Rates at every fixed candidate, auto (the per-round pick alone, plain and scaled; the shipped policy) and the hindsight best; the sizes taken."
     from ddtree_nb.budget import replay_rate, auto_pick
-    fixed = {b: replay_rate(rounds, cost, lambda E, b=b: b)[0] for b in cands}
-    auto, taken = replay_rate(rounds, cost, auto_pick(cost, cands))
-    auto_s, taken_s = replay_rate(rounds, cost, auto_pick(cost, cands, scale))
-    pick = [max(cands, key=lambda b: em[b] / cost(b)) for _, em in rounds]    # each round's best size in hindsight
-    best = sum(em[b] for (_, em), b in zip(rounds, pick)) / sum(cost(b) for b in pick)
-    return dict(fixed=fixed, auto=auto, auto_scaled=auto_s, hindsight=best,
-                taken={b: taken.count(b) for b in cands}, taken_scaled={b: taken_s.count(b) for b in cands})
+    pairs = [(E, em) for E, em, _ in rounds]
+    fixed = {b: replay_rate(pairs, cost, lambda E, b=b: b)[0] for b in cands}
+    auto, taken = replay_rate(pairs, cost, auto_pick(cost, cands))
+    auto_s, taken_s = replay_rate(pairs, cost, auto_pick(cost, cands, scale))
+    shipped, taken_p = policy_rate(rounds, cost, cands)
+    pick = [max(cands, key=lambda b: em[b] / cost(b)) for _, em in pairs]    # each round's best size in hindsight
+    best = sum(em[b] for (_, em), b in zip(pairs, pick)) / sum(cost(b) for b in pick)
+    return dict(fixed=fixed, auto=auto, auto_scaled=auto_s, policy=shipped, hindsight=best,
+                taken={b: taken.count(b) for b in cands}, taken_scaled={b: taken_s.count(b) for b in cands},
+                taken_policy={b: taken_p.count(b) for b in cands})
 
 def main():
     ap = argparse.ArgumentParser()
@@ -107,28 +128,31 @@ def main():
              "Tokens per second of the same rounds at each fixed size, with the auto policy, and with each round's best size in hindsight:", ""]
     for name, r in res.items():
         bestb = max(r['fixed'], key=r['fixed'].get)
-        lines += [f"### {name}", "", "| size | " + " | ".join(str(b) for b in r['fixed']) + " | auto | auto, scaled | hindsight |",
-                  "|---|" + "---|" * (len(r['fixed']) + 3),
-                  "| tokens/s | " + " | ".join(f"{v:.1f}" for v in r['fixed'].values()) + f" | **{r['auto']:.1f}** | {r['auto_scaled']:.1f} | {r['hindsight']:.1f} |",
+        lines += [f"### {name}", "", "| size | " + " | ".join(str(b) for b in r['fixed']) + " | auto | auto, scaled | policy | hindsight |",
+                  "|---|" + "---|" * (len(r['fixed']) + 4),
+                  "| tokens/s | " + " | ".join(f"{v:.1f}" for v in r['fixed'].values()) +
+                  f" | {r['auto']:.1f} | {r['auto_scaled']:.1f} | **{r['policy']:.1f}** | {r['hindsight']:.1f} |",
                   "| of the best fixed | " + " | ".join(f"{v / r['fixed'][bestb]:.3f}" for v in r['fixed'].values()) +
-                  f" | **{r['auto'] / r['fixed'][bestb]:.3f}** | {r['auto_scaled'] / r['fixed'][bestb]:.3f} | {r['hindsight'] / r['fixed'][bestb]:.3f} |",
-                  "| rounds auto took it | " + " | ".join(str(r['taken'][b]) for b in r['fixed']) + " | | | |", ""]
+                  f" | {r['auto'] / r['fixed'][bestb]:.3f} | {r['auto_scaled'] / r['fixed'][bestb]:.3f} | **{r['policy'] / r['fixed'][bestb]:.3f}**"
+                  f" | {r['hindsight'] / r['fixed'][bestb]:.3f} |",
+                  "| rounds auto took it | " + " | ".join(str(r['taken'][b]) for b in r['fixed']) + " | | | | |",
+                  "| rounds the policy took it | " + " | ".join(str(r['taken_policy'][b]) for b in r['fixed']) + " | | | | |", ""]
     if a.check:   # the replay's one approximation: every size replays the b-max run's contexts
         lines += ["### The replay against live runs", "",
                   "Mean tokens per round of the recorded rounds replayed at size b, and of a real greedy run at b (its own contexts):", "",
                   "| size | replayed | live |", "|---|---|---|"]
         for b in a.check:
-            rep = sum(em[b] for _, em in rounds) / len(rounds)
+            rep = sum(em[b] for _, em, _ in rounds) / len(rounds)
             lines.append(f"| {b} | {rep:.2f} | {live_acceptance(pair, a.n_prompts, a.max_new_tokens, b):.2f} |")
         lines.append("")
     kimi = [n for n in res if n.startswith('Kimi')]
     if kimi:   # one budget for every context: the time to emit the same tokens at each context, summed
         tot = {b: sum(1 / res[n]['fixed'][b] for n in kimi) for b in res[kimi[0]]['fixed']}
         bb = min(tot, key=tot.get)
-        auto_t = sum(1 / res[n]['auto'] for n in kimi)
+        auto_t, pol_t = (sum(1 / res[n][k] for n in kimi) for k in ('auto', 'policy'))
         lines += ["### Across the Kimi contexts together", "",
                   f"Seconds per token summed over the contexts (lower is better): best single fixed size {bb}: {tot[bb] * 1e3:.3f} ms; "
-                  f"auto: {auto_t * 1e3:.3f} ms ({tot[bb] / auto_t:.3f}x).", ""]
+                  f"auto: {auto_t * 1e3:.3f} ms ({tot[bb] / auto_t:.3f}x); the shipped policy: {pol_t * 1e3:.3f} ms ({tot[bb] / pol_t:.3f}x).", ""]
     text = '\n'.join(lines)
     print(text)
     Path(a.out + '.md').write_text(text + '\n')

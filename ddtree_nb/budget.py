@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import torch
 
 # %% auto #0
-__all__ = ['AUTO_SIZES', 'expected_tokens', 'expected_at', 'RoundCost', 'best_budget', 'emitted_by_size', 'realised_by_size',
-           'replay_rate', 'auto_pick', 'AutoBudget']
+__all__ = ['AUTO_SIZES', 'expected_tokens', 'expected_at', 'RoundCost', 'best_budget', 'accepted_path', 'emitted_by_size',
+           'realised_by_size', 'replay_rate', 'auto_pick', 'AutoBudget']
 
 # %% ../nbs/05c_budget.ipynb #fe7692dd
 def expected_tokens(scores: torch.Tensor,   # [B+1] a tree's node scores (`DraftTree.scores`: root first, then best-first, non-increasing)
@@ -59,14 +59,18 @@ def best_budget(expected: torch.Tensor, cost: RoundCost, candidates) -> int:
     return max(ok, key=lambda b: (float(expected[b]) / cost(b), -b))     # ties: the smaller tree
 
 # %% ../nbs/05c_budget.ipynb #7e69a290
-def emitted_by_size(parents, tokens, choice, sizes) -> list[int]:
-    "Tokens a greedy round emits (accepted drafts + the bonus) with the tree's first b nodes, for each b of `sizes`; `choice`: the target's token at every node, root first."
+def accepted_path(parents, tokens, choice) -> list[int]:
+    "The node indices (root first) a round accepts in a tree given the target's token at every node (`choice`, root first)."
     par, tok, ch = [int(x) for x in parents], [int(x) for x in tokens], [int(x) for x in choice]
     if not len(par) == len(tok) <= len(ch): raise ValueError(f"parents ({len(par)}) and tokens ({len(tok)}) must have one entry per node, choice ({len(ch)}) at least that many")
     kids = {(par[i], tok[i]): i for i in range(1, len(par))}
     path = [0]
     while (path[-1], ch[path[-1]]) in kids: path.append(kids[path[-1], ch[path[-1]]])
-    return realised_by_size(path, sizes)
+    return path
+
+def emitted_by_size(parents, tokens, choice, sizes) -> list[int]:
+    "Tokens a greedy round emits (accepted drafts + the bonus) with the tree's first b nodes, for each b of `sizes`; `choice`: the target's token at every node, root first."
+    return realised_by_size(accepted_path(parents, tokens, choice), sizes)
 
 def realised_by_size(path, sizes) -> list[int]:
     "Tokens a round emits with its tree cut to each of `sizes`, from its accepted path's node indices (root first): indices grow along a path, so a smaller tree keeps the path's nodes up to its size."
