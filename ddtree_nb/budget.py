@@ -140,11 +140,12 @@ def _observe(self: AutoBudget, expected, path=None, size: int|None=None):
         if b <= size: self.real[j], self.real_promised[j], self.real_n[j] = m * self.real[j] + got, m * self.real_promised[j] + float(expected[j]), self.real_n[j] + 1
 
 def _plan(self: AutoBudget) -> int|None:
-    "The next round's size when it runs without a choice: the best fixed size when choosing per round does not pay, one size up every `explore_every` rounds; None: choose per round (also in the first `warmup` rounds)."
+    "The next round's size when it runs without a choice: the best fixed size when choosing per round does not pay, one size up every `explore_every` rounds (times that size's cost over the best's); None: choose per round (also in the first `warmup` rounds)."
     if self.rounds < self.warmup: return None
     rates = [t * self.ratio(i) / (self.weight * s) for i, (t, s) in enumerate(zip(self.promised, self.secs))]
     i = max(range(len(rates)), key=lambda i: (rates[i], -i))
-    if self.rounds % self.explore_every == 0 and i + 1 < len(self.sizes): return self.sizes[i + 1]
+    if i + 1 < len(self.sizes) and self.rounds % max(1, round(self.explore_every * self.secs[i + 1] / self.secs[i])) == 0:
+        return self.sizes[i + 1]              # one size up, less often the more it costs: its tokens get seen
     return self.sizes[i] if rates[i] >= self.pick_tokens / (self.pick_secs + self.weight * self.wait) else None
 
 AutoBudget.observe, AutoBudget.plan = _observe, _plan
