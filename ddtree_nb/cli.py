@@ -84,8 +84,10 @@ def format_summary(g) -> str:
     "One-paragraph report: throughput, acceptance, and per-stage time."
     tot = sum(g.stage_times.values()) or 1.0
     stages = ', '.join(f"{k} {v * 1e3:.1f} ms ({100 * v / tot:.0f}%)" for k, v in g.stage_times.items())
+    sizes = sorted(set(g.budgets))             # budget='auto': the tree sizes its rounds took
+    took = '' if len(sizes) < 2 else ', tree sizes ' + ', '.join(f"{b} ({g.budgets.count(b)} rounds)" for b in sizes)
     return (f"{len(g.tokens)} tokens in {g.wall_s:.2f} s: {g.tokens_per_s:.1f} tokens/s | {g.method}, backend {g.backend}, "
-            f"{len(g.acceptance_lengths)} rounds, mean acceptance length {g.mean_acceptance:.2f}\nstages: {stages}")
+            f"{len(g.acceptance_lengths)} rounds, mean acceptance length {g.mean_acceptance:.2f}{took}\nstages: {stages}")
 
 # %% ../nbs/99_cli.ipynb #c2a00003
 def generate_parser():
