@@ -26,7 +26,7 @@ def expected_tokens(scores: torch.Tensor,   # [B+1] a tree's node scores (`Draft
 def expected_at(scores: torch.Tensor,       # [B+1] the tree buffers' scores (root first; rows past n_nodes are stale)
                 n_nodes: torch.Tensor,      # [1] int32 drafted nodes in the tree
                 sizes: torch.Tensor,        # [k] int64 candidate sizes, each <= B
-                out: torch.Tensor|None=None # [k] float64 written in place (graph capture)
+                out: torch.Tensor|None=None # [k] written in place, in its own float dtype (graph capture)
                ) -> torch.Tensor:
     "`expected_tokens(scores)[sizes]` on the device, for a tree of `n_nodes` nodes (a size past it gets the whole tree's value): no host read."
     i = torch.arange(len(scores), device=scores.device)

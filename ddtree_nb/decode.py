@@ -4,10 +4,9 @@
 
 # %% ../nbs/05_decode.ipynb #07433f9d
 from __future__ import annotations
-import time, dataclasses, collections, gc, weakref
+import time, dataclasses, collections, gc, weakref, statistics
 from dataclasses import dataclass, field
 import torch
-import statistics
 from .tree import TreeBuffers, build_tree_ref, load_tree, write_chain, truncate_tree, fill_tree, MAX_BUDGET
 from .accept import Accepted, MAX_PATH, ERR_PAST_CACHE, accept_compact, accept_workspace, gumbel_keys, round_keys, target_choice, make_accepted
 from .runtime import releasing_on_oom, require_cuda, cuda_ok, engine_stream
@@ -537,7 +536,7 @@ class _RoundStages(_RoundTree):
         keys = self.no_keys if self.keys is None else self.keys.to(torch.int32)
         status = self.no_status if self.acc_ws is None else self.acc_ws.status[:1]   # the torch face raises instead
         torch.cat([self.acc.accepted_len, self.acc.bonus, toks.to(torch.int32), self.acc.path, keys, status,
-                   self.expect.float().view(torch.int32)], out=self.record)
+                   self.expect.view(torch.int32)], out=self.record)
 
     def _front(self, depth: int, timed):
         "Draft (from the accepted path's features; round 1: the prompt's went in at setup) and build the tree; budget='auto': its expected tokens at every size."
@@ -607,10 +606,10 @@ class _RoundGraph(_RoundCapture):
         out = f(timed)            # the first full-depth run of a setting in this process is eager: kernels load, workspaces are made
         if full:
             _WARMED.setdefault(dec.target, set()).add((self._settings(), key))
-            if key != 'front' and self.sizes and self.round_cost is None: self._capture_backs(depth)
+            if key != 'front' and self.sizes and self.round_cost is None: self._capture_backs()
         return out
 
-    def _capture_backs(self, depth: int):
+    def _capture_backs(self):
         "auto, once its calibration ran every size's verify and one accept ran: capture every size's back now (a warm-up pays, not a later round)."
         for b in self.sizes:
             if ('back', b) not in self.graphs:
@@ -637,13 +636,14 @@ class _RoundReplay(_RoundGraph):
 
     def _run(self, depth: int, timed) -> tuple:
         b = None if self.auto is None else self.auto.plan()
+        chose = self.auto is not None and b is None                  # auto choosing this round's size after a host read
         if self.auto is None: out = self._part('round', depth, timed, lambda t: self._round(depth, t))
-        else:                 # auto: the front, then the back at the best fixed size, or at the size chosen after a host read
+        else:                 # auto: the front, then the back at the best fixed size, or at the size chosen
             dl = self._part('front', depth, timed, lambda t: self._front(depth, t))
-            b = self.auto.pick(self._read_expect()) if b is None else b
+            if chose: b = self.auto.pick(self._read_expect())
             out = dl, self._part(('back', b), depth, timed, lambda t: self._back(b, t))
-        self.slot_picked[self.rounds % 2] = self.auto is not None and not self.runs_ahead()
         slot = self.rounds % 2
+        self.slot_picked[slot] = chose
         if len(self.unread) == 2: raise RuntimeError("two rounds are already enqueued and unread: read() one first")
         self.rounds += 1
         self.hosts[slot].copy_(self.record, non_blocking=True)   # outside the graph: a pinned-memory copy records a host-allocator event
@@ -668,8 +668,8 @@ class _RoundAuto:
         dev = dec.device
         self.sizes = AUTO_SIZES if dec.budget == 'auto' and dec.method == 'ddtree' else ()
         self.size_t = torch.tensor(self.sizes, dtype=torch.int64, device=dev)
-        self.expect = torch.zeros(len(self.sizes), dtype=torch.float64, device=dev)
-        self.expect_host = torch.zeros(len(self.sizes), dtype=torch.float64, pin_memory=dev.type == 'cuda')
+        self.expect = torch.zeros(len(self.sizes), dtype=torch.float32, device=dev)      # float32: one record slot each, as it is
+        self.expect_host = torch.zeros(len(self.sizes), dtype=torch.float32, pin_memory=dev.type == 'cuda')
         self.expect_ready = torch.cuda.Event() if dev.type == 'cuda' else None
 
     def _auto_policy(self) -> AutoBudget:
