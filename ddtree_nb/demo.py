@@ -8,7 +8,7 @@ import hashlib, itertools, json, math, os, sys, sysconfig, time, argparse
 from pathlib import Path
 import torch
 import torch.nn.functional as F
-from .model import (build_target, tiny_config, save_target, load_target, apply_rope, Router, MoE, TargetModel)
+from .model import (build_target, tiny_config, save_target, load_target, Router, TargetModel)
 from .drafter import (Drafter, DrafterConfig, save_drafter, load_drafter, rope_cos_sin)
 from .decode import generate
 from .loading import cpu_threads
@@ -18,12 +18,12 @@ from .runtime import cuda_ok
 __all__ = ['DEMO_PACKAGES', 'DEMO_HELD_OUT_PACKAGES', 'EOS', 'MASK', 'stdlib_files', 'is_held_out', 'split_corpus',
            'site_packages', 'package_files', 'package_version', 'split_sources', 'train_tokenizer', 'save_tokenizer',
            'encode_each', 'encode_files', 'save_ids', 'load_ids', 'demo_target_config', 'count_params',
-           'moe_train_forward', 'target_train_forward', 'batch_kv_cache', 'greedy_continuations', 'ExpertLoad', 'lr_at',
-           'random_windows', 'Schedule', 'train_target', 'eval_target_loss', 'demo_drafter_config', 'new_drafter',
-           'drafter_train_logits', 'block_loss_weights', 'sample_anchors', 'train_drafter', 'drafter_eval',
-           'prepare_data', 'load_data', 'round_weights_', 'greedy_dataset', 'save_pair', 'shipped_corpus', 'train_pair',
-           'train_main', 'prepare_main', 'demo_pair_dir', 'load_demo_pair', 'held_out_prompts', 'acceptance_table',
-           'format_table', 'demo_main', 'plot_training', 'report_pair']
+           'greedy_continuations', 'ExpertLoad', 'lr_at', 'random_windows', 'Schedule', 'train_target',
+           'eval_target_loss', 'demo_drafter_config', 'new_drafter', 'drafter_train_logits', 'block_loss_weights',
+           'sample_anchors', 'train_drafter', 'drafter_eval', 'prepare_data', 'load_data', 'round_weights_',
+           'greedy_dataset', 'save_pair', 'shipped_corpus', 'train_pair', 'train_main', 'prepare_main', 'demo_pair_dir',
+           'load_demo_pair', 'held_out_prompts', 'acceptance_table', 'format_table', 'demo_main', 'plot_training',
+           'report_pair']
 
 # %% ../nbs/06_demo_models.ipynb #9e2c4b10
 def stdlib_files(root=None) -> list[Path]:
@@ -168,88 +168,23 @@ def count_params(model) -> int:
     "Number of parameters of `model`."
     return sum(p.numel() for p in model.parameters())
 
-# %% ../nbs/06_demo_models.ipynb #dc47cc5c
-def moe_train_forward(moe: MoE, x: torch.Tensor) -> torch.Tensor:
-    "`moe(x)` for tokens `x [T, D]` with every routed expert on every token (two matmuls over stacked weights), weighted by the combine weights (zero off-route)."
-    w, idx = moe.gate(x)
-    ex = moe.experts
-    E, I, D = ex.gate_proj.shape
-    comb = torch.zeros(x.shape[0], E, dtype=x.dtype, device=x.device).scatter(1, idx, w.to(x.dtype))       # [T, E]
-    gu = F.linear(x, torch.cat([ex.gate_proj, ex.up_proj], 1).reshape(E * 2 * I, D)).view(-1, E, 2, I)
-    h = F.silu(gu[:, :, 0]) * gu[:, :, 1] * comb[..., None]                                                 # [T, E, I]
-    y = F.linear(h.reshape(-1, E * I), ex.down_proj.permute(1, 0, 2).reshape(D, E * I))
-    return y + moe.shared_experts(x) if moe.shared_experts is not None else y
-
-# %% ../nbs/06_demo_models.ipynb #4344417f
-def _train_attention(a, x, cos, sin, kv=None, start: int=0):
-    "Causal MLA of module `a` (an `MLAttention`) over `x [S, B, D]`, non-absorbed; `kv` = (K, V) buffers `[B, H, max, d]` to fill at `start`."
-    c = a.c
-    S, B, _ = x.shape
-    H, dn, dr, dv = c.num_attention_heads, c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim
-    q = a.q_proj(x) if c.q_lora_rank is None else a.q_b_proj(a.q_a_layernorm(a.q_a_proj(x)))
-    q_nope, q_pe = q.view(S, B, H, dn + dr).split([dn, dr], dim=-1)
-    c_kv, k_pe = a.kv_a_proj_with_mqa(x).split([c.kv_lora_rank, dr], dim=-1)
-    q_pe, k_pe = apply_rope(q_pe, cos, sin, c.rope_interleave), apply_rope(k_pe, cos, sin, c.rope_interleave)
-    k_nope, v = a.kv_b_proj(a.kv_a_layernorm(c_kv)).view(S, B, H, dn + dv).split([dn, dv], dim=-1)
-    q = torch.cat([q_nope, q_pe], -1).permute(1, 2, 0, 3)                       # [B, H, S, dn+dr]
-    k = torch.cat([k_nope, k_pe[:, :, None].expand(S, B, H, dr)], -1).permute(1, 2, 0, 3)
-    v = v.permute(1, 2, 0, 3)
-    if kv is not None:                          # incremental decoding: a causal prefill at 0, or one new row at `start`
-        if start and S != 1: raise ValueError(f"a cached forward after position 0 takes one token per sequence, got {S}")
-        kv[0][:, :, start:start + S], kv[1][:, :, start:start + S] = k, v
-        k, v = kv[0][:, :, :start + S], kv[1][:, :, :start + S]
-    o = F.scaled_dot_product_attention(q, k, v, is_causal=S > 1, scale=c.softmax_scale)
-    return a.o_proj(o.permute(2, 0, 1, 3).reshape(S, B, H * dv))
-
-# %% ../nbs/06_demo_models.ipynb #c83cbeb7
-def target_train_forward(model: TargetModel,
-                         ids: torch.Tensor,     # [B, S] token ids at positions start..start+S-1
-                         hidden_layers=(),      # which layers' outputs to return (the last one after the final norm)
-                         logits: bool=True,     # False: skip the lm_head (features only)
-                         cache: list|None=None, # per layer (K, V) buffers from `batch_kv_cache`, for incremental decoding
-                         start: int=0,          # position of ids[:, 0] (with `cache`)
-                        ) -> tuple[torch.Tensor|None, torch.Tensor]: # (logits [B, S, V] fp32, hidden [B, S, len(hidden_layers), D])
-    "Causal forward of a batch with gradients, through the model's own modules (routed experts by `moe_train_forward`); same outputs as `TargetModel.forward`."
-    if ids.ndim != 2: raise ValueError(f"ids must be [B, S], got shape {tuple(ids.shape)}")
-    B, S = ids.shape
-    cos, sin = model.rope(torch.arange(start, start + S, device=ids.device))
-    x = model.embed_tokens(ids.t())                                               # [S, B, D]
-    feats, last = {}, model.config.num_hidden_layers - 1
-    for i, layer in enumerate(model.layers):
-        x = x + _train_attention(layer.self_attn, layer.input_layernorm(x), cos, sin, None if cache is None else cache[i], start)
-        h = layer.post_attention_layernorm(x)
-        h = h.reshape(S * B, -1)
-        x = x + (moe_train_forward(layer.mlp, h) if isinstance(layer.mlp, MoE) else layer.mlp(h)).view(S, B, -1)
-        if i in hidden_layers and i != last: feats[i] = x
-    x = model.norm(x)
-    if last in hidden_layers: feats[last] = x
-    hidden = (torch.stack([feats[i] for i in hidden_layers], 2) if hidden_layers else x.new_zeros(S, B, 0, x.shape[-1])).transpose(0, 1)
-    return (model.lm_head(x).float().transpose(0, 1) if logits else None), hidden
-
 # %% ../nbs/06_demo_models.ipynb #79473173
-def batch_kv_cache(model: TargetModel, batch: int, max_tokens: int) -> list:
-    "Per-layer (K `[B, H, max, nope+rope]`, V `[B, H, max, v]`) buffers for `target_train_forward(..., cache=)`."
-    c, dev = model.config, model.device
-    H, dk, dv = c.num_attention_heads, c.qk_nope_head_dim + c.qk_rope_head_dim, c.v_head_dim
-    return [(torch.empty(batch, H, max_tokens, dk, dtype=model.dtype, device=dev),
-             torch.empty(batch, H, max_tokens, dv, dtype=model.dtype, device=dev)) for _ in range(c.num_hidden_layers)]
-
 @torch.no_grad()
 def greedy_continuations(model: TargetModel,
                          prompts: torch.Tensor,  # [B, P] token ids
                          new_tokens: int,        # greedy tokens to append
                         ) -> torch.Tensor:       # [B, P + new_tokens] int64: prompts then the target's greedy continuation
-    "The target's greedy (argmax) continuation of every prompt, batched, with an incremental key/value cache."
+    "The target's greedy (argmax) continuation of every prompt, batched, with an incremental latent cache."
     if prompts.ndim != 2 or prompts.shape[1] < 1: raise ValueError(f"prompts must be [B, P] with P >= 1, got shape {tuple(prompts.shape)}")
     B, P = prompts.shape
     prompts = prompts.to(model.device).long()
-    cache, last = batch_kv_cache(model, B, P + new_tokens), model.config.num_hidden_layers - 1
+    cache, last = model.new_cache(P + new_tokens, batch=B), model.config.num_hidden_layers - 1
     out = [prompts]
-    _, h = target_train_forward(model, prompts, (last,), logits=False, cache=cache, start=0)
+    _, h = model.causal_forward(prompts, (last,), logits=False, cache=cache, start=0)
     for i in range(new_tokens):
         nxt = model.lm_head(h[:, -1, 0]).argmax(-1, keepdim=True)                 # [B, 1]
         out.append(nxt)
-        if i + 1 < new_tokens: _, h = target_train_forward(model, nxt, (last,), logits=False, cache=cache, start=P + i)
+        if i + 1 < new_tokens: _, h = model.causal_forward(nxt, (last,), logits=False, cache=cache, start=P + i)
     return torch.cat(out, 1)
 
 # %% ../nbs/06_demo_models.ipynb #f15c0c81
@@ -318,7 +253,7 @@ def train_target(model: TargetModel, train_ids: torch.Tensor, valid_ids: torch.T
     while not sched.done(step):
         for grp in opt.param_groups: grp['lr'] = sched.lr_at(step)
         x = random_windows(train_ids, batch, seq_len + 1, g).to(device)
-        lg, _ = target_train_forward(model, x[:, :-1])
+        lg, _ = model.causal_forward(x[:, :-1])
         loss = F.cross_entropy(lg.reshape(-1, lg.shape[-1]), x[:, 1:].reshape(-1))
         opt.zero_grad(set_to_none=True); loss.backward()
         torch.nn.utils.clip_grad_norm_(_trainable(model), 1.0)
@@ -341,7 +276,7 @@ def eval_target_loss(model, ids: torch.Tensor, seq_len: int=256, n_windows: int=
     was = model.training; model.eval()
     starts = torch.linspace(0, len(ids) - seq_len - 2, n_windows).long().tolist()
     x = torch.stack([ids[s:s + seq_len + 1] for s in starts]).long().to(device)
-    lg, _ = target_train_forward(model, x[:, :-1])
+    lg, _ = model.causal_forward(x[:, :-1])
     model.train(was)
     return float(F.cross_entropy(lg.reshape(-1, lg.shape[-1]), x[:, 1:].reshape(-1)))
 
@@ -366,19 +301,6 @@ def new_drafter(config: DrafterConfig, target, seed: int=0, std: float=0.02) -> 
             else: p.copy_(std * torch.randn(p.shape, generator=g))
     return d.to(target.device).attach(target)
 
-# %% ../nbs/06_demo_models.ipynb #50a5e9c4
-def _masked_dflash_attention(attn, x, k_ctx, v_ctx, cos, sin, mask):
-    "DFlash attention of `attn` for rows `x [B, Q, D]` over `[context ; rows]` keys under `mask [B, Q, C+Q]`."
-    B, Q, _ = x.shape
-    nh, nkv, hd = attn.nh, attn.nkv, attn.hd
-    xf = x.reshape(B * Q, -1)
-    q = apply_rope(attn.q_norm(attn.q_proj(xf).view(B * Q, nh, hd)), cos, sin, False).view(B, Q, nh, hd)   # the drafter's rotate-half
-    kb, vb = attn.kv(xf, cos, sin)
-    k = torch.cat([k_ctx, kb.view(B, Q, nkv, hd)], 1).repeat_interleave(nh // nkv, 2)
-    v = torch.cat([v_ctx, vb.view(B, Q, nkv, hd)], 1).repeat_interleave(nh // nkv, 2)
-    o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask[:, None], scale=hd ** -0.5)
-    return attn.o_proj(o.transpose(1, 2).reshape(B, Q, nh * hd))
-
 # %% ../nbs/06_demo_models.ipynb #13981637
 def drafter_train_logits(drafter: Drafter,
                          features: torch.Tensor, # [B, S, n_feat, D] target features of each window
@@ -402,11 +324,8 @@ def drafter_train_logits(drafter: Drafter,
     mask = torch.cat([ctx_ok, (blk[:, None] == blk[None, :]).expand(B, A * K, A * K)], -1)
     h = drafter.embed_tokens(block_ids.view(B, A * K)).to(dt)
     for layer in drafter.layers:
-        k_ctx, v_ctx = layer.self_attn.kv(th, cos_c, sin_c)
-        nkv, hd = k_ctx.shape[1:]
-        h = h + _masked_dflash_attention(layer.self_attn, layer.input_layernorm(h), k_ctx.view(B, S, nkv, hd),
-                                         v_ctx.view(B, S, nkv, hd), cos_b, sin_b, mask)
-        h = h + layer.mlp(layer.post_attention_layernorm(h))
+        k_ctx, v_ctx = (t.view(B, S, *t.shape[1:]) for t in layer.self_attn.kv(th, cos_c, sin_c))
+        h = layer(h, k_ctx, v_ctx, cos_b, sin_b, mask)
     h = drafter.norm(h).view(B, A, K, -1)[:, :, 1:]
     return drafter.lm_head(h).float()
 
@@ -447,7 +366,7 @@ def train_drafter(drafter: Drafter, target: TargetModel, train_ids: torch.Tensor
         for grp in opt.param_groups: grp['lr'] = sched.lr_at(step)
         if sequences is not None: x = sequences[torch.randint(0, len(sequences), (batch,), generator=g)].to(device).long()
         else: x = random_windows(train_ids, batch, seq_len, g).to(device)
-        with torch.no_grad(): tl, feats = target_train_forward(target, x, drafter.target_layer_ids, logits=labels == 'target')
+        with torch.no_grad(): tl, feats = target.causal_forward(x, drafter.target_layer_ids, logits=labels == 'target')
         anc = sample_anchors(batch, anchors_per_seq, seq_len, K, g, min_ctx).to(device)
         lg = drafter_train_logits(drafter, feats, x, anc)                               # [B, A, K-1, V]
         pos = (anc[..., None] + torch.arange(1, K, device=device)).reshape(batch, -1)   # positions anchor+1 .. anchor+K-1
@@ -477,7 +396,7 @@ def drafter_eval(drafter: Drafter, target: TargetModel, sequences: torch.Tensor,
     hits = []
     for i in range(0, len(sequences), batch):
         x = sequences[i:i + batch].to(dev).long()
-        _, feats = target_train_forward(target, x, drafter.target_layer_ids, logits=False)
+        _, feats = target.causal_forward(x, drafter.target_layer_ids, logits=False)
         anc = sample_anchors(len(x), anchors_per_seq, x.shape[1], K, g, prompt_len).to(dev)
         pos = anc[..., None] + torch.arange(1, K, device=dev)
         hits.append((drafter_train_logits(drafter, feats, x, anc).argmax(-1) == x.gather(1, pos.flatten(1)).view_as(pos)).reshape(-1, K - 1))

@@ -137,20 +137,21 @@ class DFlashAttention(nn.Module):
 
     def forward(self, x, k_ctx, v_ctx, cos, sin, mask=None,
                 block_slots=None):   # [T] rows of k_ctx/v_ctx to write the block's K/V into (scratch rows) instead of concatenating
-        "Block rows `x [T, hidden]` (already input-normed) attend to context `k_ctx, v_ctx [C, nkv, hd]` and the block (where `mask [T, C+T]`, or `[T, C]` with `block_slots`, allows)."
-        T = x.shape[0]
-        q = model.apply_rope(self.q_norm(self.q_proj(x).view(T, self.nh, self.hd)), cos, sin, False)
-        kb, vb = self.kv(x, cos, sin)
-        if block_slots is None: k, v = torch.cat([k_ctx, kb]), torch.cat([v_ctx, vb])
+        "Block rows `x [..., T, hidden]` (already input-normed; `...` = batch dims, training's) attend to context `k_ctx, v_ctx [..., C, nkv, hd]` and the block where `mask [..., T, C+T]` (`[T, C]` with `block_slots`) allows; `cos, sin` one row per row of `x`."
+        *lead, T, _ = x.shape
+        nh, nkv, hd, g = self.nh, self.nkv, self.hd, self.nh // self.nkv
+        xf = x.reshape(-1, x.shape[-1])
+        q = model.apply_rope(self.q_norm(self.q_proj(xf).view(-1, nh, hd)), cos, sin, False).view(*lead, T, nkv, g, hd)
+        kb, vb = (t.view(*lead, T, nkv, hd) for t in self.kv(xf, cos, sin))
+        if block_slots is None: k, v = torch.cat([k_ctx, kb], -3), torch.cat([v_ctx, vb], -3)
         else:                   # the block lands in the cache's scratch rows: no copy of the whole context per layer
             k_ctx.index_copy_(0, block_slots, kb); v_ctx.index_copy_(0, block_slots, vb)
             k, v = k_ctx, v_ctx
         # GQA without copying K/V per query head: the g query heads of a KV head are stacked as g*T rows of one batch
-        g = self.nh // self.nkv
-        qg = q.view(T, self.nkv, g, self.hd).permute(1, 2, 0, 3).reshape(self.nkv, g * T, self.hd)
-        o = F.scaled_dot_product_attention(qg, k.transpose(0, 1), v.transpose(0, 1), scale=self.hd ** -0.5,
-                                           attn_mask=mask.expand(g, *mask.shape).reshape(g * T, -1) if mask is not None else None)   # a view for draft's row mask
-        return self.o_proj(o.view(self.nkv, g, T, self.hd).permute(2, 0, 1, 3).reshape(T, self.nh * self.hd))
+        qg = q.movedim(-4, -2).reshape(*lead, nkv, g * T, hd)
+        if mask is not None: mask = mask.unsqueeze(-3).expand(*lead, g, T, mask.shape[-1]).reshape(*lead, 1, g * T, -1)
+        o = F.scaled_dot_product_attention(qg, k.transpose(-3, -2), v.transpose(-3, -2), scale=hd ** -0.5, attn_mask=mask)
+        return self.o_proj(o.view(*lead, nkv, g, T, hd).movedim(-2, -4).reshape(*lead, T, nh * hd))
 
 # %% ../nbs/05a_drafter.ipynb #390c2f2b
 class DFlashLayer(nn.Module):

@@ -19,9 +19,9 @@ from .runtime import CudaUnavailable
 __all__ = ['MODEL_TYPES', 'ATTN_BACKENDS', 'TargetConfig', 'config_from_dict', 'LatentCache', 'rope_inv_freq', 'rope_cos_sin',
            'apply_rope', 'RMSNorm', 'MLP', 'Router', 'expert_loop', 'MoE', 'attention_fn', 'MLAttention',
            'DecoderLayer', 'TargetOutput', 'TargetModel', 'check_forward_inputs', 'tiny_config', 'kimi_config',
-           'build_target', 'pack_int4', 'unpack_int4', 'dequant_int4', 'quantize_int4', 'dequant_fp8_block',
-           'quantize_fp8_block', 'save_target', 'read_json', 'check_device', 'Checkpoint', 'read_weight', 'int4_args',
-           'hub_key', 'read_param', 'load_target', 'load_tokenizer']
+           'build_target', 'causal_forward', 'pack_int4', 'unpack_int4', 'dequant_int4', 'quantize_int4',
+           'dequant_fp8_block', 'quantize_fp8_block', 'save_target', 'read_json', 'check_device', 'Checkpoint',
+           'read_weight', 'int4_args', 'hub_key', 'read_param', 'load_target', 'load_tokenizer']
 
 # %% ../nbs/01a_target_model.ipynb #5866f664
 MODEL_TYPES = ('deepseek_v3', 'kimi_k2', 'kimi_k25')
@@ -98,20 +98,21 @@ def config_from_dict(d: dict) -> TargetConfig:
 
 # %% ../nbs/01a_target_model.ipynb #6424bf0d
 class LatentCache:
-    "Preallocated MLA latent cache: `kv[n_layers, max_tokens, kv_lora_rank + qk_rope_head_dim]`."
+    "Preallocated MLA latent cache: `kv[n_layers, max_tokens, kv_lora_rank + qk_rope_head_dim]`, or `[n_layers, batch, max_tokens, ...]` for `TargetModel.causal_forward`."
     def __init__(self, n_layers: int, max_tokens: int, kv_lora_rank: int, qk_rope_head_dim: int,
-                 dtype=torch.bfloat16, device='cpu'):
+                 dtype=torch.bfloat16, device='cpu', batch: int|None=None):
         if max_tokens < 1: raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
         self.kv_lora_rank = kv_lora_rank
-        self.kv = torch.zeros(n_layers, max_tokens, kv_lora_rank + qk_rope_head_dim, dtype=dtype, device=device)
+        rows = (max_tokens,) if batch is None else (batch, max_tokens)
+        self.kv = torch.zeros(n_layers, *rows, kv_lora_rank + qk_rope_head_dim, dtype=dtype, device=device)
     @property
-    def max_tokens(self) -> int: return self.kv.shape[1]
+    def max_tokens(self) -> int: return self.kv.shape[-2]
     @property
     def n_layers(self) -> int: return self.kv.shape[0]
     @property
-    def bytes_per_token_per_layer(self) -> int: return self.kv.shape[2] * self.kv.element_size()
-    def c_kv(self, layer: int) -> torch.Tensor: return self.kv[layer, :, :self.kv_lora_rank]
-    def k_pe(self, layer: int) -> torch.Tensor: return self.kv[layer, :, self.kv_lora_rank:]
+    def bytes_per_token_per_layer(self) -> int: return self.kv.shape[-1] * self.kv.element_size()
+    def c_kv(self, layer: int) -> torch.Tensor: return self.kv[layer, ..., :self.kv_lora_rank]
+    def k_pe(self, layer: int) -> torch.Tensor: return self.kv[layer, ..., self.kv_lora_rank:]
     def __repr__(self): return f"LatentCache(kv={tuple(self.kv.shape)}, {self.kv.dtype}, {self.bytes_per_token_per_layer} B/token/layer)"
 
 # %% ../nbs/01a_target_model.ipynb #f19d1511
@@ -216,9 +217,9 @@ class MoE(nn.Module):
         self.experts.down_proj = nn.Parameter(torch.empty(E, H, I))
         self.shared_experts = MLP(H, I * c.n_shared_experts) if c.n_shared_experts else None
         self.dispatch = 'loop'   # 'loop': routed tokens per expert (reads the expert ids back); 'dense': no host read
-    def forward(self, x):
+    def forward(self, x, dispatch: str|None=None):   # dispatch: this call's, instead of `self.dispatch`
         w, idx = self.gate(x)
-        out = self._dense(x, w, idx) if self.dispatch == 'dense' else self._loop(x, w, idx)
+        out = self._dense(x, w, idx) if (dispatch or self.dispatch) == 'dense' else self._loop(x, w, idx)
         return out + self.shared_experts(x) if self.shared_experts is not None else out
     def _dense(self, x, w, idx):
         "Every expert on every token, weighted by the routing (zero off-route): static shapes, no host read."
@@ -277,28 +278,56 @@ class MLAttention(nn.Module):
         self.kv_b_proj = nn.Linear(c.kv_lora_rank, H * (c.qk_nope_head_dim + c.v_head_dim), bias=False)
         self.o_proj = nn.Linear(H * c.v_head_dim, D, bias=bias)
 
-    def forward(self, x, cos, sin,
-                kv: torch.Tensor,   # this layer's latent cache rows [S, kv_lora_rank + qk_rope_head_dim] (`cache.kv[layer]`)
-                start: int, attend):
-        c, T = self.c, x.shape[0]
-        H, dn, Dc = c.num_attention_heads, c.qk_nope_head_dim, c.kv_lora_rank
+    def project(self, x, cos, sin):
+        "Tokens `x [T, ..., D]` (sequence first) -> absorbed queries `q_latent [T, ..., H, Dc]`, `q_pe [T, ..., H, Dr]` and their cache rows `[T, ..., Dc + Dr]` (normed `c_kv` | rotated `k_pe`)."
+        c = self.c
+        H, dn, dr, Dc = c.num_attention_heads, c.qk_nope_head_dim, c.qk_rope_head_dim, c.kv_lora_rank
         q = self.q_proj(x) if c.q_lora_rank is None else self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x)))
-        q_nope, q_pe = q.view(T, H, -1).split([dn, c.qk_rope_head_dim], dim=-1)
-        c_kv, k_pe = self.kv_a_proj_with_mqa(x).split([Dc, c.qk_rope_head_dim], dim=-1)
-        q_pe = apply_rope(q_pe, cos, sin, c.rope_interleave)
-        k_pe = apply_rope(k_pe, cos, sin, c.rope_interleave)
-        if isinstance(start, torch.Tensor):   # prefix length on the device: scatter the rows (no host read)
-            slots = start.long() + torch.arange(T, device=x.device)
-            kv.index_copy_(0, slots, torch.cat([self.kv_a_layernorm(c_kv), k_pe], -1).to(kv.dtype))
-        else:
-            rows = kv[start:start + T]
-            rows[:, :Dc] = self.kv_a_layernorm(c_kv)
-            rows[:, Dc:] = k_pe
-        w_uk, w_uv = split_kv_b(self.kv_b_proj.weight, H, dn, c.v_head_dim)
-        q_latent = torch.einsum('thn,hnc->thc', q_nope, w_uk)
-        o = attend(q_latent, q_pe, kv, start, c.softmax_scale)
-        o = torch.einsum('thc,hvc->thv', o.to(x.dtype), w_uv)
-        return self.o_proj(o.reshape(T, -1))
+        q_nope, q_pe = q.view(*x.shape[:-1], H, dn + dr).split([dn, dr], dim=-1)
+        c_kv, k_pe = self.kv_a_proj_with_mqa(x).split([Dc, dr], dim=-1)
+        rows = torch.cat([self.kv_a_layernorm(c_kv), apply_rope(k_pe, cos, sin, c.rope_interleave)], -1)
+        w_uk, _ = split_kv_b(self.kv_b_proj.weight, H, dn, c.v_head_dim)
+        return torch.einsum('...hn,hnc->...hc', q_nope, w_uk), apply_rope(q_pe, cos, sin, c.rope_interleave), rows
+
+    def out(self, o):
+        "Latent attention output `o [T, ..., H, Dc]` -> `W_UV` per head -> `o_proj`: `[T, ..., D]`."
+        c = self.c
+        _, w_uv = split_kv_b(self.kv_b_proj.weight, c.num_attention_heads, c.qk_nope_head_dim, c.v_head_dim)
+        return self.o_proj(torch.einsum('...hc,hvc->...hv', o, w_uv).flatten(-2))
+
+
+# %% ../nbs/01a_target_model.ipynb #a18dc4f9
+def _mla_forward(self: MLAttention, x, cos, sin,
+                 kv: torch.Tensor,   # this layer's latent cache rows [S, kv_lora_rank + qk_rope_head_dim] (`cache.kv[layer]`)
+                 start: int|torch.Tensor, attend):
+    "One sequence `x [T, D]`: write its rows at `start`, attend over the cache with `attend`."
+    T = x.shape[0]
+    q_latent, q_pe, rows = self.project(x, cos, sin)
+    if isinstance(start, torch.Tensor):   # prefix length on the device: scatter the rows (no host read)
+        kv.index_copy_(0, start.long() + torch.arange(T, device=x.device), rows.to(kv.dtype))
+    else: kv[start:start + T] = rows
+    return self.out(attend(q_latent, q_pe, kv, start, self.c.softmax_scale).to(x.dtype))
+MLAttention.forward = _mla_forward
+
+
+# %% ../nbs/01a_target_model.ipynb #795f8e22
+def _mla_causal(self: MLAttention, x,            # [S, B, D] a batch, sequence first
+                cos, sin, cache=None,            # cache: [B, max_tokens, Dc + Dr] this layer's rows of a batched `LatentCache`
+                start: int=0):                   # with `cache`: the slot of x[0] (a prefill at 0, or one token per sequence after)
+    "Causal attention over a batch with gradients, on `forward`'s absorbed math: one latent key/value head shared by every head."
+    S, Dc = x.shape[0], self.c.kv_lora_rank
+    q_latent, q_pe, rows = self.project(x, cos, sin)
+    rows = rows.transpose(0, 1)                                         # [B, S, Dc + Dr]
+    if cache is not None:
+        if start and S != 1: raise ValueError(f"a cached causal forward after position 0 takes one token per sequence, got {S}")
+        cache[:, start:start + S] = rows
+        rows = cache[:, :start + S]
+    q = torch.cat([q_latent, q_pe], -1).permute(1, 2, 0, 3)             # [B, H, S, Dc + Dr]
+    k = rows[:, None].expand(-1, q.shape[1], -1, -1)                    # one key head, read by all
+    o = F.scaled_dot_product_attention(q, k, k[..., :Dc], is_causal=S > 1, scale=self.c.softmax_scale)
+    return self.out(o.permute(2, 0, 1, 3))                              # [S, B, D]
+MLAttention.causal = _mla_causal
+
 
 # %% ../nbs/01a_target_model.ipynb #f209a9f0
 class DecoderLayer(nn.Module):
@@ -311,6 +340,12 @@ class DecoderLayer(nn.Module):
     def forward(self, x, cos, sin, kv, start, attend):   # kv: this layer's cache rows (see `MLAttention`)
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, kv, start, attend)
         return x + self.mlp(self.post_attention_layernorm(x))
+    def causal(self, x, cos, sin, cache=None, start: int=0):
+        "The layer over a batch `x [S, B, D]` (see `MLAttention.causal`); routed experts by the dense dispatch (static shapes, no host read)."
+        x = x + self.self_attn.causal(self.input_layernorm(x), cos, sin, cache, start)
+        h = self.post_attention_layernorm(x).flatten(0, 1)
+        return x + (self.mlp(h, 'dense') if isinstance(self.mlp, MoE) else self.mlp(h)).view_as(x)
+
 
 # %% ../nbs/01a_target_model.ipynb #4bd4928d
 @dataclass
@@ -355,10 +390,23 @@ class TargetModel(nn.Module):
     @property
     def device(self): return self.embed_tokens.weight.device
 
-    def new_cache(self, max_tokens: int) -> LatentCache:
-        "A zeroed latent cache for `max_tokens` slots in the model's dtype and device."
+    def new_cache(self, max_tokens: int, batch: int|None=None) -> LatentCache:
+        "A zeroed latent cache for `max_tokens` slots (per sequence of `batch`, for `causal_forward`) in the model's dtype and device."
         c = self.config
-        return LatentCache(c.num_hidden_layers, max_tokens, c.kv_lora_rank, c.qk_rope_head_dim, self.dtype, self.device)
+        return LatentCache(c.num_hidden_layers, max_tokens, c.kv_lora_rank, c.qk_rope_head_dim, self.dtype, self.device, batch)
+
+
+# %% ../nbs/01a_target_model.ipynb #1d063b2a
+def _through_layers(self: TargetModel, x, step, hidden_layers: tuple, layers=None):
+    "`x` through every layer (`step(i, layer, x)`) and the final norm -> (x, the outputs of `hidden_layers` stacked on dim -2)."
+    feats, last = {}, self.config.num_hidden_layers - 1
+    for i, layer in enumerate(self.layers if layers is None else layers):
+        x = step(i, layer, x)
+        if i in hidden_layers and i != last: feats[i] = x
+    x = self.norm(x)
+    if last in hidden_layers: feats[last] = x      # the last layer's output after the final norm, as transformers reports it
+    return x, (torch.stack([feats[i] for i in hidden_layers], -2) if hidden_layers else x.new_zeros(*x.shape[:-1], 0, x.shape[-1]))
+TargetModel._through_layers = _through_layers
 
 
 # %% ../nbs/01a_target_model.ipynb #683101fd
@@ -378,16 +426,11 @@ def _target_forward(self: TargetModel,
     layers = self.layers
     if self.use_compiled and self.compiled_layers: layers, attend = self.compiled_layers, torch.compiler.disable(attend)
     cos, sin = self.rope(positions)
-    x = self.embed_tokens(input_ids)
-    feats, last = {}, self.config.num_hidden_layers - 1
-    for i, layer in enumerate(layers):
+    def step(i, layer, x):
         kv = cache.kv[i]
         if layers is self.compiled_layers: torch._dynamo.maybe_mark_dynamic(kv, 0)   # any cache size: no compile per generation
-        x = layer(x, cos, sin, kv, start, attend)   # a layer sees its own cache rows: one compiled graph serves every layer
-        if i in hidden_layers and i != last: feats[i] = x
-    x = self.norm(x)
-    if last in hidden_layers: feats[last] = x
-    hidden = torch.stack([feats[i] for i in hidden_layers], 1) if hidden_layers else x.new_zeros(T, 0, x.shape[-1])
+        return layer(x, cos, sin, kv, start, attend)   # a layer sees its own cache rows: one compiled graph serves every layer
+    x, hidden = self._through_layers(self.embed_tokens(input_ids), step, hidden_layers, layers)
     return TargetOutput(self.lm_head(x).float(), hidden)
 TargetModel.forward = _target_forward
 
@@ -466,6 +509,24 @@ def build_target(config: TargetConfig|dict, dtype=torch.float32, device='cpu', s
         if not isinstance(mod, Router): 
             for n_, p in mod.named_parameters(recurse=False): p.data = p.data.to(dtype)
     return m.eval().requires_grad_(False)
+
+# %% ../nbs/01a_target_model.ipynb #45250270
+def causal_forward(self: TargetModel,
+                   ids: torch.Tensor,        # [B, S] token ids at positions start..start+S-1
+                   hidden_layers=(),         # which layers' outputs to return, as in `forward`
+                   logits: bool=True,        # False: skip the lm_head (features only)
+                   cache: LatentCache|None=None, start: int=0,   # a batched cache (`new_cache(n, batch=B)`), for incremental decoding
+                  ) -> tuple[torch.Tensor|None, torch.Tensor]:  # (logits [B, S, V] fp32 or None, hidden [B, S, len(hidden_layers), D])
+    "A batch through the model causally, with gradients: the same modules and absorbed math as `forward` (`DecoderLayer.causal`)."
+    if ids.ndim != 2: raise ValueError(f"ids must be [B, S], got shape {tuple(ids.shape)}")
+    if cache is not None and (cache.kv.ndim != 4 or cache.kv.shape[1] != ids.shape[0]):
+        raise ValueError(f"cache must be batched for {ids.shape[0]} sequences (new_cache(n, batch=B)), got kv {tuple(cache.kv.shape)}")
+    cos, sin = self.rope(torch.arange(start, start + ids.shape[1], device=ids.device))
+    step = lambda i, layer, x: layer.causal(x, cos, sin, None if cache is None else cache.kv[i], start)
+    x, hidden = self._through_layers(self.embed_tokens(ids.t()), step, tuple(hidden_layers))     # [S, B, D] sequence first
+    return (self.lm_head(x).float().transpose(0, 1) if logits else None), hidden.transpose(0, 1)
+TargetModel.causal_forward = causal_forward
+
 
 # %% ../nbs/01a_target_model.ipynb #07620675
 def _compile_layers(self: TargetModel, **kw) -> TargetModel:
