@@ -8,7 +8,7 @@ elementwise, reductions, copies, other); per class: kernel count, GPU time, the 
 that time against the 4.27 TB/s copy ceiling. It also reports the step's CUDA-graph replay time beside the kernels'
 summed time: the difference is launch gaps inside the graph.
 
-Run: python benchmarks/profile_kimi_step.py --layers 5 --ctx 4096 --out $OUT/profile_kimi_step
+Run: python benchmarks/profile_kimi_step.py --layers 5 --ctx 4096 [--compile] --out $OUT/profile_kimi_step
 """
 from __future__ import annotations
 import argparse, json, re, sys, datetime, collections
@@ -41,6 +41,7 @@ def main(argv=None):
     ap.add_argument('--ctx', type=int, default=4096)
     ap.add_argument('--reps', type=int, default=20)
     ap.add_argument('--seed', type=int, default=0)
+    ap.add_argument('--compile', action='store_true', help="the decoder layers under torch.compile (`TargetModel.compile_layers`), kernels outside it")
     ap.add_argument('--commit', default=None)
     ap.add_argument('--out', default='benchmarks/profile_kimi_step')
     args = ap.parse_args(argv)
@@ -48,6 +49,7 @@ def main(argv=None):
     c = dict(KIMI, num_hidden_layers=args.layers)
     model = build_on_device(c, args.seed)
     model.attn_backend, model.check_inputs = 'cuda', False
+    if args.compile: model.compile_layers().use_compiled = True
     cache = model.new_cache(args.ctx + 2)
     cache.kv.normal_(0.0, 1.0, generator=torch.Generator(device='cuda').manual_seed(args.seed + 1))
     ids, pos = torch.tensor([7], device='cuda'), torch.tensor([args.ctx], device='cuda')
@@ -74,7 +76,7 @@ def main(argv=None):
     allb = sum(nbytes.values())
     meta = dict(date=datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC'), device=torch.cuda.get_device_name(),
                 commit=args.commit, torch=torch.__version__, command='python ' + ' '.join([sys.argv[0]] + (argv or sys.argv[1:])),
-                layers=args.layers, ctx=args.ctx, kernels=len(kern), kernel_us=total_us, eager_ms=eager_ms, graph_ms=graph_step_ms,
+                layers=args.layers, ctx=args.ctx, compiled=args.compile, kernels=len(kern), kernel_us=total_us, eager_ms=eager_ms, graph_ms=graph_step_ms,
                 step_gb=allb / 1e9, graph_pct_of_ceiling=allb / (graph_step_ms * 1e-3) / 4.27e12 * 100)
     out = Path(args.out); out.parent.mkdir(parents=True, exist_ok=True)
     out.with_name(out.name + '.json').write_text(json.dumps(dict(meta=meta, classes=rows, top=top), indent=1))
