@@ -277,6 +277,8 @@ def moe_w4a16(x: torch.Tensor, topk_idx: torch.Tensor, topk_w: torch.Tensor, exp
     return out
 
 # %% ../nbs/03a_moe_w4a16.ipynb #f4561e5b
+_untraced_moe = torch.compiler.disable(moe_w4a16)   # under `compile_layers` the kernel runs between two compiled graphs
+
 class PackedMoE(nn.Module):
     "A MoE layer whose routed experts stay INT4-packed; `backend` picks the torch (dequantize) or cuda (kernel) face."
     def __init__(self, gate: Router, experts: PackedExperts, shared_experts: nn.Module|None, backend: str='torch'):
@@ -290,7 +292,8 @@ class PackedMoE(nn.Module):
     experts_keys = tuple(f'{k}_{s}' for k in KINDS for s in ('packed', 'scale'))
     def forward(self, x):
         w, idx = self.gate(x)
-        y = moe_w4a16(x, idx.to(torch.int32), w, self.experts, 1.0, backend=self.backend, check_values=self.backend == 'torch')
+        run = moe_w4a16 if self.backend == 'torch' else _untraced_moe   # a PyCUDA launch can't be traced by torch.compile
+        y = run(x, idx.to(torch.int32), w, self.experts, 1.0, backend=self.backend, check_values=self.backend == 'torch')
         return y + self.shared_experts(x) if self.shared_experts is not None else y
 
 # %% ../nbs/03a_moe_w4a16.ipynb #b9f7b4cf
