@@ -177,11 +177,17 @@ class Router(nn.Module):
         self.register_buffer('e_score_correction_bias', torch.zeros(c.n_routed_experts, dtype=torch.float32))
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         "(weights [T, k] fp32, expert indices [T, k]) for tokens x [T, H]."
+        return self.select(self.logits(x))
+    def logits(self, x: torch.Tensor) -> torch.Tensor: return F.linear(x.float(), self.weight.float())   # [T, E] fp32
+    @property
+    def one_group(self) -> bool: return self.c.topk_group >= self.c.n_group   # no group filter (Kimi K2): what moe_route_group runs
+    def select(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        "The top-k pick and its weights from the router's logits `[T, E]`."
         c = self.c
-        scores = F.linear(x.float(), self.weight.float()).sigmoid()
+        scores = logits.sigmoid()
         choice = scores + self.e_score_correction_bias
         if c.topk_group < c.n_group:
-            grouped = choice.view(x.shape[0], c.n_group, -1)
+            grouped = choice.view(logits.shape[0], c.n_group, -1)
             gscore = grouped.topk(min(2, grouped.shape[-1]), dim=-1).values.sum(-1)
             keep = torch.zeros_like(gscore, dtype=torch.bool).scatter_(1, gscore.topk(c.topk_group, dim=-1).indices, True)
             choice = grouped.masked_fill(~keep[..., None], float('-inf')).view_as(choice)

@@ -19,8 +19,8 @@ from .runtime import load_kernel, require_cuda, device_limits
 __all__ = ['GROUP', 'MAX_EXPERTS', 'KINDS', 'MAX_GRID_Y', 'BLOCKS_PER_SM', 'MOE_VERSIONS', 'CUDA_VERSION', 'MOE_SOURCES',
            'PackedExperts', 'check_packed', 'pack_experts', 'Grouping', 'group_pairs_ref', 'check_grouping',
            'MoEWorkspace', 'workspace_for', 'live_workspaces', 'moe_cuda_launch', 'check_moe_inputs', 'moe_w4a16',
-           'PackedMoE', 'packed_experts_from_checkpoint', 'pack_moe_experts', 'empty_packed', 'packed_placeholders',
-           'load_target_packed', 'memory_by_kind']
+           'moe_w4a16_routed', 'PackedMoE', 'packed_experts_from_checkpoint', 'pack_moe_experts', 'empty_packed',
+           'packed_placeholders', 'load_target_packed', 'memory_by_kind']
 
 # %% ../nbs/03a_moe_w4a16.ipynb #eb0191d4
 GROUP = 32            # quantisation group: one 16-byte load of packed words = 32 weights = one scale
@@ -146,6 +146,7 @@ class MoEWorkspace:
         self.counts, self.offsets = torch.empty(n_experts, **i32), torch.empty(n_experts + 1, **i32)
         self.hit, self.n_hit = torch.empty(n_experts, **i32), torch.empty(1, **i32)
         self.sorted_pair, self.pos = torch.empty(P, **i32), torch.empty(P, **i32)
+        self.topk_idx, self.topk_w = torch.empty(P, **i32), torch.empty(P, dtype=torch.float32, device=device)   # moe_route_group's picks
         self.act = torch.empty(P, inter, dtype=torch.float32, device=device)
         self.ybuf = torch.empty(P, hidden, dtype=torch.float32, device=device)
     @property
@@ -176,6 +177,7 @@ def _moe_torch(x, topk_idx, topk_w, ex: PackedExperts, rsf: float) -> torch.Tens
 
 # %% ../nbs/03a_moe_w4a16.ipynb #efa6e1c8
 _SIG_GROUP, _SIG_GU, _SIG_DOWN, _SIG_COMB = 'PiiPPPPPP', 'PiiiPPPPPPPPP', 'PiiPPPPPPPP', 'PPiiifP'
+_SIG_ROUTE = 'PPiiiifPPPPPPPP'
 MAX_GRID_Y = 65535        # CUDA's cap on gridDim.y
 BLOCKS_PER_SM = 4         # the persistent versions' __launch_bounds__(128, 4): their grid is this many blocks per SM
 # version -> ((gate/up kernel, threads per block, rows per block), (down kernel, threads per block, rows per block));
@@ -206,8 +208,8 @@ def _combine_grid(T: int, H: int) -> tuple[int, int]:
     return ((H + 255) // 256, min(T, MAX_GRID_Y))
 
 def moe_cuda_launch(x, topk_idx, topk_w, ex: PackedExperts, rsf: float, out: torch.Tensor, ws: MoEWorkspace, version: int=CUDA_VERSION,
-                    marks: list|None=None):
-    "The four launches (no checks, no host sync). v1 keeps act in fp32, v2+ as bf16 in the same workspace. `marks`: 5 CUDA events recorded around the launches (benchmark breakdown)."
+                    marks: list|None=None, route: tuple|None=None):
+    "The four launches (no checks, no host sync). v1 keeps act in fp32, v2+ as bf16 in the same workspace. `marks`: 5 CUDA events recorded around the launches (benchmark breakdown). `route` = (logits, bias, norm, rsf): the grouping launch picks the top-k into `topk_idx`/`topk_w` first (`moe_route_group`)."
     T, k = topk_idx.shape
     P, E, H, I, d = T * k, ex.n_experts, ex.hidden, ex.inter, x.device.index
     (fu, tu, ru), (fd, td, rd) = MOE_VERSIONS[version]
@@ -216,7 +218,11 @@ def moe_cuda_launch(x, topk_idx, topk_w, ex: PackedExperts, rsf: float, out: tor
     mark = (lambda i: marks[i].record()) if marks is not None else (lambda i: None)
     Y = min(E, P)
     mark(0)
-    ld('moe_group', _SIG_GROUP)(topk_idx, P, E, ws.counts, ws.offsets, ws.hit, ws.n_hit, ws.sorted_pair, ws.pos, grid=1, block=MAX_EXPERTS)
+    grouping = (ws.counts, ws.offsets, ws.hit, ws.n_hit, ws.sorted_pair, ws.pos)
+    if route is None: ld('moe_group', _SIG_GROUP)(topk_idx, P, E, *grouping, grid=1, block=MAX_EXPERTS)
+    else:
+        logits, bias, norm, r_rsf = route
+        ld('moe_route_group', _SIG_ROUTE)(logits, bias, T, E, k, int(norm), float(r_rsf), topk_idx, topk_w, *grouping, grid=1, block=MAX_EXPERTS)
     mark(1)
     ld(fu, _SIG_GU, MOE_SOURCES[version])(x, H, I, k, ws.sorted_pair, ws.offsets, ws.hit, ws.n_hit, ex.gate_packed, ex.gate_scale,
                                      ex.up_packed, ex.up_scale, ws.act, grid=_launch_grid(ru, I, Y, n_sm), block=tu)
@@ -276,8 +282,30 @@ def moe_w4a16(x: torch.Tensor, topk_idx: torch.Tensor, topk_w: torch.Tensor, exp
     if x.shape[0]: moe_cuda_launch(x, topk_idx, topk_w, experts, routed_scaling_factor, out, ws, version)   # each launch runs on its kernel's GPU (Kernel.__call__)
     return out
 
+# %% ../nbs/03a_moe_w4a16.ipynb #69d0cad8
+def moe_w4a16_routed(x: torch.Tensor, router: Router, logits: torch.Tensor, experts: PackedExperts, out: torch.Tensor|None=None,
+                     backend: str='torch', ws: MoEWorkspace|None=None, version: int|None=None) -> torch.Tensor:
+    "`moe_w4a16` of `router`'s picks from its `logits [T, E]` fp32; on cuda with a one-group router the picks are made in the grouping launch."
+    if backend not in ('torch', 'cuda'): raise ValueError(f"backend must be 'torch' or 'cuda', got {backend!r}")
+    if backend == 'torch' or not router.one_group:
+        w, idx = router.select(logits)
+        return moe_w4a16(x, idx.to(torch.int32), w, experts, 1.0, out=out, backend=backend, ws=ws, version=version, check_values=backend == 'torch')
+    T, k, c = x.shape[0], router.c.num_experts_per_tok, router.c
+    if logits.shape != (T, experts.n_experts) or logits.dtype != torch.float32 or not logits.is_contiguous() or logits.device != x.device:
+        raise ValueError(f"logits must be contiguous float32 [T={T}, E={experts.n_experts}] on {x.device}, got {logits.dtype} {tuple(logits.shape)} on {logits.device}")
+    ws = workspace_for(T, k, experts) if ws is None else ws
+    idx, w = ws.topk_idx[:T * k].view(T, k), ws.topk_w[:T * k].view(T, k)
+    out = torch.empty_like(x) if out is None else out
+    check_moe_inputs(x, idx, w, experts, out, check_values=False)
+    _cuda_checks(x, idx, w, experts, out, ws)
+    route = (logits, router.e_score_correction_bias, c.norm_topk_prob, c.routed_scaling_factor)
+    if T: moe_cuda_launch(x, idx, w, experts, 1.0, out, ws, CUDA_VERSION if version is None else version, route=route)
+    return out
+
+
 # %% ../nbs/03a_moe_w4a16.ipynb #f4561e5b
-_untraced_moe = torch.compiler.disable(moe_w4a16)   # under `compile_layers` the kernel runs between two compiled graphs
+# under `compile_layers` the kernels run between two compiled graphs
+_untraced_moe, _untraced_routed = torch.compiler.disable(moe_w4a16), torch.compiler.disable(moe_w4a16_routed)
 
 class PackedMoE(nn.Module):
     "A MoE layer whose routed experts stay INT4-packed; `backend` picks the torch (dequantize) or cuda (kernel) face."
@@ -290,10 +318,14 @@ class PackedMoE(nn.Module):
     def experts(self) -> PackedExperts:
         return PackedExperts(**{k: getattr(self, k) for k in self.experts_keys}, hidden=self.hidden, inter=self.inter, group_size=self.group_size)
     experts_keys = tuple(f'{k}_{s}' for k in KINDS for s in ('packed', 'scale'))
+    fused_routing = True   # cuda and a one-group router: the top-k is picked in the grouping launch (`moe_w4a16_routed`)
     def forward(self, x):
-        w, idx = self.gate(x)
-        run = moe_w4a16 if self.backend == 'torch' else _untraced_moe   # a PyCUDA launch can't be traced by torch.compile
-        y = run(x, idx.to(torch.int32), w, self.experts, 1.0, backend=self.backend, check_values=self.backend == 'torch')
+        if self.backend == 'cuda' and self.fused_routing and self.gate.one_group:
+            y = _untraced_routed(x, self.gate, self.gate.logits(x), self.experts, backend='cuda')
+        else:
+            w, idx = self.gate(x)
+            run = moe_w4a16 if self.backend == 'torch' else _untraced_moe   # a PyCUDA launch can't be traced by torch.compile
+            y = run(x, idx.to(torch.int32), w, self.experts, 1.0, backend=self.backend, check_values=self.backend == 'torch')
         return y + self.shared_experts(x) if self.shared_experts is not None else y
 
 # %% ../nbs/03a_moe_w4a16.ipynb #b9f7b4cf

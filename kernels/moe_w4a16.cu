@@ -4,6 +4,7 @@
 // Four launches, no host synchronisation, nothing allocated (all buffers come from the caller's workspace):
 //   1. moe_group    (1 block)  counting sort of the pairs by expert: counts, exclusive scan -> offsets, the
 //                              compact list of hit experts, scatter -> sorted_pair[slot] = p, pos[p] = slot.
+//      or moe_route_group (1 block) the router's top-k from its logits, then the same grouping (1' below).
 //   2. moe_gate_up_v11  act[slot, n] = silu(x.Wg[n]) * (x.Wu[n]) (bf16 workspace [P, I]), persistent (below).
 //   3. moe_down_v11     ybuf[slot, n] = topk_w[p] * act[slot].Wd[n] (workspace [P, H] fp32).
 //   4. moe_combine  out[t, n] = bf16(routed_scaling_factor * sum_j ybuf[pos[t*k+j], n]), j in order
@@ -17,9 +18,10 @@
 // ---------------------------------------------------------------------------------------------------------
 // 1. grouping: one block of MAXE threads
 // ---------------------------------------------------------------------------------------------------------
-extern "C" __global__ void __launch_bounds__(MAXE)
-moe_group(const int *__restrict__ topk_idx, int P, int E, int *__restrict__ counts, int *__restrict__ offsets,
-          int *__restrict__ hit, int *__restrict__ n_hit, int *__restrict__ sorted_pair, int *__restrict__ pos) {
+// The grouping itself, shared by moe_group and moe_route_group (one block of MAXE threads; topk_idx may have been
+// written by this block before a __syncthreads).
+__device__ __forceinline__ void group_pairs(const int *__restrict__ topk_idx, int P, int E, int *__restrict__ counts,
+        int *__restrict__ offsets, int *__restrict__ hit, int *__restrict__ n_hit, int *__restrict__ sorted_pair, int *__restrict__ pos) {
     __shared__ int s_cnt[MAXE], s_sum[MAXE], s_hit[MAXE];
     const int tid = threadIdx.x;
     s_cnt[tid] = 0;
@@ -52,6 +54,57 @@ moe_group(const int *__restrict__ topk_idx, int P, int E, int *__restrict__ coun
         if (e >= 0 && e < E) { int slot = atomicAdd(&s_cnt[e], 1); sorted_pair[slot] = p; pos[p] = slot; }
         else pos[p] = -1;                         // an invalid expert id contributes nothing
     }
+}
+
+extern "C" __global__ void __launch_bounds__(MAXE)
+moe_group(const int *__restrict__ topk_idx, int P, int E, int *__restrict__ counts, int *__restrict__ offsets,
+          int *__restrict__ hit, int *__restrict__ n_hit, int *__restrict__ sorted_pair, int *__restrict__ pos) {
+    group_pairs(topk_idx, P, E, counts, offsets, hit, n_hit, sorted_pair, pos);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// 1'. routing + grouping in one launch (a sigmoid router with one expert group: DeepSeek-V3 / Kimi K2 at
+//     n_group = topk_group): one warp per token picks the top-k of sigmoid(logit) + bias by k warp-argmax rounds
+//     (value desc, expert id asc on ties; NaN never picked: a token with fewer than k pickable experts gets id -1,
+//     weight 0), weights sigmoid(logit) of the picks, normalised if `norm` (sum + 1e-20, as the torch Router), times
+//     rsf; then the block groups the pairs as moe_group does. Replaces the router's sigmoid/add/topk/gather/sum/
+//     div/mul launches and moe_group: nothing leaves the GPU.
+// ---------------------------------------------------------------------------------------------------------
+extern "C" __global__ void __launch_bounds__(MAXE)
+moe_route_group(const float *__restrict__ logits, const float *__restrict__ bias, int T, int E, int k, int norm, float rsf,
+                int *__restrict__ topk_idx, float *__restrict__ topk_w, int *__restrict__ counts, int *__restrict__ offsets,
+                int *__restrict__ hit, int *__restrict__ n_hit, int *__restrict__ sorted_pair, int *__restrict__ pos) {
+    __shared__ uint32_t s_taken[MAXE / 32][MAXE / 32];    // per warp: a bit per expert already picked for its token
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int t = warp; t < T; t += MAXE / 32) {
+        const float *lg = logits + (size_t)t * E;
+        if (lane < MAXE / 32) s_taken[warp][lane] = 0u;
+        __syncwarp();
+        float wsum = 0.f;
+        for (int j = 0; j < k; ++j) {
+            float best = -INFINITY; int be = 0x7fffffff;
+            for (int e = lane; e < E; e += 32) {
+                if (s_taken[warp][e >> 5] >> (e & 31) & 1u) continue;
+                const float v = 1.f / (1.f + expf(-lg[e])) + bias[e];
+                if (v > best || (v == best && e < be)) { best = v; be = e; }
+            }
+#pragma unroll
+            for (int o = 16; o; o >>= 1) {
+                const float ov = __shfl_xor_sync(0xffffffffu, best, o); const int oe = __shfl_xor_sync(0xffffffffu, be, o);
+                if (ov > best || (ov == best && oe < be)) { best = ov; be = oe; }
+            }
+            const bool ok = be < E;
+            const float w = ok ? 1.f / (1.f + expf(-lg[be])) : 0.f;
+            wsum += w;
+            if (lane == 0) { topk_idx[t * k + j] = ok ? be : -1; topk_w[t * k + j] = w; if (ok) s_taken[warp][be >> 5] |= 1u << (be & 31); }
+            __syncwarp();
+        }
+        const float f = norm ? rsf / (wsum + 1e-20f) : rsf;
+        for (int j = lane; j < k; j += 32) topk_w[t * k + j] *= f;
+        __syncwarp();
+    }
+    __syncthreads();                                       // the block's topk_idx writes are visible to the grouping
+    group_pairs(topk_idx, T * k, E, counts, offsets, hit, n_hit, sorted_pair, pos);
 }
 
 // ---------------------------------------------------------------------------------------------------------
