@@ -316,16 +316,22 @@ def _accept_edges():
 case('accept_edges', 'accept', ['tree_accept'], 'NaN rows (no-check path), rows past the cache (refused)')(_accept_edges)
 
 # ---- W4A16 MoE (nbs/03a)
-def _moe_run(T, E, H, I, k, how='spread', seed=0, versions=(None,)):
+def _rand_experts(E, H, I, g):
+    "Random INT4 experts on the CPU (random nibbles, scales 0.005..0.025)."
     import torch
-    from ddtree_nb.moe import PackedExperts, MoEWorkspace, moe_w4a16, check_grouping, KINDS
-    g = torch.Generator().manual_seed(seed)
+    from ddtree_nb.moe import PackedExperts, KINDS
     t = {}
     for kind in KINDS:
         o, n = (H, I) if kind == 'down' else (I, H)
         t[f'{kind}_packed'] = torch.randint(-2**31, 2**31 - 1, (E, o, n // 8), generator=g, dtype=torch.int32)
         t[f'{kind}_scale'] = (0.005 + 0.02 * torch.rand(E, o, n // 32, generator=g)).to(torch.bfloat16)
-    ex_cpu = PackedExperts(**t, hidden=H, inter=I)
+    return PackedExperts(**t, hidden=H, inter=I)
+
+def _moe_run(T, E, H, I, k, how='spread', seed=0, versions=(None,)):
+    import torch
+    from ddtree_nb.moe import MoEWorkspace, moe_w4a16, check_grouping
+    g = torch.Generator().manual_seed(seed)
+    ex_cpu = _rand_experts(E, H, I, g)
     ex = ex_cpu.to(DEV)
     x = torch.randn(T, H, generator=g).to(torch.bfloat16)
     idx = torch.rand(T, E, generator=g).topk(k, dim=-1).indices if how == 'spread' else torch.full((T, k), E - 1)
@@ -354,6 +360,30 @@ for _T in (1, 2, 16, 64, 257):
     case(f'moe_T{_T}', 'moe', _MOE_DEFAULT, f'T={_T} E=64 H=256 I=128 top-8, default version')(
         lambda _T=_T: _moe_run(_T, 64, 256, 128, 8, seed=_T))
 case('moe_one_expert', 'moe', _MOE_DEFAULT, 'T=64, every pair to one expert')(lambda: _moe_run(64, 64, 256, 128, 8, how='one', seed=3))
+
+def _route_run(T, E, H=256, I=128, k=8, seed=0):
+    "moe_w4a16_routed with a one-group sigmoid router: the top-k picked in the grouping launch, against the torch face."
+    import torch
+    from ddtree_nb.model import Router, config_from_dict, tiny_config
+    from ddtree_nb.moe import MoEWorkspace, moe_w4a16_routed, check_grouping
+    g = torch.Generator().manual_seed(seed)
+    ex_cpu = _rand_experts(E, H, I, g)
+    r = Router(config_from_dict(tiny_config(n_routed_experts=E, num_experts_per_tok=k, n_group=1, topk_group=1, hidden_size=H)))
+    r.weight.data.normal_(0, 0.05, generator=g); r.e_score_correction_bias.normal_(0, 0.02, generator=g)
+    x = torch.randn(T, H, generator=g).to(torch.bfloat16)
+    lg = r.logits(x)
+    ref = moe_w4a16_routed(x, r, lg, ex_cpu).float()
+    ws, rd = MoEWorkspace(T, k, E, H, I, DEV), r.to(DEV)
+    out = moe_w4a16_routed(x.to(DEV), rd, lg.to(DEV), ex_cpu.to(DEV), backend=BACKEND, ws=ws)
+    sync()
+    if BACKEND == 'cuda': check_grouping(ws.grouping(), ws.topk_idx[:T * k].view(T, k), E)
+    err = ((out.cpu().float() - ref).norm() / ref.norm()).item()
+    assert err <= 1e-2, f"rel err {err:.3g} > 1e-2"
+    return f"rel err {err:.2e}"
+
+_ROUTED = ('moe_gate_up_v11', 'moe_down_v11', 'moe_combine')
+case('moe_route_e384', 'moe', ('moe_route_group_e384', *_ROUTED), 'T=16 E=384 top-8, routing fused into the grouping')(lambda: _route_run(16, 384, seed=4))
+case('moe_route_e1024', 'moe', ('moe_route_group_e1024', *_ROUTED), 'T=40 E=512 top-8, routing fused into the grouping')(lambda: _route_run(40, 512, seed=5))
 # versions 1..10 (kernels/dev/moe_w4a16_v1_v10.cu) are the history, not shipped: not sanitized here (runs 1-3 covered them
 # while they were in kernels/moe_w4a16.cu)
 

@@ -222,7 +222,8 @@ def moe_cuda_launch(x, topk_idx, topk_w, ex: PackedExperts, rsf: float, out: tor
     if route is None: ld('moe_group', _SIG_GROUP)(topk_idx, P, E, *grouping, grid=1, block=MAX_EXPERTS)
     else:
         logits, bias, norm, r_rsf = route
-        ld('moe_route_group', _SIG_ROUTE)(logits, bias, T, E, k, int(norm), float(r_rsf), topk_idx, topk_w, *grouping, grid=1, block=MAX_EXPERTS)
+        name = 'moe_route_group_e384' if E <= 384 else 'moe_route_group_e1024'   # the per-lane register array's size
+        ld(name, _SIG_ROUTE)(logits, bias, T, E, k, int(norm), float(r_rsf), topk_idx, topk_w, *grouping, grid=1, block=MAX_EXPERTS)
     mark(1)
     ld(fu, _SIG_GU, MOE_SOURCES[version])(x, H, I, k, ws.sorted_pair, ws.offsets, ws.hit, ws.n_hit, ex.gate_packed, ex.gate_scale,
                                      ex.up_packed, ex.up_scale, ws.act, grid=_launch_grid(ru, I, Y, n_sm), block=tu)

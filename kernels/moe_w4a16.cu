@@ -64,48 +64,61 @@ moe_group(const int *__restrict__ topk_idx, int P, int E, int *__restrict__ coun
 
 // ---------------------------------------------------------------------------------------------------------
 // 1'. routing + grouping in one launch (a sigmoid router with one expert group: DeepSeek-V3 / Kimi K2 at
-//     n_group = topk_group): one warp per token picks the top-k of sigmoid(logit) + bias by k warp-argmax rounds
-//     (value desc, expert id asc on ties; NaN never picked: a token with fewer than k pickable experts gets id -1,
-//     weight 0), weights sigmoid(logit) of the picks, normalised if `norm` (sum + 1e-20, as the torch Router), times
-//     rsf; then the block groups the pairs as moe_group does. Replaces the router's sigmoid/add/topk/gather/sum/
-//     div/mul launches and moe_group: nothing leaves the GPU.
+//     n_group = topk_group): one warp per token holds sigmoid(logit) + bias of its experts in registers (NPL per
+//     lane, read once) and picks the top-k by k warp-argmax rounds (value desc, expert id asc on ties; NaN never
+//     picked: a token with fewer than k pickable experts gets id -1, weight 0); the weights are sigmoid(logit) of
+//     the picks, normalised if `norm` (sum + 1e-20, as the torch Router), times rsf; then the block groups the
+//     pairs as moe_group does. Replaces the router's sigmoid/add/topk/gather/sum/div/mul launches and moe_group.
 // ---------------------------------------------------------------------------------------------------------
-extern "C" __global__ void __launch_bounds__(MAXE)
-moe_route_group(const float *__restrict__ logits, const float *__restrict__ bias, int T, int E, int k, int norm, float rsf,
-                int *__restrict__ topk_idx, float *__restrict__ topk_w, int *__restrict__ counts, int *__restrict__ offsets,
-                int *__restrict__ hit, int *__restrict__ n_hit, int *__restrict__ sorted_pair, int *__restrict__ pos) {
-    __shared__ uint32_t s_taken[MAXE / 32][MAXE / 32];    // per warp: a bit per expert already picked for its token
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    for (int t = warp; t < T; t += MAXE / 32) {
-        const float *lg = logits + (size_t)t * E;
-        if (lane < MAXE / 32) s_taken[warp][lane] = 0u;
-        __syncwarp();
-        float wsum = 0.f;
-        for (int j = 0; j < k; ++j) {
-            float best = -INFINITY; int be = 0x7fffffff;
-            for (int e = lane; e < E; e += 32) {
-                if (s_taken[warp][e >> 5] >> (e & 31) & 1u) continue;
-                const float v = 1.f / (1.f + expf(-lg[e])) + bias[e];
-                if (v > best || (v == best && e < be)) { best = v; be = e; }
-            }
+__device__ __forceinline__ float sigmoidf(float x) { return 1.f / (1.f + expf(-x)); }
+
+template <int NPL>   // experts per lane: E <= 32 * NPL
+__device__ __forceinline__ void route_token(const float *__restrict__ lg, const float *__restrict__ bias, int E, int k, int norm,
+                                            float rsf, int *__restrict__ idx_out, float *__restrict__ w_out) {
+    const int lane = threadIdx.x & 31;
+    float v[NPL];
 #pragma unroll
-            for (int o = 16; o; o >>= 1) {
-                const float ov = __shfl_xor_sync(0xffffffffu, best, o); const int oe = __shfl_xor_sync(0xffffffffu, be, o);
-                if (ov > best || (ov == best && oe < be)) { best = ov; be = oe; }
-            }
-            const bool ok = be < E;
-            const float w = ok ? 1.f / (1.f + expf(-lg[be])) : 0.f;
-            wsum += w;
-            if (lane == 0) { topk_idx[t * k + j] = ok ? be : -1; topk_w[t * k + j] = w; if (ok) s_taken[warp][be >> 5] |= 1u << (be & 31); }
-            __syncwarp();
+    for (int j = 0; j < NPL; ++j) { const int e = lane + 32 * j; v[j] = e < E ? sigmoidf(lg[e]) + bias[e] : NAN; }
+    float wsum = 0.f;
+    for (int r = 0; r < k; ++r) {
+        float best = -INFINITY; int be = 0x7fffffff;
+#pragma unroll
+        for (int j = 0; j < NPL; ++j) if (v[j] > best || (v[j] == best && lane + 32 * j < be)) { best = v[j]; be = lane + 32 * j; }
+#pragma unroll
+        for (int o = 16; o; o >>= 1) {
+            const float ov = __shfl_xor_sync(0xffffffffu, best, o); const int oe = __shfl_xor_sync(0xffffffffu, be, o);
+            if (ov > best || (ov == best && oe < be)) { best = ov; be = oe; }
         }
-        const float f = norm ? rsf / (wsum + 1e-20f) : rsf;
-        for (int j = lane; j < k; j += 32) topk_w[t * k + j] *= f;
-        __syncwarp();
+        const bool ok = be < E;
+        if (ok && (be & 31) == lane) {
+#pragma unroll
+            for (int j = 0; j < NPL; ++j) if (j == (be >> 5)) v[j] = NAN;   // taken: never picked again
+        }
+        const float w = ok ? sigmoidf(lg[be]) : 0.f;
+        wsum += w;
+        if (lane == 0) { idx_out[r] = ok ? be : -1; w_out[r] = w; }
     }
+    __syncwarp();
+    const float f = norm ? rsf / (wsum + 1e-20f) : rsf;
+    for (int j = lane; j < k; j += 32) w_out[j] *= f;
+}
+
+template <int NPL>
+__device__ __forceinline__ void route_group(const float *__restrict__ logits, const float *__restrict__ bias, int T, int E, int k, int norm,
+        float rsf, int *__restrict__ topk_idx, float *__restrict__ topk_w, int *__restrict__ counts, int *__restrict__ offsets,
+        int *__restrict__ hit, int *__restrict__ n_hit, int *__restrict__ sorted_pair, int *__restrict__ pos) {
+    for (int t = threadIdx.x >> 5; t < T; t += MAXE / 32)
+        route_token<NPL>(logits + (size_t)t * E, bias, E, k, norm, rsf, topk_idx + t * k, topk_w + t * k);
     __syncthreads();                                       // the block's topk_idx writes are visible to the grouping
     group_pairs(topk_idx, T * k, E, counts, offsets, hit, n_hit, sorted_pair, pos);
 }
+
+#define ROUTE_GROUP(name, NPL) extern "C" __global__ void __launch_bounds__(MAXE) name(const float *__restrict__ logits, \
+    const float *__restrict__ bias, int T, int E, int k, int norm, float rsf, int *__restrict__ topk_idx, float *__restrict__ topk_w, \
+    int *__restrict__ counts, int *__restrict__ offsets, int *__restrict__ hit, int *__restrict__ n_hit, int *__restrict__ sorted_pair, \
+    int *__restrict__ pos) { route_group<NPL>(logits, bias, T, E, k, norm, rsf, topk_idx, topk_w, counts, offsets, hit, n_hit, sorted_pair, pos); }
+ROUTE_GROUP(moe_route_group_e384, 12)     // Kimi K2 / DeepSeek-V3 sizes (256, 384 experts)
+ROUTE_GROUP(moe_route_group_e1024, 32)    // up to MAXE
 
 // ---------------------------------------------------------------------------------------------------------
 // 4. combine: each token sums its k pair rows in order (deterministic), scaled, to bf16
