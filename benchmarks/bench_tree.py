@@ -12,8 +12,9 @@ Reference path: torch.topk + logsumexp on the GPU, copy to host, heapq and ances
 """
 import argparse, datetime, statistics, subprocess, time
 import torch
-from ddtree_nb.tree import (TreeBuffers, fill_tree, launch_rows, launch_tree, build_tree_ref, check_same_tree,
-                            tree_from_ranked, tree_smem, CHUNK)
+from ddtree_nb.tree import (TreeBuffers, fill_tree, launch_rows, launch_tree, build_tree_ref, tree_from_ranked, tree_smem,
+                            CHUNK)
+from ddtree_nb.reliability import check_same_tree
 from ddtree_nb.runtime import engine_stream, load_kernel
 
 STAGES = ['lists', 'tau', 'bfs', 'select', 'rank', 'index', 'emit', 'links']

@@ -17,9 +17,10 @@ DIR/validate_sm90.json (the child's checks), DIR/ptxas_sm90.txt and, where cuobj
 import argparse, json, math, shutil, statistics, subprocess, sys, tempfile, time
 from pathlib import Path
 import torch
-from ddtree_nb.verify import (DC, DQK, H200_BW, H200_BF16, SM90_KERNELS, SM90_CASES, SM90_BRUTE_CASES, VERIFY_CASES, brute_case, mla_tree_attention,
-                              vis_to_bits, verify_cost, verify_plan, verify_workspace, verify_error, first_mismatch,
-                              verify_selftest_case, tree_parents, edge_case_inputs, check_edge_case, sm90_fits)
+from ddtree_nb.verify import (DC, DQK, H200_BW, H200_BF16, SM90_KERNELS, mla_tree_attention, vis_to_bits, verify_cost, verify_plan,
+                              verify_workspace, sm90_fits)
+from ddtree_nb.reliability import (SM90_CASES, SM90_BRUTE_CASES, VERIFY_CASES, brute_case, verify_error, first_mismatch,
+                                   verify_selftest_case, tree_parents, edge_case_inputs, check_edge_case)
 from ddtree_nb.reference import ancestor_mask, mla_tree_attention_ref
 from ddtree_nb.runtime import engine_stream, device_arch, device_limits, find_nvcc, kernel_path
 

@@ -116,7 +116,8 @@ def _logits(kind, L, V, seed):
 
 def _tree_run(L, V, B, dtype, seed, kind='randn', force_heap=False, root=None, phase1='v2'):   # v2 unless a case says: its kernels are the ones named
     import torch
-    from ddtree_nb.tree import TreeBuffers, fill_tree, build_tree_ref, check_same_tree, check_tree_buffers
+    from ddtree_nb.tree import TreeBuffers, fill_tree, build_tree_ref
+    from ddtree_nb.reliability import check_same_tree, check_tree_buffers
     x = _logits(kind, L, V, seed).to(getattr(torch, dtype))
     buf = TreeBuffers(max(B, 1), DEV)
     for t in (buf.tokens, buf.depths, buf.parents, buf.first_child, buf.next_sibling, buf.vis_bits): t.fill_(12345)
@@ -168,7 +169,8 @@ case('tree_budget0', 'tree', ['tb_tree'], 'B=0: only tb_tree runs')(lambda: _tre
 # ---- verify attention (nbs/03)
 def _verify_run(T, H, P, kind='tree', seed=0, pad=8, device_prefix=False, uint32=False, words=None, **kw):
     import torch
-    from ddtree_nb.verify import DC, DR, DQK, mla_tree_attention, vis_to_bits, verify_error, tree_parents
+    from ddtree_nb.verify import DC, DR, DQK, mla_tree_attention, vis_to_bits
+    from ddtree_nb.reliability import verify_error, tree_parents
     from ddtree_nb.reference import ancestor_mask, mla_tree_attention_ref
     g = torch.Generator().manual_seed(seed)
     S = P + T + pad
@@ -197,7 +199,8 @@ def _verify_run(T, H, P, kind='tree', seed=0, pad=8, device_prefix=False, uint32
 
 def _verify_edge(edge: dict, paths: list, seed: int):
     import torch
-    from ddtree_nb.verify import edge_case_inputs, check_edge_case, mla_tree_attention
+    from ddtree_nb.verify import mla_tree_attention
+    from ddtree_nb.reliability import edge_case_inputs, check_edge_case
     a = edge_case_inputs(**edge, H=16, device=DEV, seed=seed)
     for kw in paths:
         o = torch.full_like(a['q_latent'], float('nan'))

@@ -13,10 +13,10 @@ from .runtime import load_kernel, require_cuda, device_limits
 
 
 # %% auto #0
-__all__ = ['MAX_PATH', 'ERR_PAST_CACHE', 'plog', 'gumbel_keys', 'log_exp_noise', 'round_keys', 'target_choice', 'chi2_pvalue',
-           'Accepted', 'make_accepted', 'tree_buffers_from', 'check_accept_inputs', 'accept_ref',
-           'check_compact_inputs', 'compact_ref', 'blocks_per_sm', 'AcceptWorkspace', 'accept_workspace',
-           'new_accepted', 'accept', 'accept_compact']
+__all__ = ['MAX_PATH', 'ERR_PAST_CACHE', 'plog', 'gumbel_keys', 'log_exp_noise', 'round_keys', 'target_choice', 'Accepted',
+           'make_accepted', 'tree_buffers_from', 'check_accept_inputs', 'accept_ref', 'check_compact_inputs',
+           'compact_ref', 'blocks_per_sm', 'AcceptWorkspace', 'accept_workspace', 'new_accepted', 'accept',
+           'accept_compact']
 
 # %% ../nbs/04_accept.ipynb #65bea254
 MAX_PATH = MAX_DEPTH + 1   # longest accepted path: the root plus one node per depth
@@ -89,15 +89,6 @@ def target_choice(logits: torch.Tensor, rows: torch.Tensor, temperature: float=0
     cols = torch.arange(logits.shape[-1], device=logits.device)
     score = logits.to(torch.float64) * (1.0 / temperature) - log_exp_noise(keys, rows[..., None].long(), cols)
     return _first_argmax(score)
-
-# %% ../nbs/04_accept.ipynb #49cbb470
-def chi2_pvalue(observed, expected, min_expected: float=5.0) -> float:
-    "Pearson chi-square p-value of counts `observed` against `expected`; cells expecting < `min_expected` are pooled."
-    o, e = torch.as_tensor(observed, dtype=torch.float64), torch.as_tensor(expected, dtype=torch.float64)
-    small = e < min_expected
-    if small.any(): o, e = torch.cat([o[~small], o[small].sum()[None]]), torch.cat([e[~small], e[small].sum()[None]])
-    x = ((o - e) ** 2 / e).sum()
-    return float(torch.special.gammaincc(torch.tensor((len(e) - 1) / 2, dtype=torch.float64), x / 2))
 
 # %% ../nbs/04_accept.ipynb #e7534927
 class Accepted(NamedTuple):

@@ -7,20 +7,24 @@ from __future__ import annotations
 import io, os, sys, math, json, time, subprocess, contextlib
 from pathlib import Path
 import torch
-from .tree import DraftTree, MAX_DEPTH, MAX_BUDGET, build_tree, build_tree_ref, threshold_tree_sim, check_same_tree
-from .reference import ancestor_mask, mla_tree_attention_brute
+from .tree import DraftTree, TreeBuffers, MAX_DEPTH, MAX_BUDGET, UCAP, SORTCAP, build_tree, build_tree_ref, check_draft_inputs
+from .tree import ranked_lists, tree_from_ranked, pack_visibility, unpack_visibility, vis_words
+from .reference import ancestor_mask, mla_tree_attention_ref, mla_tree_attention_brute
 from .accept import MAX_PATH, accept_compact, log_exp_noise
 from .decode import Stages, generate
 from .bench import first_difference
 from .drafter import Drafter, DrafterConfig, save_drafter
 from .model import build_target, save_target, tiny_config
-from .verify import DC, DR, mla_tree_attention, verify_error, vis_to_bits, vis_words
+from .verify import DC, DR, DQK, mla_tree_attention
 
 # %% auto #0
-__all__ = ['LOGIT_KINDS', 'TREE_KINDS', 'char_tokenizer', 'save_tiny_pair', 'variant', 'edit_json', 'run_cli',
-           'run_cli_subprocess', 'assert_one_line_error', 'report', 'random_logits', 'random_parents', 'random_tree',
-           'brute_force_tree', 'fuzz_tree', 'brute_accept', 'fuzz_accept', 'brute_verify', 'compare_verify',
-           'fuzz_verify', 'NoisyOracleDrafter', 'fuzz_generate', 'replay', 'long_run', 'long_run_pair']
+__all__ = ['VERIFY_CASES', 'SM90_CASES', 'SM90_BRUTE_CASES', 'LOGIT_KINDS', 'TREE_KINDS', 'char_tokenizer', 'save_tiny_pair',
+           'variant', 'edit_json', 'run_cli', 'run_cli_subprocess', 'assert_one_line_error', 'tree_paths',
+           'path_scores', 'check_same_tree', 'threshold_tree_sim', 'check_tree_buffers', 'verify_error',
+           'first_mismatch', 'brute_verify', 'compare_verify', 'edge_case_inputs', 'check_edge_case', 'tree_parents',
+           'verify_selftest_case', 'brute_case', 'chi2_pvalue', 'report', 'random_logits', 'random_parents',
+           'random_tree', 'brute_force_tree', 'fuzz_tree', 'brute_accept', 'fuzz_accept', 'fuzz_verify',
+           'NoisyOracleDrafter', 'fuzz_generate', 'replay', 'long_run', 'long_run_pair']
 
 # %% ../nbs/08_reliability.ipynb #b1bb0795
 def char_tokenizer(path, vocab_size: int):
@@ -90,6 +94,263 @@ def assert_one_line_error(rc: int, err: str, *contains):
     assert len(lines) == 1, f"expected one error line, got:\n{err}"
     for c in contains: assert c in lines[0], f"{c!r} not in {lines[0]!r}"
     return lines[0]
+
+# %% ../nbs/08_reliability.ipynb #98f78d1f
+def tree_paths(t: DraftTree) -> list[tuple]:
+    "Token path (root excluded) of every drafted node, in node order."
+    paths = [()]
+    for tok, p in zip(t.tokens[1:].tolist(), t.parents[1:].tolist()): paths.append(paths[p] + (tok,))
+    return paths[1:]
+
+def path_scores(draft_logits: torch.Tensor, paths) -> torch.Tensor:
+    "float64 score of each token path: the sum, from depth 1 down, of log q_d(token)."
+    logq = torch.log_softmax(draft_logits.detach().to('cpu', torch.float64), -1)
+    out = []
+    for pth in paths:
+        s = 0.0
+        for d, tok in enumerate(pth): s = s + logq[d, tok].item()
+        out.append(s)
+    return torch.tensor(out, dtype=torch.float64)
+
+# %% ../nbs/08_reliability.ipynb #e7dcd617
+def check_same_tree(got: DraftTree, want: DraftTree, draft_logits: torch.Tensor, eps: float=1e-5):
+    "Assert `got` is `want` up to reorderings/swaps of prefixes whose true scores differ by less than `eps`."
+    assert got.n == want.n, f"node count {got.n} != reference {want.n}"
+    n = got.n
+    par, d = got.parents.cpu().long(), got.depths.cpu()
+    assert par[0] == -1 and (par[1:] < torch.arange(1, n + 1)).all(), "parents must come first"
+    assert d[0] == 0 and (d[1:] == d[par[1:]] + 1).all(), "depth must be parent depth + 1"
+    assert torch.equal(got.visibility.cpu(), ancestor_mask(par)), "visibility is not the ancestor mask"
+    gp, wp = tree_paths(got), tree_paths(want)
+    assert len(set(gp)) == n, "two siblings share a token"
+    true = path_scores(draft_logits, gp)
+    assert (true - got.scores[1:].cpu()).abs().max().item() < eps if n else True, "scores are not the paths' log-probabilities"
+    if n == 0: return
+    wsc = dict(zip(wp, want.scores[1:].tolist()))
+    gsc = dict(zip(gp, true.tolist()))
+    tau = want.scores[-1].item()
+    for pth in set(gp) ^ set(wp):
+        s = gsc.get(pth, wsc.get(pth))
+        assert abs(s - tau) < eps, f"node {pth} (score {s:.8f}) differs from the reference, not a near-tie at the boundary ({tau:.8f})"
+    common = [p for p in gp if p in wsc]
+    wpos = {p: i for i, p in enumerate(wp)}
+    pw = torch.tensor([wpos[p] for p in common])
+    sc = torch.tensor([wsc[p] for p in common], dtype=torch.float64)
+    inv = (pw[:, None] > pw[None, :]) & torch.ones(len(common), len(common), dtype=torch.bool).triu(1)
+    if inv.any():
+        gap = (sc[:, None] - sc[None, :]).abs()[inv].max().item()
+        assert gap < eps, f"nodes out of the reference's order with score gap {gap:.3g} >= {eps}"
+
+# %% ../nbs/08_reliability.ipynb #f545db88
+def _lex_key(slot, par, rank):
+    "Rank tuple of a materialised prefix."
+    out = []
+    while slot >= 0: out.append(rank[slot]); slot = par[slot]
+    return tuple(reversed(out))
+
+def _comb_tau(chain, lists, Leff, budget):
+    "Step 1: the highest of 32 evenly spaced thresholds (three zooming rounds) at which the comb alone has >= `budget` prefixes."
+    if sum(len(lists[d]) for d in range(Leff)) < budget: return float('-inf')
+    hi, lo = chain[1], min(chain[d] + lists[d][-1] for d in range(Leff))
+    cnt = lambda t: sum(int((chain[d] + lists[d] >= t).sum()) for d in range(Leff))
+    for _ in range(3):
+        ts = [hi if j == 31 else lo + (hi - lo) * (j / 31) for j in range(32)]
+        j = max(j for j in range(32) if cnt(ts[j]) >= budget)
+        lo, hi = ts[j], ts[min(j + 1, 31)]
+    return lo
+
+# %% ../nbs/08_reliability.ipynb #0a354ffa
+def _bfs_at(lists, Leff, tau, ucap):
+    "Steps 2-3: every prefix scoring >= `tau`, level by level, as (scores, parent slots, ranks, overflowed `ucap`)."
+    sc, par, rank = [], [], []
+    c1 = int((0.0 + lists[0] >= tau).sum())
+    for r in range(min(c1, ucap)): sc.append(0.0 + lists[0][r]); par.append(-1); rank.append(r)
+    over, s0, e0 = c1 > ucap, 0, len(sc)
+    for d in range(1, Leff):
+        if over or e0 == s0: break
+        kids = [(p, r) for p in range(s0, e0) for r in range(int((sc[p] + lists[d] >= tau).sum()))]
+        over = len(kids) > ucap - e0
+        for p, r in kids[:ucap - e0]: sc.append(sc[p] + lists[d][r]); par.append(p); rank.append(r)
+        s0, e0 = e0, len(sc)
+    return sc, par, rank, over
+
+def _select(sc, tau, best, budget, sortcap):
+    "Step 4's selection: the slots in or above the B-th best's bin of 2048 bins over [tau, best]; None when more than `sortcap`."
+    cand = list(range(len(sc)))
+    if len(cand) <= budget: return cand
+    lo = tau if tau > float('-inf') else min(sc)
+    scale = 2047.0 / (best - lo) if best > lo else 0.0
+    binof = lambda s: min(2047, int((s - lo) * scale))
+    bstar = binof(sorted(sc, reverse=True)[budget - 1])
+    cand = [j for j in cand if binof(sc[j]) >= bstar]
+    return cand if len(cand) <= sortcap else None
+
+# %% ../nbs/08_reliability.ipynb #971b5b48
+def threshold_tree_sim(draft_logits: torch.Tensor, budget: int, ucap: int=UCAP, sortcap: int=SORTCAP):
+    "CPU mirror of the GPU builder's phase 2 (lower bound, BFS at a threshold, select, rank). Returns (DraftTree, path taken)."
+    import numpy as np
+    check_draft_inputs(draft_logits, budget)
+    L, V = draft_logits.shape
+    ranked = ranked_lists(draft_logits, min(budget, V)) if budget else [([], [])] * L
+    lists = [np.array(v, dtype=np.float64) for v, _ in ranked]
+    Leff = next((d for d in range(L) if len(lists[d]) == 0), L) if budget else 0
+    if Leff == 0: return tree_from_ranked(ranked, L, 0), 'empty'
+    chain = [0.0]
+    for d in range(Leff): chain.append(chain[-1] + lists[d][0])
+    tau = _comb_tau(chain, lists, Leff, budget)
+    for tries in range(4):   # a BFS that overflows retries at the B-th best of what it wrote; no progress: the heap
+        sc, par, rank, over = _bfs_at(lists, Leff, tau, ucap)
+        if not over: break
+        t2 = sorted(sc, reverse=True)[budget - 1]
+        if not t2 > tau: break
+        tau = t2
+    cand = None if over else _select(sc, tau, chain[1], budget, sortcap)
+    if cand is None: return tree_from_ranked(ranked, L, budget), 'heap'
+    cand.sort(key=lambda j: (-sc[j], _lex_key(j, par, rank)))   # the kernel counts the better ones; here a sort
+    top = cand[:budget]
+    idx = {s: i + 1 for i, s in enumerate(top)}
+    keys = [_lex_key(s, par, rank) for s in top]
+    parents = [-1] + [idx[par[s]] if par[s] >= 0 else 0 for s in top]
+    tokens = [0] + [ranked[len(k) - 1][1][k[-1]] for k in keys]
+    tree = DraftTree.of(parents, tokens, [0.0] + [sc[s] for s in top])
+    return tree, ('sort' if tries == 0 else f'sort after {tries} retries')
+
+# %% ../nbs/08_reliability.ipynb #c8d9e9af
+def check_tree_buffers(buf: TreeBuffers):
+    "Layout invariants: child links match parents (children in index order), bitmask rows/bits past n are zero."
+    n = int(buf.n_nodes.item())
+    par = buf.parents.tolist()
+    for i in range(n + 1):
+        assert buf.children(i) == [j for j in range(1, n + 1) if par[j] == i], f"child links of node {i} disagree with parents"
+    assert (buf.vis_bits[n + 1:] == 0).all(), "bitmask rows past n must be zero"
+    assert all(p == -1 for p in par[n + 1:]) and par[0] == -1
+
+# %% ../nbs/08_reliability.ipynb #4d4728cc
+def verify_error(out, lse, ref_out, ref_lse) -> tuple:
+    "(‖out−ref‖/‖ref‖, max |lse−ref_lse|) in fp64: the two numbers the acceptance bounds (1e-2 each) apply to."
+    rel = ((out.double() - ref_out.double()).norm() / ref_out.double().norm()).item()
+    return rel, (lse.double() - ref_lse.double()).abs().max().item()
+
+def first_mismatch(out, ref, rtol: float=0.05, atol_frac: float=0.02) -> dict|None:
+    "First element (row-major) of `out` off `ref` by more than `rtol`·|ref| + `atol_frac`·max|ref| (NaN counts), as its index, got, want, and how many are off; None if none."
+    o, r = out.double().cpu(), ref.double().cpu()
+    bad = ~((o - r).abs() <= rtol * r.abs() + atol_frac * r.abs().max())
+    if not bad.any(): return None
+    at = tuple(int(x) for x in bad.nonzero()[0])
+    return dict(at=at, got=o[at].item(), want=r[at].item(), n_bad=int(bad.sum()), of=bad.numel())
+
+# %% ../nbs/08_reliability.ipynb #3614e9ef
+def brute_verify(q_latent, q_pe, kv, prefix_len: int, visibility, scale: float):
+    "(out [T, H, 512], lse [T, H]) in fp64 for one cache layer `kv [S, 576]`: `reference.mla_tree_attention_brute` on its two column blocks."
+    return mla_tree_attention_brute(q_latent, q_pe, kv[:, :DC], kv[:, DC:], prefix_len, visibility, scale)
+
+def compare_verify(out, lse, ref_out, ref_lse, tol: float, ltol: float|None=None) -> str|None:
+    "None if `out`/`lse` match the oracle's: NaN rows NaN, rows that see nothing 0 / -inf, the rest within `tol` (rel) and lse within `ltol` (default: `tol` x its scale)."
+    o, l, ro, rl = (x.double().cpu() for x in (out, lse, ref_out, ref_lse))
+    nan_rows = ro.isnan().any(-1)                                           # [T, H]
+    if not o[nan_rows].isnan().all(): return f"{int(nan_rows.sum())} rows see a NaN cache row but are not all NaN"
+    dead = rl == float('-inf')
+    if (o[dead] != 0).any() or (l[dead] != float('-inf')).any(): return f"{int(dead.sum())} rows see nothing but out != 0 or lse != -inf"
+    ok = ~nan_rows & ~dead
+    if not ok.any(): return None
+    rel, dl = verify_error(o[ok], l[ok], ro[ok], rl[ok])
+    if ltol is None: ltol = max(tol, 1e-6) * max(1.0, float(rl[ok].abs().max()))   # lse is returned in fp32 whatever the input dtype
+    if not (rel <= tol and dl <= ltol): return f"rel error {rel:.3g} (tolerance {tol}), lse error {dl:.3g} (tolerance {ltol:.3g})"
+
+# %% ../nbs/08_reliability.ipynb #60045b84
+def edge_case_inputs(T: int=6, H: int=3, P: int=4, pad: int=3, parents=(-1, 0, 1, 0, 3, 3), dead_rows=(), nan_slots=(),
+                     device='cpu', seed: int=0) -> dict:
+    "Valid verify inputs (bf16) over a small tree, with NaN written into the `c_kv` of tree slots `nan_slots` and empty visibility rows `dead_rows`."
+    g = torch.Generator().manual_seed(seed)
+    S = P + T + pad
+    kv = torch.randn(S, DQK, generator=g).to(torch.bfloat16)
+    for j in nan_slots: kv[P + j, 5] = float('nan')
+    vis = ancestor_mask(torch.tensor(parents[:T]))
+    for i in dead_rows: vis[i] = False
+    return dict(q_latent=torch.randn(T, H, DC, generator=g).to(torch.bfloat16).to(device), q_pe=torch.randn(T, H, DR, generator=g).to(torch.bfloat16).to(device),
+                kv=kv.to(device), prefix_len=P, vis_bits=pack_visibility(vis).to(device), scale=DQK ** -0.5)
+
+def check_edge_case(a: dict, out: torch.Tensor, lse: torch.Tensor, nan_slots=(), tol: float=1e-2, ltol: float=1e-2):
+    "Assert `out`/`lse` follow the edge-case rules for inputs `a` (from `edge_case_inputs`): rows that see `nan_slots` are NaN, and each query row passes `compare_verify` against `brute_verify` (lse within `ltol`)."
+    T, P = a['q_latent'].shape[0], a['prefix_len']
+    vis = unpack_visibility(a['vis_bits'].cpu(), T)
+    out, lse = out.cpu().double(), lse.cpu().double()
+    if nan_slots: assert out[vis[:, list(nan_slots)].any(-1)].isnan().all(), 'rows that see a NaN row must be NaN'
+    want_o, want_l = brute_verify(a['q_latent'], a['q_pe'], a['kv'], P, vis, a['scale'])   # never reads a key a row doesn't see
+    for i in range(T):                                   # row by row: one wrong query row can't hide in the others' norm
+        err = compare_verify(out[i], lse[i], want_o[i], want_l[i], tol, ltol)
+        assert err is None, f"query row {i}: {err}"
+
+# %% ../nbs/08_reliability.ipynb #801727ee
+def tree_parents(kind: str, T: int, gen: torch.Generator|None=None) -> torch.Tensor:
+    "Parent array of a `'chain'`, `'star'` or random deep `'tree'` of T nodes (parent among the 4 previous)."
+    if kind == 'chain': return torch.arange(-1, T - 1)
+    p = torch.zeros(T, dtype=torch.long); p[0] = -1
+    if kind == 'tree':
+        for i in range(1, T): p[i] = int(torch.randint(max(0, i - 4), i, (1,), generator=gen))
+    elif kind != 'star': raise ValueError(f"kind must be 'chain', 'star' or 'tree', got {kind!r}")
+    return p
+
+def verify_selftest_case(T: int, H: int, P: int, kind: str='tree', seed: int=0, pad: int=8, **kw) -> dict:
+    "Run the cuda face on fresh random inputs (NaN-poisoned outputs, NaN cache rows past P+T) and measure it against fp64."
+    g = torch.Generator().manual_seed(seed)
+    gc = torch.Generator(device='cuda').manual_seed(seed)
+    S = P + T + pad
+    kv = torch.randn(S, DQK, generator=gc, device='cuda').to(torch.bfloat16)
+    kv[P + T:] = float('nan')
+    ql = torch.randn(T, H, DC, generator=gc, device='cuda').to(torch.bfloat16)
+    qp = torch.randn(T, H, DR, generator=gc, device='cuda').to(torch.bfloat16)
+    vis = ancestor_mask(tree_parents(kind, T, g)).cuda()
+    scale = DQK ** -0.5 * (1.0 + 2.0 * torch.rand(1, generator=g).item())
+    bits = pack_visibility(vis, words=kw.pop('words', None))
+    if kw.pop('uint32', False): bits = bits.view(torch.uint32)
+    if kw.pop('device_prefix', False): P_arg = torch.tensor([P], dtype=torch.int32, device='cuda')
+    else: P_arg = P
+    out = torch.full((T, H, DC), float('nan'), dtype=torch.bfloat16, device='cuda')
+    lse = torch.full((T, H), float('nan'), dtype=torch.float32, device='cuda')
+    mla_tree_attention(ql, qp, kv, P_arg, bits, scale, out=out, lse=lse, **kw)
+    torch.cuda.synchronize()
+    written = bool(out.isfinite().all() and lse.isfinite().all())
+    ro, rl = mla_tree_attention_ref(ql.double(), qp.double(), kv[:, :DC].double(), kv[:, DC:].double(), P, vis, scale)
+    rel, dl = verify_error(out, lse, ro, rl)
+    ok = written and rel <= 1e-2 and dl <= 1e-2
+    first_bad = None if ok else (first_mismatch(out.view(T, H, DC), ro) or first_mismatch(lse, rl))   # where to look: (t, h, column)
+    return dict(T=T, H=H, P=P, kind=kind, kw=kw, written=written, rel=rel, lse=dl, ok=ok, first_bad=first_bad)
+
+# %% ../nbs/08_reliability.ipynb #ba0fb7e2
+def brute_case(T: int, H: int, P: int, kind: str='tree', seed: int=0, **kw):
+    "Run the cuda face (`kw`: impl, pv_n, splits, ...) on `edge_case_inputs` over a `kind` tree of T nodes; assert every row matches the fp64 brute-force oracle (`check_edge_case`)."
+    g = torch.Generator().manual_seed(seed)
+    a = edge_case_inputs(T=T, H=H, P=P, parents=tuple(tree_parents(kind, T, g).tolist()), device='cuda', seed=seed)
+    o = torch.full_like(a['q_latent'], float('nan')); l = torch.full((T, H), float('nan'), device='cuda')
+    mla_tree_attention(**a, out=o, lse=l, **kw)
+    torch.cuda.synchronize()
+    check_edge_case(a, o, l)
+
+VERIFY_CASES = [  # (T, H, P, kind): every T, H and P of issue 5 appears
+    (1, 64, 32768, 'chain'), (1, 1, 0, 'chain'), (1, 8, 4096, 'chain'), (2, 64, 1, 'chain'), (2, 1, 100, 'star'),
+    (16, 64, 4096, 'tree'), (16, 8, 0, 'star'), (64, 8, 32768, 'tree'), (64, 64, 100, 'chain'), (64, 1, 1, 'tree'),
+    (257, 64, 4096, 'tree'), (257, 1, 32768, 'star'), (257, 8, 0, 'chain'), (1025, 8, 1, 'tree'),
+    (1025, 1, 32768, 'chain'), (1025, 64, 100, 'tree')]
+
+SM90_CASES = [  # (T, H, P, kind) for the sm_90a kernel: the decode shapes (T <= 64; H = 64, and 16 / 8 as served on 4 / 8 GPUs), then a few beyond.
+    # The first sees one key: out is that key's c_kv row whatever the scores (PV alone) and lse its score (QK alone).
+    (1, 64, 0, 'chain'), (1, 64, 4096, 'chain'), (1, 64, 32768, 'chain'), (1, 16, 4096, 'chain'), (1, 8, 32768, 'chain'), (1, 8, 1, 'chain'),
+    (2, 64, 100, 'chain'), (2, 16, 0, 'star'), (2, 8, 63, 'star'), (16, 64, 4096, 'tree'), (16, 16, 8192, 'tree'), (16, 8, 0, 'star'),
+    (16, 8, 1000, 'tree'), (64, 64, 100, 'tree'), (64, 64, 8192, 'tree'), (64, 16, 32768, 'tree'), (64, 8, 0, 'chain'), (64, 8, 65, 'tree'),
+    (3, 1, 5, 'star'), (257, 8, 4096, 'tree'), (1025, 1, 100, 'tree')]
+SM90_BRUTE_CASES = [  # small enough for the per-(query, head) fp64 oracle on the CPU
+    (1, 64, 0, 'chain'), (1, 64, 300, 'chain'), (1, 16, 1000, 'chain'), (1, 8, 64, 'chain'), (2, 16, 100, 'star'),
+    (16, 64, 64, 'tree'), (16, 8, 200, 'tree'), (64, 8, 65, 'tree'), (64, 16, 0, 'tree')]
+
+# %% ../nbs/08_reliability.ipynb #d5eef518
+def chi2_pvalue(observed, expected, min_expected: float=5.0) -> float:
+    "Pearson chi-square p-value of counts `observed` against `expected`; cells expecting < `min_expected` are pooled."
+    o, e = torch.as_tensor(observed, dtype=torch.float64), torch.as_tensor(expected, dtype=torch.float64)
+    small = e < min_expected
+    if small.any(): o, e = torch.cat([o[~small], o[small].sum()[None]]), torch.cat([e[~small], e[small].sum()[None]])
+    x = ((o - e) ** 2 / e).sum()
+    return float(torch.special.gammaincc(torch.tensor((len(e) - 1) / 2, dtype=torch.float64), x / 2))
 
 # %% ../nbs/08_reliability.ipynb #822acbbe
 def report(msg: str):
@@ -272,10 +533,6 @@ def fuzz_accept(seconds: float=5.0, seed: int=0, backend: str='ref', out_dir=Non
     return _fuzz(f'accept_{backend}', lambda g: _accept_case(g, backend == 'ref'), lambda c: _check_accept(c, backend), seconds, seed, out_dir, max_cases)
 
 # %% ../nbs/08_reliability.ipynb #04e1c2a5
-def brute_verify(q_latent, q_pe, kv, prefix_len: int, visibility, scale: float):
-    "(out [T, H, 512], lse [T, H]) in fp64 for one cache layer `kv [S, 576]`: `reference.mla_tree_attention_brute` on its two column blocks."
-    return mla_tree_attention_brute(q_latent, q_pe, kv[:, :DC], kv[:, DC:], prefix_len, visibility, scale)
-
 def _verify_case(g, small: bool):
     T = _pick(g, [1, 2, _int(g, 1, 12)] if small else [1, 2, 16, 64, 257, 1025, _int(g, 1, 1025)])
     H = _int(g, 1, 3) if small else _pick(g, [1, 8, 64, _int(g, 1, 64)])
@@ -289,21 +546,8 @@ def _verify_case(g, small: bool):
     if P == 0 and _int(g, 0, 3) == 0: vis[torch.rand(T, generator=g) < 0.3] = False                 # rows that see nothing
     ql, qp = torch.randn(T, H, DC, generator=g), torch.randn(T, H, DR, generator=g)
     words = vis_words(T) + _pick(g, [0, 0, 1, 3])
-    return dict(q_latent=ql, q_pe=qp, kv=kv, prefix_len=P, visibility=vis, vis_bits=vis_to_bits(vis, words=words),
+    return dict(q_latent=ql, q_pe=qp, kv=kv, prefix_len=P, visibility=vis, vis_bits=pack_visibility(vis, words=words),
                 scale=(DC + DR) ** -0.5 * float(torch.rand(1, generator=g) + 0.5), tensor_prefix=bool(_int(g, 0, 1)))
-
-def compare_verify(out, lse, ref_out, ref_lse, tol: float) -> str|None:
-    "None if `out`/`lse` match the oracle's: NaN rows NaN, rows that see nothing 0 / -inf, the rest within `tol` (rel) and lse within `tol` x its scale."
-    o, l, ro, rl = (x.double().cpu() for x in (out, lse, ref_out, ref_lse))
-    nan_rows = ro.isnan().any(-1)                                           # [T, H]
-    if not o[nan_rows].isnan().all(): return f"{int(nan_rows.sum())} rows see a NaN cache row but are not all NaN"
-    dead = rl == float('-inf')
-    if (o[dead] != 0).any() or (l[dead] != float('-inf')).any(): return f"{int(dead.sum())} rows see nothing but out != 0 or lse != -inf"
-    ok = ~nan_rows & ~dead
-    if not ok.any(): return None
-    rel, dl = verify_error(o[ok], l[ok], ro[ok], rl[ok])
-    ltol = max(tol, 1e-6) * max(1.0, float(rl[ok].abs().max()))            # lse is returned in fp32 whatever the input dtype
-    if not (rel <= tol and dl <= ltol): return f"rel error {rel:.3g} (tolerance {tol}), lse error {dl:.3g} (tolerance {ltol:.3g})"
 
 # %% ../nbs/08_reliability.ipynb #c78495e9
 def _check_verify(case, backend):

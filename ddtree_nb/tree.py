@@ -14,9 +14,9 @@ from .runtime import load_kernel, require_cuda, device_limits, unfinished_droppe
 # %% auto #0
 __all__ = ['MAX_DEPTH', 'MAX_VOCAB', 'MAX_BUDGET', 'UCAP', 'SORTCAP', 'KMAX', 'NBINS', 'CAND', 'CHUNK', 'MAXC', 'ROW_E',
            'CLUSTER', 'ROW_THREADS', 'CAND4', 'ROW_KERNELS', 'PHASE1', 'DraftTree', 'vis_words', 'pack_visibility',
-           'unpack_visibility', 'check_draft_inputs', 'tree_from_ranked', 'build_tree_ref', 'tree_paths', 'path_scores',
-           'check_same_tree', 'threshold_tree_sim', 'TreeBuffers', 'load_tree', 'check_tree_buffers', 'write_chain',
-           'truncate_tree', 'rows_shape', 'tree_smem', 'launch_rows', 'launch_tree', 'fill_tree', 'build_tree']
+           'unpack_visibility', 'check_draft_inputs', 'ranked_lists', 'tree_from_ranked', 'build_tree_ref',
+           'TreeBuffers', 'load_tree', 'write_chain', 'truncate_tree', 'rows_shape', 'tree_smem', 'launch_rows',
+           'launch_tree', 'fill_tree', 'build_tree']
 
 # %% ../nbs/02_tree_builder.ipynb #7db52c54
 @dataclass
@@ -102,8 +102,8 @@ def check_draft_inputs(draft_logits: torch.Tensor, budget: int, check_values: bo
         if (draft_logits == float('-inf')).all(-1).any(): raise ValueError("a row of draft_logits is all -inf (no token has probability > 0)")
 
 # %% ../nbs/02_tree_builder.ipynb #982e97d4
-def _ranked(draft_logits: torch.Tensor, k: int):
-    "Per depth: the top-k (log q, token) by descending log-prob, ties by ascending token id; prob-0 tokens dropped."
+def ranked_lists(draft_logits: torch.Tensor, k: int) -> list[tuple[list, list]]:
+    "Per depth: the top-k (log q, token) by descending log-prob, ties by ascending token id; prob-0 tokens dropped (`tree_from_ranked`'s input)."
     logq = torch.log_softmax(draft_logits.detach().to('cpu', torch.float64), -1)
     kth = logq.topk(k, dim=-1).values[:, -1:]                  # the k-th best value of each depth
     out = []
@@ -134,131 +134,11 @@ def build_tree_ref(draft_logits: torch.Tensor, budget: int) -> DraftTree:
     "The literal best-first heap of DDTree, on the host in float64: the reference the GPU builder is checked against."
     check_draft_inputs(draft_logits, budget)
     L, V = draft_logits.shape
-    ranked = _ranked(draft_logits, min(budget, V)) if budget else [([], [])] * L
+    ranked = ranked_lists(draft_logits, min(budget, V)) if budget else [([], [])] * L
     return tree_from_ranked(ranked, L, budget)
 
-# %% ../nbs/02_tree_builder.ipynb #0814161d
-def tree_paths(t: DraftTree) -> list[tuple]:
-    "Token path (root excluded) of every drafted node, in node order."
-    paths = [()]
-    for tok, p in zip(t.tokens[1:].tolist(), t.parents[1:].tolist()): paths.append(paths[p] + (tok,))
-    return paths[1:]
-
-def path_scores(draft_logits: torch.Tensor, paths) -> torch.Tensor:
-    "float64 score of each token path: the sum, from depth 1 down, of log q_d(token)."
-    logq = torch.log_softmax(draft_logits.detach().to('cpu', torch.float64), -1)
-    out = []
-    for pth in paths:
-        s = 0.0
-        for d, tok in enumerate(pth): s = s + logq[d, tok].item()
-        out.append(s)
-    return torch.tensor(out, dtype=torch.float64)
-
-# %% ../nbs/02_tree_builder.ipynb #12331da8
-def check_same_tree(got: DraftTree, want: DraftTree, draft_logits: torch.Tensor, eps: float=1e-5):
-    "Assert `got` is `want` up to reorderings/swaps of prefixes whose true scores differ by less than `eps`."
-    assert got.n == want.n, f"node count {got.n} != reference {want.n}"
-    n = got.n
-    par, d = got.parents.cpu().long(), got.depths.cpu()
-    assert par[0] == -1 and (par[1:] < torch.arange(1, n + 1)).all(), "parents must come first"
-    assert d[0] == 0 and (d[1:] == d[par[1:]] + 1).all(), "depth must be parent depth + 1"
-    assert torch.equal(got.visibility.cpu(), ancestor_mask(par)), "visibility is not the ancestor mask"
-    gp, wp = tree_paths(got), tree_paths(want)
-    assert len(set(gp)) == n, "two siblings share a token"
-    true = path_scores(draft_logits, gp)
-    assert (true - got.scores[1:].cpu()).abs().max().item() < eps if n else True, "scores are not the paths' log-probabilities"
-    if n == 0: return
-    wsc = dict(zip(wp, want.scores[1:].tolist()))
-    gsc = dict(zip(gp, true.tolist()))
-    tau = want.scores[-1].item()
-    for pth in set(gp) ^ set(wp):
-        s = gsc.get(pth, wsc.get(pth))
-        assert abs(s - tau) < eps, f"node {pth} (score {s:.8f}) differs from the reference, not a near-tie at the boundary ({tau:.8f})"
-    common = [p for p in gp if p in wsc]
-    wpos = {p: i for i, p in enumerate(wp)}
-    pw = torch.tensor([wpos[p] for p in common])
-    sc = torch.tensor([wsc[p] for p in common], dtype=torch.float64)
-    inv = (pw[:, None] > pw[None, :]) & torch.ones(len(common), len(common), dtype=torch.bool).triu(1)
-    if inv.any():
-        gap = (sc[:, None] - sc[None, :]).abs()[inv].max().item()
-        assert gap < eps, f"nodes out of the reference's order with score gap {gap:.3g} >= {eps}"
-
 # %% ../nbs/02_tree_builder.ipynb #da2e504f
-UCAP, SORTCAP = 8192, 2048
-
-def _lex_key(slot, par, rank):
-    "Rank tuple of a materialised prefix."
-    out = []
-    while slot >= 0: out.append(rank[slot]); slot = par[slot]
-    return tuple(reversed(out))
-
-def _comb_tau(chain, lists, Leff, budget):
-    "Step 1: the highest of 32 evenly spaced thresholds (three zooming rounds) at which the comb alone has >= `budget` prefixes."
-    if sum(len(lists[d]) for d in range(Leff)) < budget: return float('-inf')
-    hi, lo = chain[1], min(chain[d] + lists[d][-1] for d in range(Leff))
-    cnt = lambda t: sum(int((chain[d] + lists[d] >= t).sum()) for d in range(Leff))
-    for _ in range(3):
-        ts = [hi if j == 31 else lo + (hi - lo) * (j / 31) for j in range(32)]
-        j = max(j for j in range(32) if cnt(ts[j]) >= budget)
-        lo, hi = ts[j], ts[min(j + 1, 31)]
-    return lo
-
-# %% ../nbs/02_tree_builder.ipynb #480fb47c
-def _bfs_at(lists, Leff, tau, ucap):
-    "Steps 2-3: every prefix scoring >= `tau`, level by level, as (scores, parent slots, ranks, overflowed `ucap`)."
-    sc, par, rank = [], [], []
-    c1 = int((0.0 + lists[0] >= tau).sum())
-    for r in range(min(c1, ucap)): sc.append(0.0 + lists[0][r]); par.append(-1); rank.append(r)
-    over, s0, e0 = c1 > ucap, 0, len(sc)
-    for d in range(1, Leff):
-        if over or e0 == s0: break
-        kids = [(p, r) for p in range(s0, e0) for r in range(int((sc[p] + lists[d] >= tau).sum()))]
-        over = len(kids) > ucap - e0
-        for p, r in kids[:ucap - e0]: sc.append(sc[p] + lists[d][r]); par.append(p); rank.append(r)
-        s0, e0 = e0, len(sc)
-    return sc, par, rank, over
-
-def _select(sc, tau, best, budget, sortcap):
-    "Step 4's selection: the slots in or above the B-th best's bin of 2048 bins over [tau, best]; None when more than `sortcap`."
-    cand = list(range(len(sc)))
-    if len(cand) <= budget: return cand
-    lo = tau if tau > float('-inf') else min(sc)
-    scale = 2047.0 / (best - lo) if best > lo else 0.0
-    binof = lambda s: min(2047, int((s - lo) * scale))
-    bstar = binof(sorted(sc, reverse=True)[budget - 1])
-    cand = [j for j in cand if binof(sc[j]) >= bstar]
-    return cand if len(cand) <= sortcap else None
-
-# %% ../nbs/02_tree_builder.ipynb #072f0b70
-def threshold_tree_sim(draft_logits: torch.Tensor, budget: int, ucap: int=UCAP, sortcap: int=SORTCAP):
-    "CPU mirror of the GPU builder's phase 2 (lower bound, BFS at a threshold, select, rank). Returns (DraftTree, path taken)."
-    import numpy as np
-    check_draft_inputs(draft_logits, budget)
-    L, V = draft_logits.shape
-    ranked = _ranked(draft_logits, min(budget, V)) if budget else [([], [])] * L
-    lists = [np.array(v, dtype=np.float64) for v, _ in ranked]
-    Leff = next((d for d in range(L) if len(lists[d]) == 0), L) if budget else 0
-    if Leff == 0: return tree_from_ranked(ranked, L, 0), 'empty'
-    chain = [0.0]
-    for d in range(Leff): chain.append(chain[-1] + lists[d][0])
-    tau = _comb_tau(chain, lists, Leff, budget)
-    for tries in range(4):   # a BFS that overflows retries at the B-th best of what it wrote; no progress: the heap
-        sc, par, rank, over = _bfs_at(lists, Leff, tau, ucap)
-        if not over: break
-        t2 = sorted(sc, reverse=True)[budget - 1]
-        if not t2 > tau: break
-        tau = t2
-    cand = None if over else _select(sc, tau, chain[1], budget, sortcap)
-    if cand is None: return tree_from_ranked(ranked, L, budget), 'heap'
-    cand.sort(key=lambda j: (-sc[j], _lex_key(j, par, rank)))   # the kernel counts the better ones; here a sort
-    top = cand[:budget]
-    idx = {s: i + 1 for i, s in enumerate(top)}
-    keys = [_lex_key(s, par, rank) for s in top]
-    parents = [-1] + [idx[par[s]] if par[s] >= 0 else 0 for s in top]
-    tokens = [0] + [ranked[len(k) - 1][1][k[-1]] for k in keys]
-    tree = DraftTree.of(parents, tokens, [0.0] + [sc[s] for s in top])
-    return tree, ('sort' if tries == 0 else f'sort after {tries} retries')
-
+UCAP, SORTCAP = 8192, 2048   # tb_tree's capacities: the prefixes its BFS materialises (U), the candidates it ranks
 
 # %% ../nbs/02_tree_builder.ipynb #6891d7f2
 KMAX, NBINS, CAND, CHUNK = MAX_BUDGET, 4096, MAX_BUDGET + 3072, 4096   # the kernel's KMAX, NBINS, CAND = KMAX + CAPB, CHUNK
@@ -317,15 +197,6 @@ def load_tree(buf: TreeBuffers, t: DraftTree, root_token: int|None=None) -> Tree
         last[p] = i
     buf.vis_bits[:n + 1, :t.vis_bits.shape[1]] = t.vis_bits
     return buf
-
-def check_tree_buffers(buf: TreeBuffers):
-    "Layout invariants: child links match parents (children in index order), bitmask rows/bits past n are zero."
-    n = int(buf.n_nodes.item())
-    par = buf.parents.tolist()
-    for i in range(n + 1):
-        assert buf.children(i) == [j for j in range(1, n + 1) if par[j] == i], f"child links of node {i} disagree with parents"
-    assert (buf.vis_bits[n + 1:] == 0).all(), "bitmask rows past n must be zero"
-    assert all(p == -1 for p in par[n + 1:]) and par[0] == -1
 
 # %% ../nbs/02_tree_builder.ipynb #chain002
 def write_chain(buf: TreeBuffers, n: int):

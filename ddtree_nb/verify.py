@@ -6,17 +6,14 @@
 from __future__ import annotations
 import math, numbers
 import torch
-from .reference import mla_tree_attention_ref, mla_tree_attention_brute, ancestor_mask
 from .tree import vis_words, pack_visibility as vis_to_bits, unpack_visibility as bits_to_vis
 from .runtime import load_kernel, require_cuda, engine_stream, device_arch, device_limits, CudaUnavailable
 
 # %% auto #0
 __all__ = ['DC', 'DR', 'DQK', 'MAX_SPLITS', 'H200_BW', 'H200_BF16', 'V2_CONFIGS', 'SM90_KERNELS', 'SM90_PV_N', 'IMPLS', 'SIG_V1',
-           'SIG_V2', 'SIG_COMBINE', 'VERIFY_CASES', 'SM90_CASES', 'SM90_BRUTE_CASES', 'verify_cost', 'check_aligned',
-           'check_verify_inputs', 'tree_visible', 'tree_attention_torch', 'v2_smem', 'pick_config', 'choose_splits',
-           'sm90_smem', 'sm90_fits', 'combine_shape', 'verify_plan', 'verify_workspace', 'check_workspace',
-           'mla_tree_attention', 'verify_error', 'first_mismatch', 'edge_case_inputs', 'check_edge_case',
-           'tree_parents', 'verify_selftest_case', 'brute_case']
+           'SIG_V2', 'SIG_COMBINE', 'verify_cost', 'check_aligned', 'check_verify_inputs', 'tree_visible',
+           'tree_attention_torch', 'v2_smem', 'pick_config', 'choose_splits', 'sm90_smem', 'sm90_fits', 'combine_shape',
+           'verify_plan', 'verify_workspace', 'check_workspace', 'mla_tree_attention']
 
 # %% ../nbs/03_verify.ipynb #2e46cf25
 DC, DR = 512, 64                      # latent and rope widths the kernel is built for
@@ -293,109 +290,3 @@ def mla_tree_attention(q_latent: torch.Tensor,  # [T, H, 512] queries with W_UK 
     if backend == 'torch': _verify_torch(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse)
     else: _verify_cuda(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, **kw)
     return out, lse
-
-# %% ../nbs/03_verify.ipynb #446294aa
-def verify_error(out, lse, ref_out, ref_lse) -> tuple:
-    "(‖out−ref‖/‖ref‖, max |lse−ref_lse|) in fp64: the two numbers the acceptance bounds (1e-2 each) apply to."
-    rel = ((out.double() - ref_out.double()).norm() / ref_out.double().norm()).item()
-    return rel, (lse.double() - ref_lse.double()).abs().max().item()
-
-def first_mismatch(out, ref, rtol: float=0.05, atol_frac: float=0.02) -> dict|None:
-    "First element (row-major) of `out` off `ref` by more than `rtol`·|ref| + `atol_frac`·max|ref| (NaN counts), as its index, got, want, and how many are off; None if none."
-    o, r = out.double().cpu(), ref.double().cpu()
-    bad = ~((o - r).abs() <= rtol * r.abs() + atol_frac * r.abs().max())
-    if not bad.any(): return None
-    at = tuple(int(x) for x in bad.nonzero()[0])
-    return dict(at=at, got=o[at].item(), want=r[at].item(), n_bad=int(bad.sum()), of=bad.numel())
-
-# %% ../nbs/03_verify.ipynb #08305c9c
-def edge_case_inputs(T: int=6, H: int=3, P: int=4, pad: int=3, parents=(-1, 0, 1, 0, 3, 3), dead_rows=(), nan_slots=(),
-                     device='cpu', seed: int=0) -> dict:
-    "Valid verify inputs (bf16) over a small tree, with NaN written into the `c_kv` of tree slots `nan_slots` and empty visibility rows `dead_rows`."
-    g = torch.Generator().manual_seed(seed)
-    S = P + T + pad
-    kv = torch.randn(S, DQK, generator=g).to(torch.bfloat16)
-    for j in nan_slots: kv[P + j, 5] = float('nan')
-    vis = ancestor_mask(torch.tensor(parents[:T]))
-    for i in dead_rows: vis[i] = False
-    return dict(q_latent=torch.randn(T, H, DC, generator=g).to(torch.bfloat16).to(device), q_pe=torch.randn(T, H, DR, generator=g).to(torch.bfloat16).to(device),
-                kv=kv.to(device), prefix_len=P, vis_bits=vis_to_bits(vis).to(device), scale=DQK ** -0.5)
-
-def check_edge_case(a: dict, out: torch.Tensor, lse: torch.Tensor, nan_slots=(), tol: float=1e-2, ltol: float=1e-2):
-    "Assert `out`/`lse` follow the edge-case rules for inputs `a` (from `edge_case_inputs`), against the fp64 brute-force oracle on the rest."
-    T, P, kv = a['q_latent'].shape[0], a['prefix_len'], a['kv']
-    vis = bits_to_vis(a['vis_bits'].cpu(), T)
-    sees_nan = vis[:, list(nan_slots)].any(-1) if nan_slots else torch.zeros(T, dtype=torch.bool)
-    dead = (~vis.any(-1)) & (P == 0)
-    out, lse = out.cpu().double(), lse.cpu().double()
-    assert out[sees_nan].isnan().all(), 'rows that see a NaN row must be NaN'
-    if dead.any():
-        assert (out[dead] == 0).all() and (lse[dead] == float('-inf')).all(), ('rows that see nothing must give out 0, lse -inf', out[dead].abs().max(), lse[dead])
-    ok = ~sees_nan & ~dead
-    if not ok.any(): return
-    want_o, want_l = mla_tree_attention_brute(a['q_latent'], a['q_pe'], kv[:, :DC], kv[:, DC:], P, vis, a['scale'])   # never reads a key a row doesn't see
-    for i in ok.nonzero()[:, 0].tolist():
-        rel = ((out[i] - want_o[i]).norm() / want_o[i].norm()).item()
-        assert rel <= tol and (lse[i] - want_l[i]).abs().max().item() <= ltol, (i, rel, (lse[i] - want_l[i]).abs().max().item())
-
-# %% ../nbs/03_verify.ipynb #a1f19335
-def tree_parents(kind: str, T: int, gen: torch.Generator|None=None) -> torch.Tensor:
-    "Parent array of a `'chain'`, `'star'` or random deep `'tree'` of T nodes (parent among the 4 previous)."
-    if kind == 'chain': return torch.arange(-1, T - 1)
-    p = torch.zeros(T, dtype=torch.long); p[0] = -1
-    if kind == 'tree':
-        for i in range(1, T): p[i] = int(torch.randint(max(0, i - 4), i, (1,), generator=gen))
-    elif kind != 'star': raise ValueError(f"kind must be 'chain', 'star' or 'tree', got {kind!r}")
-    return p
-
-def verify_selftest_case(T: int, H: int, P: int, kind: str='tree', seed: int=0, pad: int=8, **kw) -> dict:
-    "Run the cuda face on fresh random inputs (NaN-poisoned outputs, NaN cache rows past P+T) and measure it against fp64."
-    g = torch.Generator().manual_seed(seed)
-    gc = torch.Generator(device='cuda').manual_seed(seed)
-    S = P + T + pad
-    kv = torch.randn(S, DQK, generator=gc, device='cuda').to(torch.bfloat16)
-    kv[P + T:] = float('nan')
-    ql = torch.randn(T, H, DC, generator=gc, device='cuda').to(torch.bfloat16)
-    qp = torch.randn(T, H, DR, generator=gc, device='cuda').to(torch.bfloat16)
-    vis = ancestor_mask(tree_parents(kind, T, g)).cuda()
-    scale = DQK ** -0.5 * (1.0 + 2.0 * torch.rand(1, generator=g).item())
-    bits = vis_to_bits(vis, words=kw.pop('words', None))
-    if kw.pop('uint32', False): bits = bits.view(torch.uint32)
-    if kw.pop('device_prefix', False): P_arg = torch.tensor([P], dtype=torch.int32, device='cuda')
-    else: P_arg = P
-    out = torch.full((T, H, DC), float('nan'), dtype=torch.bfloat16, device='cuda')
-    lse = torch.full((T, H), float('nan'), dtype=torch.float32, device='cuda')
-    mla_tree_attention(ql, qp, kv, P_arg, bits, scale, out=out, lse=lse, **kw)
-    torch.cuda.synchronize()
-    written = bool(out.isfinite().all() and lse.isfinite().all())
-    ro, rl = mla_tree_attention_ref(ql.double(), qp.double(), kv[:, :DC].double(), kv[:, DC:].double(), P, vis, scale)
-    rel, dl = verify_error(out, lse, ro, rl)
-    ok = written and rel <= 1e-2 and dl <= 1e-2
-    first_bad = None if ok else (first_mismatch(out.view(T, H, DC), ro) or first_mismatch(lse, rl))   # where to look: (t, h, column)
-    return dict(T=T, H=H, P=P, kind=kind, kw=kw, written=written, rel=rel, lse=dl, ok=ok, first_bad=first_bad)
-
-# %% ../nbs/03_verify.ipynb #b0de5d4f
-def brute_case(T: int, H: int, P: int, kind: str='tree', seed: int=0, **kw):
-    "Run the cuda face (`kw`: impl, pv_n, splits, ...) on `edge_case_inputs` over a `kind` tree of T nodes; assert every row matches the fp64 brute-force oracle (`check_edge_case`)."
-    g = torch.Generator().manual_seed(seed)
-    a = edge_case_inputs(T=T, H=H, P=P, parents=tuple(tree_parents(kind, T, g).tolist()), device='cuda', seed=seed)
-    o = torch.full_like(a['q_latent'], float('nan')); l = torch.full((T, H), float('nan'), device='cuda')
-    mla_tree_attention(**a, out=o, lse=l, **kw)
-    torch.cuda.synchronize()
-    check_edge_case(a, o, l)
-
-VERIFY_CASES = [  # (T, H, P, kind): every T, H and P of issue 5 appears
-    (1, 64, 32768, 'chain'), (1, 1, 0, 'chain'), (1, 8, 4096, 'chain'), (2, 64, 1, 'chain'), (2, 1, 100, 'star'),
-    (16, 64, 4096, 'tree'), (16, 8, 0, 'star'), (64, 8, 32768, 'tree'), (64, 64, 100, 'chain'), (64, 1, 1, 'tree'),
-    (257, 64, 4096, 'tree'), (257, 1, 32768, 'star'), (257, 8, 0, 'chain'), (1025, 8, 1, 'tree'),
-    (1025, 1, 32768, 'chain'), (1025, 64, 100, 'tree')]
-
-SM90_CASES = [  # (T, H, P, kind) for the sm_90a kernel: the decode shapes (T <= 64; H = 64, and 16 / 8 as served on 4 / 8 GPUs), then a few beyond.
-    # The first sees one key: out is that key's c_kv row whatever the scores (PV alone) and lse its score (QK alone).
-    (1, 64, 0, 'chain'), (1, 64, 4096, 'chain'), (1, 64, 32768, 'chain'), (1, 16, 4096, 'chain'), (1, 8, 32768, 'chain'), (1, 8, 1, 'chain'),
-    (2, 64, 100, 'chain'), (2, 16, 0, 'star'), (2, 8, 63, 'star'), (16, 64, 4096, 'tree'), (16, 16, 8192, 'tree'), (16, 8, 0, 'star'),
-    (16, 8, 1000, 'tree'), (64, 64, 100, 'tree'), (64, 64, 8192, 'tree'), (64, 16, 32768, 'tree'), (64, 8, 0, 'chain'), (64, 8, 65, 'tree'),
-    (3, 1, 5, 'star'), (257, 8, 4096, 'tree'), (1025, 1, 100, 'tree')]
-SM90_BRUTE_CASES = [  # small enough for the per-(query, head) fp64 oracle on the CPU
-    (1, 64, 0, 'chain'), (1, 64, 300, 'chain'), (1, 16, 1000, 'chain'), (1, 8, 64, 'chain'), (2, 16, 100, 'star'),
-    (16, 64, 64, 'tree'), (16, 8, 200, 'tree'), (64, 8, 65, 'tree'), (64, 16, 0, 'tree')]
