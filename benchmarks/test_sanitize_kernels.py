@@ -130,9 +130,9 @@ SANITIZE_BEGIN moe_T1 moe_group,moe_gate_up_v4,moe_down_v4,moe_combine
 
 def test_kernel_names():
     n = sk.kernel_names()
-    assert len(n) == 36 and '__launch_bounds__' not in n and '__cluster_dims__' not in n
+    assert len(n) == 35 and '__launch_bounds__' not in n and '__cluster_dims__' not in n
     assert {k for k, f in n.items() if f == 'verify_attn'} == {
-        'verify_attn_v1', 'verify_attn_combine', 'verify_attn_v2_64x64x2', 'verify_attn_v2_64x32x2', 'verify_attn_v2_32x32x1'}
+        'verify_attn_combine', 'verify_attn_v2_64x64x2', 'verify_attn_v2_64x32x2', 'verify_attn_v2_32x32x1'}
     assert {k for k, f in n.items() if f == 'verify_attn_sm90'} == {'verify_attn_sm90_n256', 'verify_attn_sm90_n64'}
     assert sum(f == 'tree_build' for f in n.values()) == 21 and n['moe_group'] == n['moe_route_group_e384'] == 'moe_w4a16' and n['axpy'] == 'smoke'
     h = sk.device_functions()
@@ -144,7 +144,7 @@ def test_cases_cover_every_kernel_and_select():
     assert len({c.name for c in sk.CASES}) == len(sk.CASES)
     assert {c.group for c in sk.select(['tree'])} == {'tree'}
     assert 'tree_budget0' in {c.name for c in sk.select(['tb_tree'])}
-    assert [c.name for c in sk.select(['verify_v1'])] == ['verify_v1']
+    assert [c.name for c in sk.select(['verify_ar_step'])] == ['verify_ar_step']
     assert len(sk.select([])) == len(sk.CASES)
     first = [c.group for c in sk.select([])[:len(sk.GROUPS)]]
     assert sorted(first) == sorted(sk.GROUPS), first          # round robin: every group's first case comes first

@@ -177,6 +177,7 @@ def sm90_fits(arch: str, smem_per_block: int) -> bool:
 # %% ../nbs/03_verify.ipynb #d373a7e1
 SIG_V1, SIG_V2, SIG_COMBINE = 'PPPPiiiiPifPP', 'PPPPiiiiPifPPPPi', 'PPiiPP'
 _KERNEL_LIMITS = {'verify_attn.cu': dict(DC=DC, DR=DR, DQK=DQK, MAX_SPLITS=MAX_SPLITS),    # the kernels' #defines and constexprs
+                  'dev/verify_attn_v1.cu': dict(DC=DC, DR=DR, DQK=DQK),                      # v1: history, from a checkout
                   'verify_attn_sm90.cu': dict(DC=DC, DR=DR, DQK=DQK, SMEM=sm90_smem())}   # (with their headers'), checked on load
 
 def combine_shape(splits: int) -> tuple:
@@ -251,7 +252,7 @@ def _verify_cuda(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, vers
     with torch.cuda.device(dev):
         impl = _pick_impl(impl, dev, version, config)   # before v1, so impl='sm90' with version=1 is refused, not ignored
         if version == 1:
-            _kernel('verify_attn_v1', SIG_V1)(q_latent, q_pe, kv, vis_bits, W, T, H, P_arg, p_ptr, S, float(scale),
+            _kernel('verify_attn_v1', SIG_V1, source='dev/verify_attn_v1.cu')(q_latent, q_pe, kv, vis_bits, W, T, H, P_arg, p_ptr, S, float(scale),
                                               out, lse, grid=(M,), block=(128,))
             return
         if version != 2: raise ValueError(f"version must be 1 or 2, got {version!r}")
