@@ -143,6 +143,7 @@ def main(argv=None):
     ap.add_argument('--experts', default='int4', choices=('int4', 'bf16'), help='routed experts packed INT4 (W4A16 kernel) or bf16 (torch loop)')
     ap.add_argument('--reps', type=int, default=10)
     ap.add_argument('--no-graph', dest='graph', action='store_false', help='skip the CUDA-graph replays (eager timings only)')
+    ap.add_argument('--compile', action='store_true', help='decoder layers under torch.compile (`TargetModel.compile_layers`; the kernels outside the trace)')
     ap.add_argument('--seed', type=int, default=0)
     ap.add_argument('--out', default='benchmarks/kimi_slice')
     args = ap.parse_args(argv)
@@ -159,6 +160,7 @@ def main(argv=None):
     t0 = time.time()
     model = build_on_device(c, args.seed, int4_experts=int4)
     model.attn_backend, model.check_inputs = args.attn_backend, False
+    if args.compile: model.compile_layers().use_compiled = True     # compiled per token count on first use (the warm-ups)
     print(f"built {n_layers} layers in {time.time() - t0:.0f} s; {torch.cuda.memory_allocated() / 2**30:.1f} GiB allocated", file=sys.stderr)
     hits, counting = {}, [False]
     def _count(i):
@@ -203,7 +205,7 @@ def main(argv=None):
                 bar.update()
     meta = dict(date=datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC'), device=torch.cuda.get_device_name(),
                 commit=git_commit(), torch=torch.__version__, command='python ' + ' '.join([sys.argv[0]] + (argv or sys.argv[1:])),
-                layers=n_layers, moe_layers=n_layers - 1, n_routed_experts=c['n_routed_experts'], attn_backend=args.attn_backend,
+                layers=n_layers, moe_layers=n_layers - 1, compiled=args.compile, n_routed_experts=c['n_routed_experts'], attn_backend=args.attn_backend,
                 expert_dtype='int4 (group 32, W4A16 kernel)' if int4 else 'bfloat16 (torch loop)', reps=args.reps,
                 bytes_by_kind={k: v for k, v in mem.items()})
     res = dict(meta=meta, config=c, rows=rows)
