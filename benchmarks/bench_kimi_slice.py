@@ -190,7 +190,9 @@ def main(argv=None):
                 hits.clear(); counting[0] = True
                 packed = [m_ for m_ in model.modules() if isinstance(m_, PackedMoE)]
                 for m_ in packed: m_.fused_routing = False         # the count hooks the router module (the fused launch skips it)
+                model.use_compiled = False                         # eager: no recompile for the switched attribute
                 model(ids, pos, cache, ctx, vis)                   # untimed: count the distinct experts hit
+                model.use_compiled = args.compile
                 for m_ in packed: m_.fused_routing = True
                 counting[0] = False
                 ver = timed(lambda: model(ids, pos, cache, ctx, vis), args.reps)
