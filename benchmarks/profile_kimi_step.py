@@ -19,8 +19,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_kimi_slice import KIMI, build_on_device, layer_bytes, graph_ms, timed
 
 CLASSES = (('moe', r'moe|gate_up|down_v|combine_v|group_pairs'), ('verify attention', r'verify|mla|split_combine|attn'),
-           ('gemm', r'gemm|gemv|cutlass|xmma|cublas|sm90_|splitK|Kernel2'), ('elementwise', r'elementwise|vectorized|unrolled|pointwise'),
-           ('reduce', r'reduce|softmax|norm'), ('copy / cat / index', r'copy|cat|index|scatter|gather|fill'), ('topk / sort', r'topk|sort|radix'))
+           ('topk / sort', r'topk|sort|radix'), ('fused (triton)', r'^triton_'),
+           ('gemm', r'gemm|gemv|cutlass|xmma|cublas|sm90_|splitK|Kernel2|nvjet'), ('elementwise', r'elementwise|vectorized|unrolled|pointwise'),
+           ('reduce', r'reduce|softmax|norm'), ('copy / cat / index', r'copy|cat|index|scatter|gather|fill'))
 
 def kernel_class(name: str) -> str:
     "The class of a CUDA kernel, by the first pattern of `CLASSES` its lower-cased name matches ('other' if none)."

@@ -19,9 +19,9 @@ from .runtime import CudaUnavailable
 __all__ = ['MODEL_TYPES', 'ATTN_BACKENDS', 'TargetConfig', 'config_from_dict', 'LatentCache', 'rope_inv_freq', 'rope_cos_sin',
            'apply_rope', 'RMSNorm', 'MLP', 'Router', 'expert_loop', 'MoE', 'attention_fn', 'MLAttention',
            'DecoderLayer', 'TargetOutput', 'TargetModel', 'check_forward_inputs', 'tiny_config', 'kimi_config',
-           'build_target', 'causal_forward', 'pack_int4', 'unpack_int4', 'dequant_int4', 'quantize_int4',
-           'dequant_fp8_block', 'quantize_fp8_block', 'save_target', 'read_json', 'check_device', 'Checkpoint',
-           'read_weight', 'int4_args', 'hub_key', 'read_param', 'load_target', 'load_tokenizer']
+           'build_target', 'pack_int4', 'unpack_int4', 'dequant_int4', 'quantize_int4', 'dequant_fp8_block',
+           'quantize_fp8_block', 'save_target', 'read_json', 'check_device', 'Checkpoint', 'read_weight', 'int4_args',
+           'hub_key', 'read_param', 'load_target', 'load_tokenizer']
 
 # %% ../nbs/01a_target_model.ipynb #5866f664
 MODEL_TYPES = ('deepseek_v3', 'kimi_k2', 'kimi_k25')
@@ -186,7 +186,7 @@ class Router(nn.Module):
         c = self.c
         scores = logits.sigmoid()
         choice = scores + self.e_score_correction_bias
-        if c.topk_group < c.n_group:
+        if not self.one_group:
             grouped = choice.view(logits.shape[0], c.n_group, -1)
             gscore = grouped.topk(min(2, grouped.shape[-1]), dim=-1).values.sum(-1)
             keep = torch.zeros_like(gscore, dtype=torch.bool).scatter_(1, gscore.topk(c.topk_group, dim=-1).indices, True)
@@ -449,8 +449,8 @@ def check_forward_inputs(model, input_ids, positions, cache, start, visibility, 
     T = input_ids.shape[0]
     if positions.shape != (T,) or positions.dtype.is_floating_point: raise ValueError(f"positions must be an integer tensor [{T}], got {positions.dtype} {tuple(positions.shape)}")
     want = (c.num_hidden_layers, c.latent_dim)
-    if not isinstance(cache, LatentCache) or (cache.n_layers, cache.kv.shape[2]) != want:
-        raise ValueError(f"cache must be a LatentCache with {want[0]} layers of width {want[1]} (use model.new_cache)")
+    if not isinstance(cache, LatentCache) or cache.kv.ndim != 3 or (cache.n_layers, cache.kv.shape[-1]) != want:
+        raise ValueError(f"cache must be an unbatched LatentCache with {want[0]} layers of width {want[1]} (use model.new_cache), got kv {tuple(cache.kv.shape) if isinstance(cache, LatentCache) else type(cache).__name__}")
     if isinstance(start, torch.Tensor):
         if start.shape != (1,) or start.dtype not in (torch.int32, torch.int64) or start.device != cache.kv.device:
             raise ValueError(f"start as a tensor must be int32/int64 [1] on {cache.kv.device}, got {start.dtype} {tuple(start.shape)} on {start.device}")
@@ -517,7 +517,7 @@ def build_target(config: TargetConfig|dict, dtype=torch.float32, device='cpu', s
     return m.eval().requires_grad_(False)
 
 # %% ../nbs/01a_target_model.ipynb #45250270
-def causal_forward(self: TargetModel,
+def _causal_forward(self: TargetModel,
                    ids: torch.Tensor,        # [B, S] token ids at positions start..start+S-1
                    hidden_layers=(),         # which layers' outputs to return, as in `forward`
                    logits: bool=True,        # False: skip the lm_head (features only)
@@ -527,11 +527,12 @@ def causal_forward(self: TargetModel,
     if ids.ndim != 2: raise ValueError(f"ids must be [B, S], got shape {tuple(ids.shape)}")
     if cache is not None and (cache.kv.ndim != 4 or cache.kv.shape[1] != ids.shape[0]):
         raise ValueError(f"cache must be batched for {ids.shape[0]} sequences (new_cache(n, batch=B)), got kv {tuple(cache.kv.shape)}")
+    if cache is not None and torch.is_grad_enabled(): raise ValueError("a cached causal_forward writes the cache in place: run it under torch.no_grad()")
     cos, sin = self.rope(torch.arange(start, start + ids.shape[1], device=ids.device))
     step = lambda i, layer, x: layer.causal(x, cos, sin, None if cache is None else cache.kv[i], start)
     x, hidden = self._through_layers(self.embed_tokens(ids.t()), step, tuple(hidden_layers))     # [S, B, D] sequence first
     return (self.lm_head(x).float().transpose(0, 1) if logits else None), hidden.transpose(0, 1)
-TargetModel.causal_forward = causal_forward
+TargetModel.causal_forward = _causal_forward
 
 
 # %% ../nbs/01a_target_model.ipynb #07620675

@@ -17,10 +17,10 @@ from .runtime import load_kernel, require_cuda, device_limits
 
 # %% auto #0
 __all__ = ['GROUP', 'MAX_EXPERTS', 'KINDS', 'MAX_GRID_Y', 'BLOCKS_PER_SM', 'MOE_VERSIONS', 'CUDA_VERSION', 'MOE_SOURCES',
-           'PackedExperts', 'check_packed', 'pack_experts', 'Grouping', 'group_pairs_ref', 'check_grouping',
-           'MoEWorkspace', 'workspace_for', 'live_workspaces', 'moe_cuda_launch', 'check_moe_inputs', 'moe_w4a16',
-           'moe_w4a16_routed', 'PackedMoE', 'packed_experts_from_checkpoint', 'pack_moe_experts', 'empty_packed',
-           'packed_placeholders', 'load_target_packed', 'memory_by_kind']
+           'ROUTE_FUSED_MAX_T', 'PackedExperts', 'check_packed', 'pack_experts', 'Grouping', 'group_pairs_ref',
+           'check_grouping', 'MoEWorkspace', 'workspace_for', 'live_workspaces', 'moe_cuda_launch', 'check_moe_inputs',
+           'moe_w4a16', 'moe_w4a16_routed', 'PackedMoE', 'packed_experts_from_checkpoint', 'pack_moe_experts',
+           'empty_packed', 'packed_placeholders', 'load_target_packed', 'memory_by_kind']
 
 # %% ../nbs/03a_moe_w4a16.ipynb #eb0191d4
 GROUP = 32            # quantisation group: one 16-byte load of packed words = 32 weights = one scale
@@ -268,8 +268,8 @@ def _cuda_checks(x, topk_idx, topk_w, ex, out, ws):
 
 def moe_w4a16(x: torch.Tensor, topk_idx: torch.Tensor, topk_w: torch.Tensor, experts: PackedExperts,
               routed_scaling_factor: float=1.0, out: torch.Tensor|None=None, backend: str='torch',
-              ws: MoEWorkspace|None=None, check_values: bool=True, version: int|None=None) -> torch.Tensor:
-    "Routed-experts output `[T, hidden]` (x's dtype): `rsf * sum_j topk_w[t,j] * expert_{topk_idx[t,j]}(x_t)` with INT4 experts; `version` picks a cuda kernel version (default `CUDA_VERSION`)."
+              ws: MoEWorkspace|None=None, check_values: bool=True, version: int|None=None, route: tuple|None=None) -> torch.Tensor:
+    "Routed-experts output `[T, hidden]` (x's dtype): `rsf * sum_j topk_w[t,j] * expert_{topk_idx[t,j]}(x_t)` with INT4 experts; `version` picks a cuda kernel version (default `CUDA_VERSION`); `route`: see `moe_w4a16_routed`."
     if backend not in ('torch', 'cuda'): raise ValueError(f"backend must be 'torch' or 'cuda', got {backend!r}")
     version = CUDA_VERSION if version is None else version
     if version not in MOE_VERSIONS: raise ValueError(f"version must be one of {sorted(MOE_VERSIONS)}, got {version!r}")
@@ -280,28 +280,28 @@ def moe_w4a16(x: torch.Tensor, topk_idx: torch.Tensor, topk_w: torch.Tensor, exp
     out = torch.empty_like(x) if out is None else out
     ws = workspace_for(x.shape[0], topk_idx.shape[1], experts) if ws is None else ws
     _cuda_checks(x, topk_idx, topk_w, experts, out, ws)
-    if x.shape[0]: moe_cuda_launch(x, topk_idx, topk_w, experts, routed_scaling_factor, out, ws, version)   # each launch runs on its kernel's GPU (Kernel.__call__)
+    if x.shape[0]: moe_cuda_launch(x, topk_idx, topk_w, experts, routed_scaling_factor, out, ws, version, route=route)   # each launch runs on its kernel's GPU
     return out
 
 # %% ../nbs/03a_moe_w4a16.ipynb #69d0cad8
+ROUTE_FUSED_MAX_T = 64   # moe_route_group is one block: 6.9 / 8.8 / 22.5 µs at T = 1 / 16 / 64, 80 at 256 (torch top-k + moe_group: 36)
+
 def moe_w4a16_routed(x: torch.Tensor, router: Router, logits: torch.Tensor, experts: PackedExperts, out: torch.Tensor|None=None,
                      backend: str='torch', ws: MoEWorkspace|None=None, version: int|None=None) -> torch.Tensor:
     "`moe_w4a16` of `router`'s picks from its `logits [T, E]` fp32; on cuda with a one-group router the picks are made in the grouping launch."
     if backend not in ('torch', 'cuda'): raise ValueError(f"backend must be 'torch' or 'cuda', got {backend!r}")
-    if backend == 'torch' or not router.one_group:
+    if backend == 'torch' or not router.one_group or x.shape[0] > ROUTE_FUSED_MAX_T:   # one block routes: a small-T launch
         w, idx = router.select(logits)
         return moe_w4a16(x, idx.to(torch.int32), w, experts, 1.0, out=out, backend=backend, ws=ws, version=version, check_values=backend == 'torch')
-    T, k, c = x.shape[0], router.c.num_experts_per_tok, router.c
-    if logits.shape != (T, experts.n_experts) or logits.dtype != torch.float32 or not logits.is_contiguous() or logits.device != x.device:
-        raise ValueError(f"logits must be contiguous float32 [T={T}, E={experts.n_experts}] on {x.device}, got {logits.dtype} {tuple(logits.shape)} on {logits.device}")
+    T, k, c, E = x.shape[0], router.c.num_experts_per_tok, router.c, experts.n_experts
+    for nm, t, shape in (('logits', logits, (T, E)), ('router bias', router.e_score_correction_bias, (E,))):
+        if t.shape != shape or t.dtype != torch.float32 or not t.is_contiguous() or t.device != x.device:
+            raise ValueError(f"{nm} must be contiguous float32 {list(shape)} on {x.device}, got {t.dtype} {list(t.shape)} on {t.device}")
     ws = workspace_for(T, k, experts) if ws is None else ws
-    idx, w = ws.topk_idx[:T * k].view(T, k), ws.topk_w[:T * k].view(T, k)
-    out = torch.empty_like(x) if out is None else out
-    check_moe_inputs(x, idx, w, experts, out, check_values=False)
-    _cuda_checks(x, idx, w, experts, out, ws)
+    if not ws.fits(T, k, experts): raise ValueError(f"workspace (max_tokens={ws.max_tokens}, top_k={ws.top_k}) does not fit T={T}, k={k}")
     route = (logits, router.e_score_correction_bias, c.norm_topk_prob, c.routed_scaling_factor)
-    if T: moe_cuda_launch(x, idx, w, experts, 1.0, out, ws, CUDA_VERSION if version is None else version, route=route)
-    return out
+    return moe_w4a16(x, ws.topk_idx[:T * k].view(T, k), ws.topk_w[:T * k].view(T, k), experts, 1.0, out=out, backend='cuda', ws=ws,
+                     check_values=False, version=version, route=route)
 
 
 # %% ../nbs/03a_moe_w4a16.ipynb #f4561e5b
@@ -319,7 +319,8 @@ class PackedMoE(nn.Module):
     def experts(self) -> PackedExperts:
         return PackedExperts(**{k: getattr(self, k) for k in self.experts_keys}, hidden=self.hidden, inter=self.inter, group_size=self.group_size)
     experts_keys = tuple(f'{k}_{s}' for k in KINDS for s in ('packed', 'scale'))
-    fused_routing = True   # cuda and a one-group router: the top-k is picked in the grouping launch (`moe_w4a16_routed`)
+    fused_routing = True   # cuda, a one-group router, T <= ROUTE_FUSED_MAX_T: the top-k is picked in the grouping launch (`moe_w4a16_routed`),
+                           # so `self.gate`'s forward hooks (ExpertLoad, a hit counter) do not run: set False to count
     def forward(self, x):
         if self.backend == 'cuda' and self.fused_routing and self.gate.one_group:
             y = _untraced_routed(x, self.gate, self.gate.logits(x), self.experts, backend='cuda')

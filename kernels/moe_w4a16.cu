@@ -19,8 +19,8 @@
 // 1. grouping: one block of MAXE threads
 // ---------------------------------------------------------------------------------------------------------
 // The grouping itself, shared by moe_group and moe_route_group (one block of MAXE threads; topk_idx may have been
-// written by this block before a __syncthreads).
-__device__ __forceinline__ void group_pairs(const int *__restrict__ topk_idx, int P, int E, int *__restrict__ counts,
+// written by this block before a __syncthreads, so it is not __restrict__ here).
+__device__ __forceinline__ void group_pairs(const int *topk_idx, int P, int E, int *__restrict__ counts,
         int *__restrict__ offsets, int *__restrict__ hit, int *__restrict__ n_hit, int *__restrict__ sorted_pair, int *__restrict__ pos) {
     __shared__ int s_cnt[MAXE], s_sum[MAXE], s_hit[MAXE];
     const int tid = threadIdx.x;
@@ -65,10 +65,12 @@ moe_group(const int *__restrict__ topk_idx, int P, int E, int *__restrict__ coun
 // ---------------------------------------------------------------------------------------------------------
 // 1'. routing + grouping in one launch (a sigmoid router with one expert group: DeepSeek-V3 / Kimi K2 at
 //     n_group = topk_group): one warp per token holds sigmoid(logit) + bias of its experts in registers (NPL per
-//     lane, read once) and picks the top-k by k warp-argmax rounds (value desc, expert id asc on ties; NaN never
-//     picked: a token with fewer than k pickable experts gets id -1, weight 0); the weights are sigmoid(logit) of
-//     the picks, normalised if `norm` (sum + 1e-20, as the torch Router), times rsf; then the block groups the
-//     pairs as moe_group does. Replaces the router's sigmoid/add/topk/gather/sum/div/mul launches and moe_group.
+//     lane, read once) and picks the top-k by k warp-argmax rounds (value desc, expert id asc on ties; a NaN ranks
+//     above everything, as in torch.topk, and its weight is NaN, so a NaN router output reaches the layer's output);
+//     the weights are sigmoid(logit) of the picks, normalised if `norm` (sum + 1e-20, as the torch Router), times
+//     rsf; then the block groups the pairs as moe_group does. Replaces the router's sigmoid/add/topk/gather/sum/div/
+//     mul launches and moe_group. One block: meant for small T (the AR step, small trees); moe.py takes the torch
+//     top-k + moe_group above ROUTE_FUSED_MAX_T tokens.
 // ---------------------------------------------------------------------------------------------------------
 __device__ __forceinline__ float sigmoidf(float x) { return 1.f / (1.f + expf(-x)); }
 
@@ -78,12 +80,17 @@ __device__ __forceinline__ void route_token(const float *__restrict__ lg, const 
     const int lane = threadIdx.x & 31;
     float v[NPL];
 #pragma unroll
-    for (int j = 0; j < NPL; ++j) { const int e = lane + 32 * j; v[j] = e < E ? sigmoidf(lg[e]) + bias[e] : NAN; }
+    for (int j = 0; j < NPL; ++j) {        // -inf = not pickable (past E, or taken); NaN -> +inf: ranks first, as in torch.topk
+        const int e = lane + 32 * j;
+        const float x = e < E ? sigmoidf(lg[e]) + bias[e] : -INFINITY;
+        v[j] = isnan(x) ? INFINITY : x;
+    }
     float wsum = 0.f;
     for (int r = 0; r < k; ++r) {
         float best = -INFINITY; int be = 0x7fffffff;
 #pragma unroll
-        for (int j = 0; j < NPL; ++j) if (v[j] > best || (v[j] == best && lane + 32 * j < be)) { best = v[j]; be = lane + 32 * j; }
+        for (int j = 0; j < NPL; ++j)
+            if (v[j] != -INFINITY && (v[j] > best || (v[j] == best && lane + 32 * j < be))) { best = v[j]; be = lane + 32 * j; }
 #pragma unroll
         for (int o = 16; o; o >>= 1) {
             const float ov = __shfl_xor_sync(0xffffffffu, best, o); const int oe = __shfl_xor_sync(0xffffffffu, be, o);
@@ -92,7 +99,7 @@ __device__ __forceinline__ void route_token(const float *__restrict__ lg, const 
         const bool ok = be < E;
         if (ok && (be & 31) == lane) {
 #pragma unroll
-            for (int j = 0; j < NPL; ++j) if (j == (be >> 5)) v[j] = NAN;   // taken: never picked again
+            for (int j = 0; j < NPL; ++j) if (j == (be >> 5)) v[j] = -INFINITY;   // taken: never picked again
         }
         const float w = ok ? sigmoidf(lg[be]) : 0.f;
         wsum += w;

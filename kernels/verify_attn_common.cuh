@@ -1,5 +1,5 @@
-// verify_attn_common.cuh: what the verify attention kernels share (verify_attn.cu: v1, v2 and the combine, sm_80+;
-// verify_attn_sm90.cu: the wgmma version, sm_90a): dimensions, the prefix clamp, the tree mask, the split of the key
+// verify_attn_common.cuh: what the verify attention kernels share (verify_attn.cu: v2 and the combine, sm_80+;
+// verify_attn_sm90.cu: the wgmma version, sm_90a; dev/verify_attn_v1.cu: v1, the history): dimensions, the prefix clamp, the tree mask, the split of the key
 // tiles, cp.async, and the edge-case rules (non-finite V rows under the mask, rows that see nothing).
 #pragma once
 #include <cuda_bf16.h>
