@@ -108,6 +108,8 @@ class ShardedTarget(TargetModel):
                 dense = i < config.first_k_dense_replace
                 layer.mlp = TPMLP(config.hidden_size, config.intermediate_size, rank, world, group) if dense else EPMoE(config, rank, world, group)
         self.rank, self.world, self.group = rank, world, group
+    def causal_forward(self, *a, **kw):
+        raise NotImplementedError("causal_forward (the batched training forward) runs in one process: its attention and experts take no all-reduce; use a TargetModel")
 
     def extra_repr(self): return f"rank={self.rank}, world={self.world}"
 
