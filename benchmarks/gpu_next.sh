@@ -35,7 +35,7 @@ step() {   # step NAME SECONDS CMD...: run with a timeout, log the exit code and
 echo "date $(date -u +%FT%TZ), commit $commit, gpu $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null), part $part" >> "$log"
 case $part in
   validate)
-    GPU_TESTS_TIMEOUT=300 step gpu_tests 320 bash benchmarks/gpu_tests.sh "$out" 00a 01b 02 03_verify 03a 04 05_decode 06 ;;
+    GPU_TESTS_TIMEOUT=300 step gpu_tests 320 bash benchmarks/gpu_tests.sh "$out" 00a 01c 02 03_verify 03a 04 05_decode 06 ;;
   long)
     GPU_TESTS_TIMEOUT=540 step gpu_tests_08 560 bash benchmarks/gpu_tests.sh "$out" 08 ;;
   bench)

@@ -13,7 +13,7 @@ from .decode import (GenerationConfig, Decoder, Generation, Stages, check_genera
 from .loading import cpu_threads, load_target_for, torch_device
 from .demo import load_demo_pair
 from .drafter import load_drafter
-from .model import load_tokenizer
+from .checkpoint import load_tokenizer
 
 # %% auto #0
 __all__ = ['TextSoFar', 'GenerationOutput', 'decode_stream', 'Engine', 'TextStream']

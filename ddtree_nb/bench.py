@@ -12,7 +12,8 @@ from .loading import cpu_threads, load_target_for
 from .env import missing_extra
 from .demo import held_out_prompts, load_demo_pair
 from .drafter import Drafter, DrafterConfig, load_drafter
-from .model import build_target, load_tokenizer, tiny_config
+from .model import build_target, tiny_config
+from .checkpoint import load_tokenizer
 
 # %% auto #0
 __all__ = ['DEFAULT_BUDGETS', 'STAGE_KEYS', 'DEFAULT_PROMPTS', 'OracleDrafter', 'CharTokenizer', 'tiny_pair', 'budget_order',

@@ -168,7 +168,7 @@ def generate_main(argv=None) -> int:
     if args.threads is not None and args.threads < 1: raise ValueError(f"--threads must be >= 1, got {args.threads}")
     for flag, path in (('--target', args.target), ('--drafter', args.drafter if args.method != 'ar' else None)):
         if path is not None and not Path(path).is_dir(): raise ValueError(f"{flag} {path}: no such directory")
-    from ddtree_nb.model import load_tokenizer
+    from ddtree_nb.checkpoint import load_tokenizer
     from ddtree_nb.drafter import load_drafter
     dtype = getattr(torch, args.dtype) if args.dtype else (torch.bfloat16 if torch.device(device).type == 'cuda' else torch.float32)
     with cpu_threads(args.threads, device):

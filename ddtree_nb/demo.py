@@ -8,7 +8,8 @@ import hashlib, itertools, json, math, os, sys, sysconfig, time, argparse
 from pathlib import Path
 import torch
 import torch.nn.functional as F
-from .model import (build_target, tiny_config, save_target, load_target, Router, TargetModel)
+from .model import build_target, tiny_config, Router, TargetModel
+from .checkpoint import save_target, load_target
 from .drafter import (Drafter, DrafterConfig, save_drafter, load_drafter, rope_cos_sin)
 from .decode import generate
 from .loading import cpu_threads

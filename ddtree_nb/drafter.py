@@ -12,7 +12,7 @@ from torch import nn
 import torch.nn.functional as F
 from . import model
 from .runtime import unfinished_dropped
-from .model import read_json
+from .checkpoint import read_json
 
 # %% auto #0
 __all__ = ['RMSNorm', 'SwiGLU', 'default_target_layer_ids', 'DrafterConfig', 'rope_cos_sin', 'DFlashAttention', 'DFlashLayer',

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 import torch
-from .model import read_json, load_target, check_device
+from .checkpoint import read_json, load_target, check_device
 from .moe import load_target_packed
 
 # %% auto #0

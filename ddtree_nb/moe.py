@@ -10,8 +10,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import nn
-from .model import (pack_int4, unpack_int4, dequant_int4, quantize_int4, MoE, Router, TargetModel, LatentCache, expert_loop,
-                             config_from_dict, Checkpoint, int4_args, load_target)
+from .model import MoE, Router, TargetModel, LatentCache, expert_loop, config_from_dict
+from .checkpoint import pack_int4, unpack_int4, dequant_int4, quantize_int4, Checkpoint, int4_args, load_target
 from .runtime import load_kernel, require_cuda, device_limits
 
 
@@ -53,7 +53,7 @@ class PackedExperts:
         "(out, in) of one expert's `kind` matrix."
         return (self.hidden, self.inter) if kind == 'down' else (self.inter, self.hidden)
     def dequant(self, kind: str, e: int) -> torch.Tensor:
-        "fp32 weight `[out, in]` of expert `e`'s `kind` matrix, through `ddtree_nb.model.dequant_int4`."
+        "fp32 weight `[out, in]` of expert `e`'s `kind` matrix, through `ddtree_nb.checkpoint.dequant_int4`."
         return dequant_int4(getattr(self, f'{kind}_packed')[e], getattr(self, f'{kind}_scale')[e], self.shape(kind),
                             self.group_size, f'{kind}_proj')
     def to(self, device) -> PackedExperts:

@@ -14,7 +14,8 @@ from .accept import MAX_PATH, accept_compact, log_exp_noise
 from .decode import Stages, generate
 from .bench import first_difference
 from .drafter import Drafter, DrafterConfig, save_drafter
-from .model import build_target, save_target, tiny_config
+from .model import build_target, tiny_config
+from .checkpoint import save_target
 from .verify import DC, DR, DQK, mla_tree_attention
 
 # %% auto #0
