@@ -322,7 +322,7 @@ class PackedMoE(nn.Module):
     fused_routing = True   # cuda, a one-group router, T <= ROUTE_FUSED_MAX_T: the top-k is picked in the grouping launch (`moe_w4a16_routed`),
                            # so `self.gate`'s forward hooks (ExpertLoad, a hit counter) do not run: set False to count
     def forward(self, x):
-        if self.backend == 'cuda' and self.fused_routing and self.gate.one_group:
+        if self.backend == 'cuda' and self.fused_routing and self.gate.one_group and x.shape[0] <= ROUTE_FUSED_MAX_T:   # else the router stays in torch.compile's trace
             y = _untraced_routed(x, self.gate, self.gate.logits(x), self.experts, backend='cuda')
         else:
             w, idx = self.gate(x)
