@@ -25,20 +25,16 @@ Prints markdown tables, and JSON with --json.
 """
 import argparse, json, statistics, subprocess, time
 import torch
-from ddtree_nb.moe import PackedExperts, MoEWorkspace, moe_w4a16, KINDS, check_grouping, moe_cuda_launch, MOE_VERSIONS
+from ddtree_nb.moe import MoEWorkspace, moe_w4a16, check_grouping, moe_cuda_launch, MOE_VERSIONS
 from ddtree_nb.runtime import engine_stream
+from ddtree_nb.reliability import random_packed_experts
 
 H, I, CEIL = 7168, 2048, 4.27e12
 
 
 def rand_packed(E, dev, seed=0, hidden=H, inter=I):
-    g = torch.Generator(device=dev).manual_seed(seed)
-    t = {}
-    for k in KINDS:
-        out, n = (hidden, inter) if k == 'down' else (inter, hidden)
-        t[f'{k}_packed'] = torch.randint(-2**31, 2**31 - 1, (E, out, n // 8), generator=g, device=dev, dtype=torch.int32)
-        t[f'{k}_scale'] = (0.005 + 0.02 * torch.rand(E, out, n // 32, generator=g, device=dev)).to(torch.bfloat16)
-    return PackedExperts(**t, hidden=hidden, inter=inter)
+    "Random INT4 experts on `dev` (`reliability.random_packed_experts`, seeded)."
+    return random_packed_experts(E, hidden, inter, torch.Generator(device=dev).manual_seed(seed))
 
 
 def routing(T, E, k, how, dev, seed=0):

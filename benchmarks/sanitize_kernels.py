@@ -319,22 +319,12 @@ def _accept_edges():
 case('accept_edges', 'accept', ['tree_accept'], 'NaN rows (no-check path), rows past the cache (refused)')(_accept_edges)
 
 # ---- W4A16 MoE (nbs/03a)
-def _rand_experts(E, H, I, g):
-    "Random INT4 experts on the CPU (random nibbles, scales 0.005..0.025)."
-    import torch
-    from ddtree_nb.moe import PackedExperts, KINDS
-    t = {}
-    for kind in KINDS:
-        o, n = (H, I) if kind == 'down' else (I, H)
-        t[f'{kind}_packed'] = torch.randint(-2**31, 2**31 - 1, (E, o, n // 8), generator=g, dtype=torch.int32)
-        t[f'{kind}_scale'] = (0.005 + 0.02 * torch.rand(E, o, n // 32, generator=g)).to(torch.bfloat16)
-    return PackedExperts(**t, hidden=H, inter=I)
-
 def _moe_run(T, E, H, I, k, how='spread', seed=0, versions=(None,)):
     import torch
     from ddtree_nb.moe import MoEWorkspace, moe_w4a16, check_grouping
+    from ddtree_nb.reliability import random_packed_experts
     g = torch.Generator().manual_seed(seed)
-    ex_cpu = _rand_experts(E, H, I, g)
+    ex_cpu = random_packed_experts(E, H, I, g)
     ex = ex_cpu.to(DEV)
     x = torch.randn(T, H, generator=g).to(torch.bfloat16)
     idx = torch.rand(T, E, generator=g).topk(k, dim=-1).indices if how == 'spread' else torch.full((T, k), E - 1)
@@ -369,8 +359,9 @@ def _route_run(T, E, H=256, I=128, k=8, seed=0):
     import torch
     from ddtree_nb.model import Router, config_from_dict, tiny_config
     from ddtree_nb.moe import MoEWorkspace, moe_w4a16_routed, check_grouping
+    from ddtree_nb.reliability import random_packed_experts
     g = torch.Generator().manual_seed(seed)
-    ex_cpu = _rand_experts(E, H, I, g)
+    ex_cpu = random_packed_experts(E, H, I, g)
     r = Router(config_from_dict(tiny_config(n_routed_experts=E, num_experts_per_tok=k, n_group=1, topk_group=1, hidden_size=H)))
     r.weight.data.normal_(0, 0.05, generator=g); r.e_score_correction_bias.normal_(0, 0.02, generator=g)
     x = torch.randn(T, H, generator=g).to(torch.bfloat16)

@@ -17,15 +17,16 @@ from .drafter import Drafter, DrafterConfig, save_drafter
 from .model import build_target, tiny_config
 from .checkpoint import save_target
 from .verify import DC, DR, DQK, mla_tree_attention
+from .moe import PackedExperts, KINDS
 
 # %% auto #0
 __all__ = ['VERIFY_CASES', 'SM90_CASES', 'SM90_BRUTE_CASES', 'LOGIT_KINDS', 'TREE_KINDS', 'char_tokenizer', 'save_tiny_pair',
            'variant', 'edit_json', 'run_cli', 'run_cli_subprocess', 'assert_one_line_error', 'tree_paths',
            'path_scores', 'check_same_tree', 'threshold_tree_sim', 'check_tree_buffers', 'verify_error',
            'first_mismatch', 'brute_verify', 'compare_verify', 'edge_case_inputs', 'check_edge_case', 'tree_parents',
-           'verify_selftest_case', 'brute_case', 'chi2_pvalue', 'report', 'random_logits', 'random_parents',
-           'random_tree', 'brute_force_tree', 'fuzz_tree', 'brute_accept', 'fuzz_accept', 'fuzz_verify',
-           'NoisyOracleDrafter', 'fuzz_generate', 'replay', 'long_run', 'long_run_pair']
+           'verify_selftest_case', 'brute_case', 'chi2_pvalue', 'random_packed_experts', 'report', 'random_logits',
+           'random_parents', 'random_tree', 'brute_force_tree', 'fuzz_tree', 'brute_accept', 'fuzz_accept',
+           'fuzz_verify', 'NoisyOracleDrafter', 'fuzz_generate', 'replay', 'long_run', 'long_run_pair']
 
 # %% ../nbs/08_reliability.ipynb #b1bb0795
 def char_tokenizer(path, vocab_size: int):
@@ -352,6 +353,16 @@ def chi2_pvalue(observed, expected, min_expected: float=5.0) -> float:
     if small.any(): o, e = torch.cat([o[~small], o[small].sum()[None]]), torch.cat([e[~small], e[small].sum()[None]])
     x = ((o - e) ** 2 / e).sum()
     return float(torch.special.gammaincc(torch.tensor((len(e) - 1) / 2, dtype=torch.float64), x / 2))
+
+# %% ../nbs/08_reliability.ipynb #d51f7829
+def random_packed_experts(E: int, hidden: int, inter: int, g: torch.Generator) -> PackedExperts:
+    "`E` random INT4 experts (gate/up `[inter, hidden]`, down `[hidden, inter]`) on `g`'s device: uniform nibbles, scales 0.005..0.025."
+    t = {}
+    for k in KINDS:
+        out, n = (hidden, inter) if k == 'down' else (inter, hidden)
+        t[f'{k}_packed'] = torch.randint(-2**31, 2**31 - 1, (E, out, n // 8), generator=g, device=g.device, dtype=torch.int32)
+        t[f'{k}_scale'] = (0.005 + 0.02 * torch.rand(E, out, n // 32, generator=g, device=g.device)).to(torch.bfloat16)
+    return PackedExperts(**t, hidden=hidden, inter=inter)
 
 # %% ../nbs/08_reliability.ipynb #822acbbe
 def report(msg: str):
