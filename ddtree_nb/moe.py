@@ -16,11 +16,12 @@ from .runtime import load_kernel, require_cuda, device_limits
 
 
 # %% auto #0
-__all__ = ['GROUP', 'MAX_EXPERTS', 'KINDS', 'MAX_GRID_Y', 'BLOCKS_PER_SM', 'MOE_VERSIONS', 'CUDA_VERSION', 'MOE_SOURCES',
-           'ROUTE_FUSED_MAX_T', 'PackedExperts', 'check_packed', 'pack_experts', 'Grouping', 'group_pairs_ref',
-           'check_grouping', 'MoEWorkspace', 'workspace_for', 'live_workspaces', 'moe_cuda_launch', 'check_moe_inputs',
-           'moe_w4a16', 'moe_w4a16_routed', 'PackedMoE', 'packed_experts_from_checkpoint', 'pack_moe_experts',
-           'empty_packed', 'packed_placeholders', 'load_target_packed', 'memory_by_kind']
+__all__ = ['GROUP', 'MAX_EXPERTS', 'KINDS', 'ROUTE_FUSED_MAX_T', 'ROUTER_WPE', 'ROUTER_NW4', 'ROUTER_MAX_H', 'MAX_GRID_Y',
+           'BLOCKS_PER_SM', 'MOE_VERSIONS', 'CUDA_VERSION', 'MOE_SOURCES', 'PackedExperts', 'check_packed',
+           'pack_experts', 'Grouping', 'group_pairs_ref', 'check_grouping', 'MoEWorkspace', 'workspace_for',
+           'live_workspaces', 'moe_cuda_launch', 'check_moe_inputs', 'moe_w4a16', 'router_in_kernel',
+           'moe_w4a16_routed', 'PackedMoE', 'packed_experts_from_checkpoint', 'pack_moe_experts', 'empty_packed',
+           'packed_placeholders', 'load_target_packed', 'memory_by_kind']
 
 # %% ../nbs/03a_moe_w4a16.ipynb #eb0191d4
 GROUP = 32            # quantisation group: one 16-byte load of packed words = 32 weights = one scale
@@ -147,6 +148,8 @@ class MoEWorkspace:
         self.hit, self.n_hit = torch.empty(n_experts, **i32), torch.empty(1, **i32)
         self.sorted_pair, self.pos = torch.empty(P, **i32), torch.empty(P, **i32)
         self.topk_idx, self.topk_w = torch.empty(P, **i32), torch.empty(P, dtype=torch.float32, device=device)   # moe_route_group's picks
+        self.logits = torch.empty(max_tokens, n_experts, dtype=torch.float32, device=device)   # moe_router_group's router logits
+        self.ticket = torch.zeros(1, **i32)       # moe_router_group's last-block counter (back to 0 after every launch)
         self.act = torch.empty(P, inter, dtype=torch.float32, device=device)
         self.ybuf = torch.empty(P, hidden, dtype=torch.float32, device=device)
     @property
@@ -177,7 +180,10 @@ def _moe_torch(x, topk_idx, topk_w, ex: PackedExperts, rsf: float) -> torch.Tens
 
 # %% ../nbs/03a_moe_w4a16.ipynb #efa6e1c8
 _SIG_GROUP, _SIG_GU, _SIG_DOWN, _SIG_COMB = 'PiiPPPPPP', 'PiiiPPPPPPPPP', 'PiiPPPPPPPP', 'PPiiifP'
-_SIG_ROUTE = 'PPiiiifPPPPPPPP'
+_SIG_ROUTE, _SIG_ROUTER = 'PPiiiifPPPPPPPP', 'PPiiPiiifPPPPPPPPPP'
+ROUTE_FUSED_MAX_T = 64    # the routing launches run one block (6.9 / 8.8 / 22.5 µs at T = 1 / 16 / 64, 80 at 256; torch top-k + moe_group: 36)
+ROUTER_WPE, ROUTER_NW4 = 8, 8   # moe_router_group: warps per expert, float4 of router weights held per lane
+ROUTER_MAX_H = ROUTER_WPE * 32 * 4 * ROUTER_NW4   # 8192: the widest hidden whose router rows fit the lanes' registers
 MAX_GRID_Y = 65535        # CUDA's cap on gridDim.y
 BLOCKS_PER_SM = 4         # the persistent versions' __launch_bounds__(128, 4): their grid is this many blocks per SM
 # version -> ((gate/up kernel, threads per block, rows per block), (down kernel, threads per block, rows per block));
@@ -192,7 +198,7 @@ CUDA_VERSION = 11
 # where each version's gate/up and down live: the shipped one in kernels/moe_w4a16.cu (with moe_group and moe_combine,
 # which every version uses), the history in kernels/dev/ (llm.c style: still runs from a checkout, not in the wheel)
 MOE_SOURCES = {**{v: 'dev/moe_w4a16_v1_v10.cu' for v in range(1, 11)}, 11: 'moe_w4a16.cu'}
-_KERNEL_LIMITS = dict(MAXE=MAX_EXPERTS)   # moe_w4a16_common.cuh's #defines, checked on load
+_KERNEL_LIMITS = dict(MAXE=MAX_EXPERTS, RT_MAXT=ROUTE_FUSED_MAX_T, RT_WPE=ROUTER_WPE, RT_NW4=ROUTER_NW4)   # the kernels' #defines, checked on load
 
 # %% ../nbs/03a_moe_w4a16.ipynb #0d792775
 def _kernel(fn: str, sig: str, device: int, source: str='moe_w4a16.cu'):
@@ -209,7 +215,7 @@ def _combine_grid(T: int, H: int) -> tuple[int, int]:
 
 def moe_cuda_launch(x, topk_idx, topk_w, ex: PackedExperts, rsf: float, out: torch.Tensor, ws: MoEWorkspace, version: int=CUDA_VERSION,
                     marks: list|None=None, route: tuple|None=None):
-    "The four launches (no checks, no host sync). v1 keeps act in fp32, v2+ as bf16 in the same workspace. `marks`: 5 CUDA events recorded around the launches (benchmark breakdown). `route` = (logits, bias, norm, rsf): the grouping launch picks the top-k into `topk_idx`/`topk_w` first (`moe_route_group`)."
+    "The four launches (no checks, no host sync). v1 keeps act in fp32, v2+ as bf16 in the same workspace. `marks`: 5 CUDA events recorded around the launches (benchmark breakdown). `route` = (logits, bias, norm, rsf, router weight or None): the grouping launch picks the top-k into `topk_idx`/`topk_w` first (`moe_route_group`), and with a router weight computes the logits too (`moe_router_group`)."
     T, k = topk_idx.shape
     P, E, H, I, d = T * k, ex.n_experts, ex.hidden, ex.inter, x.device.index
     (fu, tu, ru), (fd, td, rd) = MOE_VERSIONS[version]
@@ -221,9 +227,11 @@ def moe_cuda_launch(x, topk_idx, topk_w, ex: PackedExperts, rsf: float, out: tor
     grouping = (ws.counts, ws.offsets, ws.hit, ws.n_hit, ws.sorted_pair, ws.pos)
     if route is None: ld('moe_group', _SIG_GROUP)(topk_idx, P, E, *grouping, grid=1, block=MAX_EXPERTS)
     else:
-        logits, bias, norm, r_rsf = route
-        name = 'moe_route_group_e384' if E <= 384 else 'moe_route_group_e1024'   # the per-lane register array's size
-        ld(name, _SIG_ROUTE)(logits, bias, T, E, k, int(norm), float(r_rsf), topk_idx, topk_w, *grouping, grid=1, block=MAX_EXPERTS)
+        logits, bias, norm, r_rsf, w_router = route
+        sfx = 'e384' if E <= 384 else 'e1024'     # the per-lane register array's size
+        if w_router is None: ld(f'moe_route_group_{sfx}', _SIG_ROUTE)(logits, bias, T, E, k, int(norm), float(r_rsf), topk_idx, topk_w, *grouping, grid=1, block=MAX_EXPERTS)
+        else: ld(f'moe_router_group_{sfx}', _SIG_ROUTER)(x, w_router, T, H, bias, E, k, int(norm), float(r_rsf), logits, topk_idx, topk_w, *grouping,
+                                                         ws.ticket, grid=-(-E // (MAX_EXPERTS // 32 // ROUTER_WPE)), block=MAX_EXPERTS)
     mark(1)
     ld(fu, _SIG_GU, MOE_SOURCES[version])(x, H, I, k, ws.sorted_pair, ws.offsets, ws.hit, ws.n_hit, ex.gate_packed, ex.gate_scale,
                                      ex.up_packed, ex.up_scale, ws.act, grid=_launch_grid(ru, I, Y, n_sm), block=tu)
@@ -284,22 +292,28 @@ def moe_w4a16(x: torch.Tensor, topk_idx: torch.Tensor, topk_w: torch.Tensor, exp
     return out
 
 # %% ../nbs/03a_moe_w4a16.ipynb #69d0cad8
-ROUTE_FUSED_MAX_T = 64   # moe_route_group is one block: 6.9 / 8.8 / 22.5 µs at T = 1 / 16 / 64, 80 at 256 (torch top-k + moe_group: 36)
+def router_in_kernel(router: Router, x: torch.Tensor) -> bool:
+    "True when `moe_router_group` can compute `router`'s logits for tokens `x` itself (fp32 contiguous weight on x's device, hidden % 4 == 0, <= ROUTER_MAX_H)."
+    w, H = router.weight, x.shape[-1]
+    return w.dtype == torch.float32 and w.is_contiguous() and w.device == x.device and H % 4 == 0 and H <= ROUTER_MAX_H
 
-def moe_w4a16_routed(x: torch.Tensor, router: Router, logits: torch.Tensor, experts: PackedExperts, out: torch.Tensor|None=None,
+def moe_w4a16_routed(x: torch.Tensor, router: Router, logits: torch.Tensor|None, experts: PackedExperts, out: torch.Tensor|None=None,
                      backend: str='torch', ws: MoEWorkspace|None=None, version: int|None=None) -> torch.Tensor:
-    "`moe_w4a16` of `router`'s picks from its `logits [T, E]` fp32; on cuda with a one-group router the picks are made in the grouping launch."
+    "`moe_w4a16` of `router`'s picks from its `logits [T, E]` fp32 (None: computed here; on cuda in the routing launch, left in `ws.logits`); on cuda with a one-group router the picks are made in the grouping launch."
     if backend not in ('torch', 'cuda'): raise ValueError(f"backend must be 'torch' or 'cuda', got {backend!r}")
-    if backend == 'torch' or not router.one_group or x.shape[0] > ROUTE_FUSED_MAX_T:   # one block routes: a small-T launch
+    fused = backend == 'cuda' and router.one_group and x.shape[0] <= ROUTE_FUSED_MAX_T   # one block routes: a small-T launch
+    if logits is None and not (fused and router_in_kernel(router, x)): logits = router.logits(x)
+    if not fused:
         w, idx = router.select(logits)
         return moe_w4a16(x, idx.to(torch.int32), w, experts, 1.0, out=out, backend=backend, ws=ws, version=version, check_values=backend == 'torch')
     T, k, c, E = x.shape[0], router.c.num_experts_per_tok, router.c, experts.n_experts
     for nm, t, shape in (('logits', logits, (T, E)), ('router bias', router.e_score_correction_bias, (E,))):
-        if t.shape != shape or t.dtype != torch.float32 or not t.is_contiguous() or t.device != x.device:
+        if t is not None and (t.shape != shape or t.dtype != torch.float32 or not t.is_contiguous() or t.device != x.device):
             raise ValueError(f"{nm} must be contiguous float32 {list(shape)} on {x.device}, got {t.dtype} {list(t.shape)} on {t.device}")
     ws = workspace_for(T, k, experts) if ws is None else ws
     if not ws.fits(T, k, experts): raise ValueError(f"workspace (max_tokens={ws.max_tokens}, top_k={ws.top_k}) does not fit T={T}, k={k}")
-    route = (logits, router.e_score_correction_bias, c.norm_topk_prob, c.routed_scaling_factor)
+    route = (ws.logits[:T], router.e_score_correction_bias, c.norm_topk_prob, c.routed_scaling_factor, router.weight) if logits is None \
+            else (logits, router.e_score_correction_bias, c.norm_topk_prob, c.routed_scaling_factor, None)
     return moe_w4a16(x, ws.topk_idx[:T * k].view(T, k), ws.topk_w[:T * k].view(T, k), experts, 1.0, out=out, backend='cuda', ws=ws,
                      check_values=False, version=version, route=route)
 
@@ -319,11 +333,11 @@ class PackedMoE(nn.Module):
     def experts(self) -> PackedExperts:
         return PackedExperts(**{k: getattr(self, k) for k in self.experts_keys}, hidden=self.hidden, inter=self.inter, group_size=self.group_size)
     experts_keys = tuple(f'{k}_{s}' for k in KINDS for s in ('packed', 'scale'))
-    fused_routing = True   # cuda, a one-group router, T <= ROUTE_FUSED_MAX_T: the top-k is picked in the grouping launch (`moe_w4a16_routed`),
+    fused_routing = True   # cuda, a one-group router, T <= ROUTE_FUSED_MAX_T: logits and top-k in the grouping launch (`moe_w4a16_routed`),
                            # so `self.gate`'s forward hooks (ExpertLoad, a hit counter) do not run: set False to count
     def forward(self, x):
         if self.backend == 'cuda' and self.fused_routing and self.gate.one_group and x.shape[0] <= ROUTE_FUSED_MAX_T:   # else the router stays in torch.compile's trace
-            y = _untraced_routed(x, self.gate, self.gate.logits(x), self.experts, backend='cuda')
+            y = _untraced_routed(x, self.gate, None, self.experts, backend='cuda')   # the router's GEMV in the routing launch
         else:
             w, idx = self.gate(x)
             run = moe_w4a16 if self.backend == 'torch' else _untraced_moe   # a PyCUDA launch can't be traced by torch.compile

@@ -4,7 +4,8 @@
 // Four launches, no host synchronisation, nothing allocated (all buffers come from the caller's workspace):
 //   1. moe_group    (1 block)  counting sort of the pairs by expert: counts, exclusive scan -> offsets, the
 //                              compact list of hit experts, scatter -> sorted_pair[slot] = p, pos[p] = slot.
-//      or moe_route_group (1 block) the router's top-k from its logits, then the same grouping (1' below).
+//      or moe_route_group (1 block) the router's top-k from its logits, then the same grouping (1' below),
+//      or moe_router_group (ceil(E/4) blocks) the router's GEMV too, the last block to finish routing (1'').
 //   2. moe_gate_up_v11  act[slot, n] = silu(x.Wg[n]) * (x.Wu[n]) (bf16 workspace [P, I]), persistent (below).
 //   3. moe_down_v11     ybuf[slot, n] = topk_w[p] * act[slot].Wd[n] (workspace [P, H] fp32).
 //   4. moe_combine  out[t, n] = bf16(routed_scaling_factor * sum_j ybuf[pos[t*k+j], n]), j in order
@@ -22,7 +23,7 @@
 // written by this block before a __syncthreads, so it is not __restrict__ here).
 __device__ __forceinline__ void group_pairs(const int *topk_idx, int P, int E, int *__restrict__ counts,
         int *__restrict__ offsets, int *__restrict__ hit, int *__restrict__ n_hit, int *__restrict__ sorted_pair, int *__restrict__ pos) {
-    __shared__ int s_cnt[MAXE], s_sum[MAXE], s_hit[MAXE];
+    __shared__ int s_cnt[MAXE], s_sum[64], s_hit[64];   // MAXE = 32 warps of 32
     const int tid = threadIdx.x;
     s_cnt[tid] = 0;
     __syncthreads();
@@ -32,19 +33,31 @@ __device__ __forceinline__ void group_pairs(const int *topk_idx, int P, int E, i
     }
     __syncthreads();
     const int c = tid < E ? s_cnt[tid] : 0;
-    s_sum[tid] = c; s_hit[tid] = c > 0;
-    __syncthreads();
-    for (int off = 1; off < MAXE; off <<= 1) {   // Hillis-Steele inclusive scan of counts and of (count > 0)
-        int a = tid >= off ? s_sum[tid - off] : 0, b = tid >= off ? s_hit[tid - off] : 0;
-        __syncthreads();
-        s_sum[tid] += a; s_hit[tid] += b;
-        __syncthreads();
+    int incl = c, nh = c > 0;                     // inclusive scans of counts and of (count > 0): in the warp by
+    const int lane = tid & 31, wid = tid >> 5;    // shuffles, then over the 32 warp totals by warp 0
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+        const int a = __shfl_up_sync(0xffffffffu, incl, off), b = __shfl_up_sync(0xffffffffu, nh, off);
+        if (lane >= off) { incl += a; nh += b; }
     }
-    const int incl = s_sum[tid], ex = incl - c;
+    if (lane == 31) { s_sum[wid] = incl; s_hit[wid] = nh; }
+    __syncthreads();
+    if (wid == 0) {
+        int a = s_sum[lane], b = s_hit[lane];
+#pragma unroll
+        for (int off = 1; off < 32; off <<= 1) {
+            const int ya = __shfl_up_sync(0xffffffffu, a, off), yb = __shfl_up_sync(0xffffffffu, b, off);
+            if (lane >= off) { a += ya; b += yb; }
+        }
+        s_sum[32 + lane] = a - s_sum[lane]; s_hit[32 + lane] = b - s_hit[lane];   // exclusive warp offsets
+    }
+    __syncthreads();
+    incl += s_sum[32 + wid]; nh += s_hit[32 + wid];
+    const int ex = incl - c;
     if (tid < E) {
         counts[tid] = c; offsets[tid] = ex;
-        if (c > 0) hit[s_hit[tid] - 1] = tid;
-        if (tid == E - 1) { offsets[E] = incl; n_hit[0] = s_hit[tid]; }
+        if (c > 0) hit[nh - 1] = tid;
+        if (tid == E - 1) { offsets[E] = incl; n_hit[0] = nh; }
     }
     __syncthreads();
     s_cnt[tid] = ex;                              // reuse as the per-expert cursor
@@ -74,15 +87,18 @@ moe_group(const int *__restrict__ topk_idx, int P, int E, int *__restrict__ coun
 // ---------------------------------------------------------------------------------------------------------
 __device__ __forceinline__ float sigmoidf(float x) { return 1.f / (1.f + expf(-x)); }
 
-template <int NPL>   // experts per lane: E <= 32 * NPL
-__device__ __forceinline__ void route_token(const float *__restrict__ lg, const float *__restrict__ bias, int E, int k, int norm,
+template <int NPL>   // experts per lane: E <= 32 * NPL. lg is read with ld.global.cg (L2): the fused router kernel
+__device__ __forceinline__ void route_token(const float *lg, const float *__restrict__ bias, int E, int k, int norm,   // writes it in the same launch
                                             float rsf, int *__restrict__ idx_out, float *__restrict__ w_out) {
     const int lane = threadIdx.x & 31;
-    float v[NPL];
+    constexpr bool HOLD = NPL <= 16;       // the weights too in registers (at NPL = 32 they would spill: read them again)
+    float v[NPL], sg[HOLD ? NPL : 1];      // the choice score sigmoid + bias, and the weight sigmoid, of expert lane + 32 j
 #pragma unroll
     for (int j = 0; j < NPL; ++j) {        // -inf = not pickable (past E, or taken); NaN -> +inf: ranks first, as in torch.topk
         const int e = lane + 32 * j;
-        const float x = e < E ? sigmoidf(lg[e]) + bias[e] : -INFINITY;
+        const float sj = e < E ? sigmoidf(__ldcg(lg + e)) : 0.f;
+        if constexpr (HOLD) sg[j] = sj;
+        const float x = e < E ? sj + bias[e] : -INFINITY;
         v[j] = isnan(x) ? INFINITY : x;
     }
     float wsum = 0.f;
@@ -97,11 +113,17 @@ __device__ __forceinline__ void route_token(const float *__restrict__ lg, const 
             if (ov > best || (ov == best && oe < be)) { best = ov; be = oe; }
         }
         const bool ok = be < E;
+        const int jb = be >> 5;
+        float own = 0.f;                   // the pick's weight: lane be & 31 holds it in slot jb
+        if constexpr (HOLD) {
+#pragma unroll
+            for (int j = 0; j < NPL; ++j) own = j == jb ? sg[j] : own;
+        } else own = ok ? sigmoidf(__ldcg(lg + be)) : 0.f;
         if (ok && (be & 31) == lane) {
 #pragma unroll
-            for (int j = 0; j < NPL; ++j) if (j == (be >> 5)) v[j] = -INFINITY;   // taken: never picked again
+            for (int j = 0; j < NPL; ++j) if (j == jb) v[j] = -INFINITY;   // taken: never picked again
         }
-        const float w = ok ? sigmoidf(lg[be]) : 0.f;
+        const float w = ok ? __shfl_sync(0xffffffffu, own, be & 31) : 0.f;
         wsum += w;
         if (lane == 0) { idx_out[r] = ok ? be : -1; w_out[r] = w; }
     }
@@ -111,7 +133,7 @@ __device__ __forceinline__ void route_token(const float *__restrict__ lg, const 
 }
 
 template <int NPL>
-__device__ __forceinline__ void route_group(const float *__restrict__ logits, const float *__restrict__ bias, int T, int E, int k, int norm,
+__device__ __forceinline__ void route_group(const float *logits, const float *__restrict__ bias, int T, int E, int k, int norm,
         float rsf, int *__restrict__ topk_idx, float *__restrict__ topk_w, int *__restrict__ counts, int *__restrict__ offsets,
         int *__restrict__ hit, int *__restrict__ n_hit, int *__restrict__ sorted_pair, int *__restrict__ pos) {
     for (int t = threadIdx.x >> 5; t < T; t += MAXE / 32)
@@ -126,6 +148,75 @@ __device__ __forceinline__ void route_group(const float *__restrict__ logits, co
     int *__restrict__ pos) { route_group<NPL>(logits, bias, T, E, k, norm, rsf, topk_idx, topk_w, counts, offsets, hit, n_hit, sorted_pair, pos); }
 ROUTE_GROUP(moe_route_group_e384, 12)     // Kimi K2 / DeepSeek-V3 sizes (256, 384 experts)
 ROUTE_GROUP(moe_route_group_e1024, 32)    // up to MAXE
+
+// ---------------------------------------------------------------------------------------------------------
+// 1''. the router's GEMV, routing and grouping in one launch (small T): logits[t, e] = x[t] . W[e] in fp32 (x bf16,
+//      the router weight fp32 [E, H], as F.linear(x.float(), W)), then 1' in the block that finishes last.
+//      Grid ceil(E / RT_EPB) blocks of MAXE threads: block b computes experts [RT_EPB b, RT_EPB b + RT_EPB), RT_WPE
+//      warps per expert, each over one contiguous 1/RT_WPE of H with its weights held in registers (read once for
+//      all T tokens), partial sums added in a fixed order (deterministic). Each block fences its logits and takes a
+//      ticket (atomicInc wraps it back to 0 for the next launch or graph replay); the last one routes and groups.
+//      Needs T <= RT_MAXT, H % 4 == 0, H <= RT_WPE * 32 * 4 * RT_NW4 (moe.py checks; else the GEMV runs in torch).
+// ---------------------------------------------------------------------------------------------------------
+#define RT_WPE 8                       // warps per expert
+#define RT_EPB (MAXE / 32 / RT_WPE)    // experts per block: 4
+#define RT_NW4 8                       // float4 of weights per lane: H <= 8192
+#define RT_MAXT 64                     // tokens (ROUTE_FUSED_MAX_T)
+
+__device__ __forceinline__ void router_logits(const bf16 *__restrict__ x, const float *__restrict__ W, int T, int H, int E,
+                                              float *__restrict__ logits) {
+    __shared__ float s_part[RT_MAXT][MAXE / 32];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int e = blockIdx.x * RT_EPB + warp / RT_WPE, ks = warp % RT_WPE, n4 = H >> 2;
+    const int c0 = ks * n4 / RT_WPE, c1 = (ks + 1) * n4 / RT_WPE;
+    float4 w[RT_NW4];
+#pragma unroll
+    for (int j = 0; j < RT_NW4; ++j) {
+        const int c = c0 + lane + 32 * j;
+        w[j] = e < E && c < c1 ? __ldcs(reinterpret_cast<const float4 *>(W + (size_t)e * H) + c) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    for (int t = 0; t < T; ++t) {
+        const uint2 *xr = reinterpret_cast<const uint2 *>(x + (size_t)t * H);   // 4 bf16 per float4 of weights
+        float acc = 0.f;
+#pragma unroll
+        for (int j = 0; j < RT_NW4; ++j) {
+            const int c = c0 + lane + 32 * j;
+            if (c < c1) {
+                const uint2 u = __ldg(xr + c);
+                const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&u.x));
+                const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&u.y));
+                acc = fmaf(w[j].x, a.x, acc); acc = fmaf(w[j].y, a.y, acc); acc = fmaf(w[j].z, b.x, acc); acc = fmaf(w[j].w, b.y, acc);
+            }
+        }
+#pragma unroll
+        for (int o = 16; o; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+        if (lane == 0) s_part[t][warp] = acc;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < T * RT_EPB; i += MAXE) {
+        const int t = i / RT_EPB, el = i % RT_EPB, ee = blockIdx.x * RT_EPB + el;
+        float acc = 0.f;
+#pragma unroll
+        for (int q = 0; q < RT_WPE; ++q) acc += s_part[t][el * RT_WPE + q];
+        if (ee < E) logits[(size_t)t * E + ee] = acc;
+    }
+}
+
+#define ROUTER_GROUP(name, NPL) extern "C" __global__ void __launch_bounds__(MAXE) name(const bf16 *__restrict__ x, \
+    const float *__restrict__ W, int T, int H, const float *__restrict__ bias, int E, int k, int norm, float rsf, float *logits, \
+    int *__restrict__ topk_idx, float *__restrict__ topk_w, int *__restrict__ counts, int *__restrict__ offsets, int *__restrict__ hit, \
+    int *__restrict__ n_hit, int *__restrict__ sorted_pair, int *__restrict__ pos, unsigned *__restrict__ ticket) { \
+    __shared__ bool s_last; \
+    router_logits(x, W, T, H, E, logits); \
+    __threadfence();                                       /* this thread's logits, before the ticket */ \
+    __syncthreads(); \
+    if (threadIdx.x == 0) s_last = atomicInc(ticket, gridDim.x - 1) == gridDim.x - 1; \
+    __syncthreads(); \
+    if (!s_last) return; \
+    __threadfence();                                       /* every block's logits, before reading them (ld.cg) */ \
+    route_group<NPL>(logits, bias, T, E, k, norm, rsf, topk_idx, topk_w, counts, offsets, hit, n_hit, sorted_pair, pos); }
+ROUTER_GROUP(moe_router_group_e384, 12)
+ROUTER_GROUP(moe_router_group_e1024, 32)
 
 // ---------------------------------------------------------------------------------------------------------
 // 4. combine: each token sums its k pair rows in order (deterministic), scaled, to bf16
