@@ -337,7 +337,8 @@ class PackedMoE(nn.Module):
                            # so `self.gate`'s forward hooks (ExpertLoad, a hit counter) do not run: set False to count
     def forward(self, x):
         if self.backend == 'cuda' and self.fused_routing and self.gate.one_group and x.shape[0] <= ROUTE_FUSED_MAX_T:   # else the router stays in torch.compile's trace
-            y = _untraced_routed(x, self.gate, None, self.experts, backend='cuda')   # the router's GEMV in the routing launch
+            lg = None if router_in_kernel(self.gate, x) else self.gate.logits(x)   # None: the router's GEMV in the routing launch
+            y = _untraced_routed(x, self.gate, lg, self.experts, backend='cuda')
         else:
             w, idx = self.gate(x)
             run = moe_w4a16 if self.backend == 'torch' else _untraced_moe   # a PyCUDA launch can't be traced by torch.compile
