@@ -69,7 +69,8 @@ def main():
     norm, rsf = int(c.norm_topk_prob), float(c.routed_scaling_factor)
     k_group, k_route, k_router = _kernel('moe_group', _SIG_GROUP, 0), _kernel('moe_route_group_e384', _SIG_ROUTE, 0), _kernel('moe_router_group_e384', _SIG_ROUTER, 0)
     grid_r = -(-E // (MAX_EXPERTS // 32 // ROUTER_WPE))
-    rows, res = [], dict(date=datetime.date.today().isoformat(), gpu=torch.cuda.get_device_name(), commit=a.commit, cmd=' '.join(sys.argv), rows=rows)
+    rows = []
+    res = dict(date=datetime.date.today().isoformat(), gpu=torch.cuda.get_device_name(), commit=a.commit, cmd=' '.join(sys.argv), rows=rows)
     print(f"| T | torch µs | route µs | router µs | gemv µs | router GB/s-equiv (% of 4.27 TB/s for the weights) | checks |\n|---|---|---|---|---|---|---|")
     for T in a.tokens:
         x = torch.randn(T, H, generator=gk, device=dev).to(torch.bfloat16)

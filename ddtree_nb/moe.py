@@ -198,12 +198,13 @@ CUDA_VERSION = 11
 # where each version's gate/up and down live: the shipped one in kernels/moe_w4a16.cu (with moe_group and moe_combine,
 # which every version uses), the history in kernels/dev/ (llm.c style: still runs from a checkout, not in the wheel)
 MOE_SOURCES = {**{v: 'dev/moe_w4a16_v1_v10.cu' for v in range(1, 11)}, 11: 'moe_w4a16.cu'}
-_KERNEL_LIMITS = dict(MAXE=MAX_EXPERTS, RT_MAXT=ROUTE_FUSED_MAX_T, RT_WPE=ROUTER_WPE, RT_NW4=ROUTER_NW4)   # the kernels' #defines, checked on load
+_KERNEL_LIMITS = {'moe_w4a16.cu': dict(MAXE=MAX_EXPERTS, RT_MAXT=ROUTE_FUSED_MAX_T, RT_WPE=ROUTER_WPE, RT_NW4=ROUTER_NW4),   # the kernels' #defines,
+                  'dev/moe_w4a16_v1_v10.cu': dict(MAXE=MAX_EXPERTS)}                                                        # checked on load
 
 # %% ../nbs/03a_moe_w4a16.ipynb #0d792775
 def _kernel(fn: str, sig: str, device: int, source: str='moe_w4a16.cu'):
     "The compiled kernel `fn` of `kernels/<source>` on `device` (`load_kernel` caches it)."
-    return load_kernel(source, fn, sig, device=device, limits=_KERNEL_LIMITS)
+    return load_kernel(source, fn, sig, device=device, limits=_KERNEL_LIMITS[source])
 
 def _launch_grid(rows: int|None, n: int, Y: int, n_sm: int) -> tuple[int, int]:
     "Grid of a gate/up or down launch over `n` output rows: a block per `rows` rows per hit-expert slot (Y of them), or the resident blocks."
