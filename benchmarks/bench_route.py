@@ -64,7 +64,7 @@ def main():
     gk = torch.Generator(device=dev).manual_seed(0)
     routers = []
     for _ in range(a.layers):
-        r = Router(c).to(dev); r.weight.data.normal_(0, 0.02, generator=gk); r.e_score_correction_bias.normal_(0, 0.01, generator=gk)
+        r = Router(c).to(dev).requires_grad_(False); r.weight.data.normal_(0, 0.02, generator=gk); r.e_score_correction_bias.normal_(0, 0.01, generator=gk)
         routers.append(r)
     norm, rsf = int(c.norm_topk_prob), float(c.routed_scaling_factor)
     k_group, k_route, k_router = _kernel('moe_group', _SIG_GROUP, 0), _kernel('moe_route_group_e384', _SIG_ROUTE, 0), _kernel('moe_router_group_e384', _SIG_ROUTER, 0)
@@ -108,4 +108,5 @@ def main():
     if a.json:
         with open(a.json, 'w') as f: json.dump(res, f, indent=1)
 
-if __name__ == '__main__': main()
+if __name__ == '__main__':
+    with torch.no_grad(): main()
