@@ -16,10 +16,10 @@ from .runtime import load_kernel, require_cuda, device_limits
 
 
 # %% auto #0
-__all__ = ['GROUP', 'MAX_EXPERTS', 'KINDS', 'ROUTE_FUSED_MAX_T', 'ROUTER_WPE', 'ROUTER_NW4', 'ROUTER_MAX_H', 'MAX_GRID_Y',
-           'BLOCKS_PER_SM', 'MOE_VERSIONS', 'CUDA_VERSION', 'MOE_SOURCES', 'PackedExperts', 'check_packed',
-           'pack_experts', 'Grouping', 'group_pairs_ref', 'check_grouping', 'MoEWorkspace', 'workspace_for',
-           'live_workspaces', 'moe_cuda_launch', 'check_moe_inputs', 'moe_w4a16', 'router_in_kernel',
+__all__ = ['GROUP', 'MAX_EXPERTS', 'KINDS', 'ROUTE_FUSED_MAX_T', 'ROUTER_WPE', 'ROUTER_NW4', 'ROUTER_MAX_H', 'ROUTER_GEMV_MAX_T',
+           'MAX_GRID_Y', 'BLOCKS_PER_SM', 'MOE_VERSIONS', 'CUDA_VERSION', 'MOE_SOURCES', 'PackedExperts',
+           'check_packed', 'pack_experts', 'Grouping', 'group_pairs_ref', 'check_grouping', 'MoEWorkspace',
+           'workspace_for', 'live_workspaces', 'moe_cuda_launch', 'check_moe_inputs', 'moe_w4a16', 'router_in_kernel',
            'moe_w4a16_routed', 'PackedMoE', 'packed_experts_from_checkpoint', 'pack_moe_experts', 'empty_packed',
            'packed_placeholders', 'load_target_packed', 'memory_by_kind']
 
@@ -184,6 +184,7 @@ _SIG_ROUTE, _SIG_ROUTER = 'PPiiiifPPPPPPPP', 'PPiiPiiifPPPPPPPPPP'
 ROUTE_FUSED_MAX_T = 64    # the routing launches run one block (6.9 / 8.8 / 22.5 µs at T = 1 / 16 / 64, 80 at 256; torch top-k + moe_group: 36)
 ROUTER_WPE, ROUTER_NW4 = 8, 8   # moe_router_group: warps per expert, float4 of router weights held per lane
 ROUTER_MAX_H = ROUTER_WPE * 32 * 4 * ROUTER_NW4   # 8192: the widest hidden whose router rows fit the lanes' registers
+ROUTER_GEMV_MAX_T = 16    # moe_router_group up to here (H200, Kimi router, µs: 13.1 / 17.1 / 34.2 / 111 at T = 1 / 4 / 16 / 64; cuBLAS + moe_route_group 18.1 / 36.1 / 36.0 / 68)
 MAX_GRID_Y = 65535        # CUDA's cap on gridDim.y
 BLOCKS_PER_SM = 4         # the persistent versions' __launch_bounds__(128, 4): their grid is this many blocks per SM
 # version -> ((gate/up kernel, threads per block, rows per block), (down kernel, threads per block, rows per block));
@@ -294,9 +295,9 @@ def moe_w4a16(x: torch.Tensor, topk_idx: torch.Tensor, topk_w: torch.Tensor, exp
 
 # %% ../nbs/03a_moe_w4a16.ipynb #69d0cad8
 def router_in_kernel(router: Router, x: torch.Tensor) -> bool:
-    "True when `moe_router_group` can compute `router`'s logits for tokens `x` itself (fp32 contiguous weight on x's device, hidden % 4 == 0, <= ROUTER_MAX_H)."
-    w, H = router.weight, x.shape[-1]
-    return w.dtype == torch.float32 and w.is_contiguous() and w.device == x.device and H % 4 == 0 and H <= ROUTER_MAX_H
+    "True when `moe_router_group` computes `router`'s logits for tokens `x` itself: fp32 contiguous weight on x's device, hidden % 4 == 0 and <= ROUTER_MAX_H, at most ROUTER_GEMV_MAX_T tokens."
+    w, (T, H) = router.weight, x.shape
+    return w.dtype == torch.float32 and w.is_contiguous() and w.device == x.device and H % 4 == 0 and H <= ROUTER_MAX_H and T <= ROUTER_GEMV_MAX_T
 
 def moe_w4a16_routed(x: torch.Tensor, router: Router, logits: torch.Tensor|None, experts: PackedExperts, out: torch.Tensor|None=None,
                      backend: str='torch', ws: MoEWorkspace|None=None, version: int|None=None) -> torch.Tensor:

@@ -27,6 +27,7 @@ __device__ __forceinline__ void group_pairs(const int *topk_idx, int P, int E, i
     const int tid = threadIdx.x;
     s_cnt[tid] = 0;
     __syncthreads();
+#pragma unroll 1
     for (int p = tid; p < P; p += MAXE) {
         int e = topk_idx[p];
         if (e >= 0 && e < E) atomicAdd(&s_cnt[e], 1);
@@ -62,6 +63,7 @@ __device__ __forceinline__ void group_pairs(const int *topk_idx, int P, int E, i
     __syncthreads();
     s_cnt[tid] = ex;                              // reuse as the per-expert cursor
     __syncthreads();
+#pragma unroll 1
     for (int p = tid; p < P; p += MAXE) {
         int e = topk_idx[p];
         if (e >= 0 && e < E) { int slot = atomicAdd(&s_cnt[e], 1); sorted_pair[slot] = p; pos[p] = slot; }
@@ -102,11 +104,28 @@ __device__ __forceinline__ void route_token(const float *lg, const float *__rest
         v[j] = isnan(x) ? INFINITY : x;
     }
     float wsum = 0.f;
+#pragma unroll 1
     for (int r = 0; r < k; ++r) {
         float best = -INFINITY; int be = 0x7fffffff;
+        if constexpr (HOLD) {              // the lane's best as a tree (depth log2 NPL, not a chain of NPL dependent compares)
+            constexpr int NH = (NPL + 1) / 2;
+            float tv[NH]; int ti[NH];      // level 1 straight from v: the winner of slots 2h, 2h + 1
 #pragma unroll
-        for (int j = 0; j < NPL; ++j)
-            if (v[j] != -INFINITY && (v[j] > best || (v[j] == best && lane + 32 * j < be))) { best = v[j]; be = lane + 32 * j; }
+            for (int h = 0; h < NH; ++h) {
+                tv[h] = v[2 * h]; ti[h] = v[2 * h] != -INFINITY ? lane + 64 * h : 0x7fffffff;
+                if (2 * h + 1 < NPL && v[2 * h + 1] != -INFINITY && v[2 * h + 1] > tv[h]) { tv[h] = v[2 * h + 1]; ti[h] = lane + 64 * h + 32; }
+            }
+#pragma unroll
+            for (int st = 1; st < NH; st <<= 1)
+#pragma unroll
+                for (int h = 0; h + st < NH; h += 2 * st)
+                    if (tv[h + st] > tv[h] || (tv[h + st] == tv[h] && ti[h + st] < ti[h])) { tv[h] = tv[h + st]; ti[h] = ti[h + st]; }
+            best = tv[0]; be = ti[0];
+        } else {
+#pragma unroll
+            for (int j = 0; j < NPL; ++j)
+                if (v[j] != -INFINITY && (v[j] > best || (v[j] == best && lane + 32 * j < be))) { best = v[j]; be = lane + 32 * j; }
+        }
 #pragma unroll
         for (int o = 16; o; o >>= 1) {
             const float ov = __shfl_xor_sync(0xffffffffu, best, o); const int oe = __shfl_xor_sync(0xffffffffu, be, o);
@@ -136,6 +155,7 @@ template <int NPL>
 __device__ __forceinline__ void route_group(const float *logits, const float *__restrict__ bias, int T, int E, int k, int norm,
         float rsf, int *__restrict__ topk_idx, float *__restrict__ topk_w, int *__restrict__ counts, int *__restrict__ offsets,
         int *__restrict__ hit, int *__restrict__ n_hit, int *__restrict__ sorted_pair, int *__restrict__ pos) {
+#pragma unroll 1
     for (int t = threadIdx.x >> 5; t < T; t += MAXE / 32)
         route_token<NPL>(logits + (size_t)t * E, bias, E, k, norm, rsf, topk_idx + t * k, topk_w + t * k);
     __syncthreads();                                       // the block's topk_idx writes are visible to the grouping
