@@ -151,13 +151,63 @@ __device__ __forceinline__ void route_token(const float *lg, const float *__rest
     for (int j = lane; j < k; j += 32) w_out[j] *= f;
 }
 
+// One token (T = 1, the AR step), k <= 8, E <= 384: in parallel instead of one warp's k serial rounds (2,442
+// dependent instructions in one warp, ~6 µs, measured with ncu). Warp c sorts experts [32c, 32c + 32) best first by
+// a bitonic network over its lanes and keeps its top k; then every one of the <= 96 candidates counts the candidates
+// better than itself (its rank) and the ranks < k write their pick. Same order (value desc, id asc; NaN first), same
+// weights, same sum order as route_token. Candidates past E or at -inf give id -1, weight 0, as there.
+#define R1_MAXK 8
+__device__ __forceinline__ bool better(float a, int ia, float b, int ib) { return a > b || (a == b && ia < ib); }
+
+__device__ __forceinline__ void route_one_token(const float *lg, const float *__restrict__ bias, int E, int k, int norm, float rsf,
+                                                int *__restrict__ idx_out, float *__restrict__ w_out) {
+    __shared__ float c_v[12 * R1_MAXK], c_s[12 * R1_MAXK], c_w[R1_MAXK];
+    __shared__ int c_i[12 * R1_MAXK];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nc = (E + 31) >> 5;
+    if (warp < nc) {
+        const int e = 32 * warp + lane;
+        const float sg = e < E ? sigmoidf(__ldcg(lg + e)) : 0.f, x = e < E ? sg + bias[e] : -INFINITY;
+        float v = isnan(x) ? INFINITY : x, s = sg; int id = e;       // ids stay distinct (past E too): a strict order
+#pragma unroll
+        for (int size = 2; size <= 32; size <<= 1)
+#pragma unroll
+            for (int st = size >> 1; st; st >>= 1) {
+                const float ov = __shfl_xor_sync(0xffffffffu, v, st), os = __shfl_xor_sync(0xffffffffu, s, st);
+                const int oi = __shfl_xor_sync(0xffffffffu, id, st);
+                const bool lower = !(lane & st), best_first = !(lane & size) || size == 32;
+                if (better(ov, oi, v, id) == (lower == best_first)) { v = ov; s = os; id = oi; }
+            }
+        if (lane < k) { c_v[warp * k + lane] = v; c_s[warp * k + lane] = s; c_i[warp * k + lane] = id; }
+    }
+    __syncthreads();
+    const int n = nc * k, c = threadIdx.x;
+    if (c < n) {
+        const float v = c_v[c]; const int id = c_i[c];
+        int rank = 0;
+        for (int j = 0; j < n; ++j) rank += better(c_v[j], c_i[j], v, id);
+        if (rank < k) {
+            const bool ok = id < E && v != -INFINITY;
+            idx_out[rank] = ok ? id : -1; c_w[rank] = ok ? c_s[c] : 0.f;
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x < k) {                                            // route_token's sum: in rank order
+        float wsum = 0.f;
+        for (int r = 0; r < k; ++r) wsum += c_w[r];
+        w_out[threadIdx.x] = c_w[threadIdx.x] * (norm ? rsf / (wsum + 1e-20f) : rsf);
+    }
+}
+
 template <int NPL>
 __device__ __forceinline__ void route_group(const float *logits, const float *__restrict__ bias, int T, int E, int k, int norm,
         float rsf, int *__restrict__ topk_idx, float *__restrict__ topk_w, int *__restrict__ counts, int *__restrict__ offsets,
         int *__restrict__ hit, int *__restrict__ n_hit, int *__restrict__ sorted_pair, int *__restrict__ pos) {
+    if (T == 1 && k <= R1_MAXK && E <= 12 * 32) route_one_token(logits, bias, E, k, norm, rsf, topk_idx, topk_w);
+    else {
 #pragma unroll 1
-    for (int t = threadIdx.x >> 5; t < T; t += MAXE / 32)
-        route_token<NPL>(logits + (size_t)t * E, bias, E, k, norm, rsf, topk_idx + t * k, topk_w + t * k);
+        for (int t = threadIdx.x >> 5; t < T; t += MAXE / 32)
+            route_token<NPL>(logits + (size_t)t * E, bias, E, k, norm, rsf, topk_idx + t * k, topk_w + t * k);
+    }
     __syncthreads();                                       // the block's topk_idx writes are visible to the grouping
     group_pairs(topk_idx, T * k, E, counts, offsets, hit, n_hit, sorted_pair, pos);
 }
