@@ -354,8 +354,8 @@ for _T in (1, 2, 16, 64, 257):
         lambda _T=_T: _moe_run(_T, 64, 256, 128, 8, seed=_T))
 case('moe_one_expert', 'moe', _MOE_DEFAULT, 'T=64, every pair to one expert')(lambda: _moe_run(64, 64, 256, 128, 8, how='one', seed=3))
 
-def _route_run(T, E, H=256, I=128, k=8, seed=0):
-    "moe_w4a16_routed with a one-group sigmoid router: the top-k picked in the grouping launch, against the torch face."
+def _route_run(T, E, H=256, I=128, k=8, seed=0, gemv=False):
+    "moe_w4a16_routed with a one-group sigmoid router: the top-k picked in the grouping launch (`gemv`: the router's GEMV too), against the torch face."
     import torch
     from ddtree_nb.model import Router, config_from_dict, tiny_config
     from ddtree_nb.moe import MoEWorkspace, moe_w4a16_routed, check_grouping
@@ -368,7 +368,7 @@ def _route_run(T, E, H=256, I=128, k=8, seed=0):
     lg = r.logits(x)
     ref = moe_w4a16_routed(x, r, lg, ex_cpu).float()
     ws, rd = MoEWorkspace(T, k, E, H, I, DEV), r.to(DEV)
-    out = moe_w4a16_routed(x.to(DEV), rd, lg.to(DEV), ex_cpu.to(DEV), backend=BACKEND, ws=ws)
+    out = moe_w4a16_routed(x.to(DEV), rd, None if gemv else lg.to(DEV), ex_cpu.to(DEV), backend=BACKEND, ws=ws)
     sync()
     if BACKEND == 'cuda': check_grouping(ws.grouping(), ws.topk_idx[:T * k].view(T, k), E)
     err = ((out.cpu().float() - ref).norm() / ref.norm()).item()
@@ -378,6 +378,8 @@ def _route_run(T, E, H=256, I=128, k=8, seed=0):
 _ROUTED = ('moe_gate_up_v11', 'moe_down_v11', 'moe_combine')
 case('moe_route_e384', 'moe', ('moe_route_group_e384', *_ROUTED), 'T=16 E=384 top-8, routing fused into the grouping')(lambda: _route_run(16, 384, seed=4))
 case('moe_route_e1024', 'moe', ('moe_route_group_e1024', *_ROUTED), 'T=40 E=512 top-8, routing fused into the grouping')(lambda: _route_run(40, 512, seed=5))
+case('moe_router_e384', 'moe', ('moe_router_group_e384', *_ROUTED), 'T=1 E=384 top-8, the router GEMV + the one-token pick')(lambda: _route_run(1, 384, seed=6, gemv=True))
+case('moe_router_e1024', 'moe', ('moe_router_group_e1024', *_ROUTED), 'T=5 E=512 top-8, the router GEMV + warp-per-token picks')(lambda: _route_run(5, 512, seed=7, gemv=True))
 # versions 1..10 (kernels/dev/moe_w4a16_v1_v10.cu) are the history, not shipped: not sanitized here (runs 1-3 covered them
 # while they were in kernels/moe_w4a16.cu)
 
