@@ -337,9 +337,10 @@ class PackedMoE(nn.Module):
     experts_keys = tuple(f'{k}_{s}' for k in KINDS for s in ('packed', 'scale'))
     fused_routing = True   # cuda, a one-group router, T <= ROUTE_FUSED_MAX_T: logits and top-k in the grouping launch (`moe_w4a16_routed`),
                            # so `self.gate`'s forward hooks (ExpertLoad, a hit counter) do not run: set False to count
+    router_gemv = True     # with fused_routing: the router's GEMV in that launch too (`moe_router_group`, T <= ROUTER_GEMV_MAX_T)
     def forward(self, x):
         if self.backend == 'cuda' and self.fused_routing and self.gate.one_group and x.shape[0] <= ROUTE_FUSED_MAX_T:   # else the router stays in torch.compile's trace
-            lg = None if router_in_kernel(self.gate, x) else self.gate.logits(x)   # None: the router's GEMV in the routing launch
+            lg = None if self.router_gemv and router_in_kernel(self.gate, x) else self.gate.logits(x)   # None: the GEMV in the routing launch
             y = _untraced_routed(x, self.gate, lg, self.experts, backend='cuda')
         else:
             w, idx = self.gate(x)
