@@ -182,8 +182,8 @@ def _moe_torch(x, topk_idx, topk_w, ex: PackedExperts, rsf: float) -> torch.Tens
 _SIG_GROUP, _SIG_GU, _SIG_DOWN, _SIG_COMB = 'PiiPPPPPP', 'PiiiPPPPPPPPP', 'PiiPPPPPPPP', 'PPiiifP'
 _SIG_ROUTE, _SIG_ROUTER = 'PPiiiifPPPPPPPP', 'PPiiPiiifPPPPPPPPPP'
 ROUTE_FUSED_MAX_T = 64    # the routing launches run one block (6.9 / 8.8 / 22.5 µs at T = 1 / 16 / 64, 80 at 256; torch top-k + moe_group: 36)
-ROUTER_WPE, ROUTER_NW4 = 8, 8   # moe_router_group: warps per expert, float4 of router weights held per lane
-ROUTER_MAX_H = ROUTER_WPE * 32 * 4 * ROUTER_NW4   # 8192: the widest hidden whose router rows fit the lanes' registers
+ROUTER_WPE, ROUTER_NW4 = 10, 8  # moe_router_group: warps per expert (3 experts a block), float4 of router weights held per lane
+ROUTER_MAX_H = ROUTER_WPE * 32 * 4 * ROUTER_NW4   # 10240: the widest hidden whose router rows fit the lanes' registers
 ROUTER_GEMV_MAX_T = 16    # moe_router_group up to here (H200, Kimi router, µs: 13.1 / 17.1 / 34.2 / 111 at T = 1 / 4 / 16 / 64; cuBLAS + moe_route_group 18.1 / 36.1 / 36.0 / 68)
 MAX_GRID_Y = 65535        # CUDA's cap on gridDim.y
 BLOCKS_PER_SM = 4         # the persistent versions' __launch_bounds__(128, 4): their grid is this many blocks per SM

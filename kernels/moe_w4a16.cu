@@ -5,7 +5,7 @@
 //   1. moe_group    (1 block)  counting sort of the pairs by expert: counts, exclusive scan -> offsets, the
 //                              compact list of hit experts, scatter -> sorted_pair[slot] = p, pos[p] = slot.
 //      or moe_route_group (1 block) the router's top-k from its logits, then the same grouping (1' below),
-//      or moe_router_group (ceil(E/4) blocks) the router's GEMV too, the last block to finish routing (1'').
+//      or moe_router_group (ceil(E/3) blocks) the router's GEMV too, the last block to finish routing (1'').
 //   2. moe_gate_up_v11  act[slot, n] = silu(x.Wg[n]) * (x.Wu[n]) (bf16 workspace [P, I]), persistent (below).
 //   3. moe_down_v11     ybuf[slot, n] = topk_w[p] * act[slot].Wd[n] (workspace [P, H] fp32).
 //   4. moe_combine  out[t, n] = bf16(routed_scaling_factor * sum_j ybuf[pos[t*k+j], n]), j in order
@@ -228,16 +228,16 @@ ROUTE_GROUP(moe_route_group_e1024, 32)    // up to MAXE
 //      ticket (atomicInc wraps it back to 0 for the next launch or graph replay); the last one routes and groups.
 //      Needs T <= RT_MAXT, H % 4 == 0, H <= RT_WPE * 32 * 4 * RT_NW4 (moe.py checks; else the GEMV runs in torch).
 // ---------------------------------------------------------------------------------------------------------
-#define RT_WPE 8                       // warps per expert
-#define RT_EPB (MAXE / 32 / RT_WPE)    // experts per block: 4
-#define RT_NW4 8                       // float4 of weights per lane: H <= 8192
+#define RT_WPE 10                      // warps per expert (3 experts a block: 128 blocks for 384 experts, one wave on 132 SMs)
+#define RT_EPB (MAXE / 32 / RT_WPE)    // experts per block: 3 (warps 30, 31 idle in the GEMV)
+#define RT_NW4 8                       // float4 of weights per lane: H <= 10240
 #define RT_MAXT 64                     // tokens (ROUTE_FUSED_MAX_T)
 
 __device__ __forceinline__ void router_logits(const bf16 *__restrict__ x, const float *__restrict__ W, int T, int H, int E,
                                               float *__restrict__ logits) {
     __shared__ float s_part[RT_MAXT][MAXE / 32];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int e = blockIdx.x * RT_EPB + warp / RT_WPE, ks = warp % RT_WPE, n4 = H >> 2;
+    const int e = warp < RT_EPB * RT_WPE ? blockIdx.x * RT_EPB + warp / RT_WPE : E, ks = warp % RT_WPE, n4 = H >> 2;
     const int c0 = ks * n4 / RT_WPE, c1 = (ks + 1) * n4 / RT_WPE;
     float4 w[RT_NW4];
 #pragma unroll
