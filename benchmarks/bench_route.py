@@ -9,13 +9,14 @@ call with its own router weight (16 x 11 MB, so the weights come from HBM, not L
   route      F.linear (cuBLAS) + moe_route_group_e384 (top-k and grouping in one launch; session 11)
   router     moe_router_group_e384 (the GEMV, the top-k and the grouping in one launch; the last block routes)
   gemv       F.linear alone, and moe_router_group's bytes (11 MB) against 4.27 TB/s
-Checks first: every path's picks against Router.select of its own logits (`check_picks` rules: equal but for candidates
-within 1e-5), router's logits against F.linear's (<= 1e-5 relative to the largest), the grouping's invariants.
+Checks first: every path's picks against Router.select of its own logits (`reliability.check_router_picks`: equal but for
+candidates within 1e-5), router's logits against F.linear's (<= 1e-5 relative to the largest), the grouping's invariants.
 """
 import argparse, json, statistics, datetime, sys
 import torch
 from ddtree_nb.model import Router, config_from_dict, kimi_config
-from ddtree_nb.moe import MoEWorkspace, check_grouping, _kernel, _SIG_GROUP, _SIG_ROUTE, _SIG_ROUTER, MAX_EXPERTS, ROUTER_WPE
+from ddtree_nb.moe import MoEWorkspace, check_grouping, _kernel, _SIG_GROUP, _SIG_ROUTE, _SIG_ROUTER, MAX_EXPERTS, ROUTER_EPB
+from ddtree_nb.reliability import check_router_picks
 from ddtree_nb.runtime import engine_stream
 
 BW = 4.27e12
@@ -37,18 +38,6 @@ def graph_us(calls, reps):
             ts.append(a.elapsed_time(b) * 1e3 / len(calls))
     return statistics.median(ts)
 
-def picks_ok(r, idx, w, lg, tol=1e-5):
-    "True when (idx, w) are r.select(lg)'s picks, but where two candidates lie within tol, with its weights."
-    w_t, i_t = r.select(lg)
-    ch = (lg.sigmoid() + r.e_score_correction_bias).cpu()
-    for t in range(lg.shape[0]):
-        a, b = idx[t].tolist(), i_t[t].tolist()
-        kth = float(ch[t, b].min())
-        if not all(abs(float(ch[t, e]) - kth) <= tol for e in set(a) ^ set(b)): return False
-        wt = dict(zip(b, w_t[t].tolist()))
-        if not all(abs(wv - wt[e]) <= 1e-4 * abs(wt[e]) + 1e-6 for e, wv in zip(a, w[t].tolist()) if e in wt): return False
-    return True
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--tokens', type=int, nargs='+', default=[1, 4, 16, 64])
@@ -68,7 +57,7 @@ def main():
         routers.append(r)
     norm, rsf = int(c.norm_topk_prob), float(c.routed_scaling_factor)
     k_group, k_route, k_router = _kernel('moe_group', _SIG_GROUP, 0), _kernel('moe_route_group_e384', _SIG_ROUTE, 0), _kernel('moe_router_group_e384', _SIG_ROUTER, 0)
-    grid_r = -(-E // (MAX_EXPERTS // 32 // ROUTER_WPE))
+    grid_r = -(-E // ROUTER_EPB)
     rows = []
     res = dict(date=datetime.date.today().isoformat(), gpu=torch.cuda.get_device_name(), commit=a.commit, cmd=' '.join(sys.argv), rows=rows)
     print(f"| T | torch µs | route µs | router µs | gemv µs | router GB/s-equiv (% of 4.27 TB/s for the weights) | checks |\n|---|---|---|---|---|---|---|")
@@ -77,7 +66,7 @@ def main():
         ws = MoEWorkspace(T, k, E, H, 64, dev)
         gp = (ws.counts, ws.offsets, ws.hit, ws.n_hit, ws.sorted_pair, ws.pos)
         idx, w = ws.topk_idx[:T * k].view(T, k), ws.topk_w[:T * k].view(T, k)
-        lg_buf = torch.empty(T, E, device=dev)
+        lg_buf, lg_r = torch.empty(T, E, device=dev), torch.empty(T, E, device=dev)   # cuBLAS's logits; moe_router_group's (any T here)
         def torch_path(r):
             ww, ii = r.select(r.logits(x)); idx.copy_(ii); w.copy_(ww)
             k_group(idx, T * k, E, *gp, grid=1, block=MAX_EXPERTS)
@@ -85,17 +74,16 @@ def main():
             torch.matmul(x.float(), r.weight.t(), out=lg_buf)
             k_route(lg_buf, r.e_score_correction_bias, T, E, k, norm, rsf, idx, w, *gp, grid=1, block=MAX_EXPERTS)
         def router_path(r):
-            k_router(x, r.weight, T, H, r.e_score_correction_bias, E, k, norm, rsf, ws.logits, idx, w, *gp, ws.ticket, grid=grid_r, block=MAX_EXPERTS)
+            k_router(x, r.weight, T, H, r.e_score_correction_bias, E, k, norm, rsf, lg_r, idx, w, *gp, ws.ticket, grid=grid_r, block=MAX_EXPERTS)
         checks = {}
         with engine_stream():
             for name, f in (('torch', torch_path), ('route', route_path), ('router', router_path)):
-                r = routers[0]; ws.logits.fill_(float('nan')); idx.fill_(-7)
+                r = routers[0]; lg_r.fill_(float('nan')); idx.fill_(-7)
                 f(r); torch.cuda.synchronize()
                 lg = r.logits(x)
-                ok = picks_ok(r, idx, w, lg)
-                try: check_grouping(ws.grouping(), idx, E)
+                try: check_router_picks(r, idx, w, lg); check_grouping(ws.grouping(), idx, E); ok = True
                 except AssertionError: ok = False
-                if name == 'router': ok = ok and float((ws.logits[:T] - lg).abs().max()) <= 1e-5 * (1 + float(lg.abs().max()))
+                if name == 'router': ok = ok and float((lg_r - lg).abs().max()) <= 1e-5 * (1 + float(lg.abs().max()))
                 checks[name] = ok
         t = {name: graph_us([lambda r=r, f=f: f(r) for r in routers], a.reps) if checks.get(name, True) else None
              for name, f in (('torch', torch_path), ('route', route_path), ('router', router_path),

@@ -16,12 +16,12 @@ from .runtime import load_kernel, require_cuda, device_limits
 
 
 # %% auto #0
-__all__ = ['GROUP', 'MAX_EXPERTS', 'KINDS', 'ROUTE_FUSED_MAX_T', 'ROUTER_WPE', 'ROUTER_NW4', 'ROUTER_MAX_H', 'ROUTER_GEMV_MAX_T',
-           'MAX_GRID_Y', 'BLOCKS_PER_SM', 'MOE_VERSIONS', 'CUDA_VERSION', 'MOE_SOURCES', 'PackedExperts',
-           'check_packed', 'pack_experts', 'Grouping', 'group_pairs_ref', 'check_grouping', 'MoEWorkspace',
-           'workspace_for', 'live_workspaces', 'moe_cuda_launch', 'check_moe_inputs', 'moe_w4a16', 'router_in_kernel',
-           'moe_w4a16_routed', 'PackedMoE', 'packed_experts_from_checkpoint', 'pack_moe_experts', 'empty_packed',
-           'packed_placeholders', 'load_target_packed', 'memory_by_kind']
+__all__ = ['GROUP', 'MAX_EXPERTS', 'KINDS', 'ROUTE_FUSED_MAX_T', 'ROUTER_WPE', 'ROUTER_NW4', 'ROUTER_MAX_H', 'ROUTER_EPB',
+           'ROUTER_GEMV_MAX_T', 'MAX_GRID_Y', 'BLOCKS_PER_SM', 'MOE_VERSIONS', 'CUDA_VERSION', 'MOE_SOURCES',
+           'PackedExperts', 'check_packed', 'pack_experts', 'Grouping', 'group_pairs_ref', 'check_grouping',
+           'MoEWorkspace', 'workspace_for', 'live_workspaces', 'moe_cuda_launch', 'check_moe_inputs', 'moe_w4a16',
+           'router_in_kernel', 'moe_w4a16_routed', 'PackedMoE', 'packed_experts_from_checkpoint', 'pack_moe_experts',
+           'empty_packed', 'packed_placeholders', 'load_target_packed', 'memory_by_kind']
 
 # %% ../nbs/03a_moe_w4a16.ipynb #eb0191d4
 GROUP = 32            # quantisation group: one 16-byte load of packed words = 32 weights = one scale
@@ -148,7 +148,7 @@ class MoEWorkspace:
         self.hit, self.n_hit = torch.empty(n_experts, **i32), torch.empty(1, **i32)
         self.sorted_pair, self.pos = torch.empty(P, **i32), torch.empty(P, **i32)
         self.topk_idx, self.topk_w = torch.empty(P, **i32), torch.empty(P, dtype=torch.float32, device=device)   # moe_route_group's picks
-        self.logits = torch.empty(max_tokens, n_experts, dtype=torch.float32, device=device)   # moe_router_group's router logits
+        self.logits = torch.empty(min(max_tokens, ROUTER_GEMV_MAX_T), n_experts, dtype=torch.float32, device=device)   # moe_router_group's
         self.ticket = torch.zeros(1, **i32)       # moe_router_group's last-block counter (back to 0 after every launch)
         self.act = torch.empty(P, inter, dtype=torch.float32, device=device)
         self.ybuf = torch.empty(P, hidden, dtype=torch.float32, device=device)
@@ -181,9 +181,10 @@ def _moe_torch(x, topk_idx, topk_w, ex: PackedExperts, rsf: float) -> torch.Tens
 # %% ../nbs/03a_moe_w4a16.ipynb #efa6e1c8
 _SIG_GROUP, _SIG_GU, _SIG_DOWN, _SIG_COMB = 'PiiPPPPPP', 'PiiiPPPPPPPPP', 'PiiPPPPPPPP', 'PPiiifP'
 _SIG_ROUTE, _SIG_ROUTER = 'PPiiiifPPPPPPPP', 'PPiiPiiifPPPPPPPPPP'
-ROUTE_FUSED_MAX_T = 64    # the routing launches run one block (6.9 / 8.8 / 22.5 µs at T = 1 / 16 / 64, 80 at 256; torch top-k + moe_group: 36)
+ROUTE_FUSED_MAX_T = 64    # the routing launches run one block: above this the torch top-k + moe_group is faster (moe_w4a16.md, session 11's sweep)
 ROUTER_WPE, ROUTER_NW4 = 10, 8  # moe_router_group: warps per expert (3 experts a block), float4 of router weights held per lane
 ROUTER_MAX_H = ROUTER_WPE * 32 * 4 * ROUTER_NW4   # 10240: the widest hidden whose router rows fit the lanes' registers
+ROUTER_EPB = MAX_EXPERTS // 32 // ROUTER_WPE      # experts a block of moe_router_group: its grid is ceil(E / ROUTER_EPB)
 ROUTER_GEMV_MAX_T = 16    # moe_router_group up to here (H200, Kimi router, µs: 13.1 / 17.1 / 34.2 / 111 at T = 1 / 4 / 16 / 64; cuBLAS + moe_route_group 18.1 / 36.1 / 36.0 / 68)
 MAX_GRID_Y = 65535        # CUDA's cap on gridDim.y
 BLOCKS_PER_SM = 4         # the persistent versions' __launch_bounds__(128, 4): their grid is this many blocks per SM
@@ -233,7 +234,7 @@ def moe_cuda_launch(x, topk_idx, topk_w, ex: PackedExperts, rsf: float, out: tor
         sfx = 'e384' if E <= 384 else 'e1024'     # the per-lane register array's size
         if w_router is None: ld(f'moe_route_group_{sfx}', _SIG_ROUTE)(logits, bias, T, E, k, int(norm), float(r_rsf), topk_idx, topk_w, *grouping, grid=1, block=MAX_EXPERTS)
         else: ld(f'moe_router_group_{sfx}', _SIG_ROUTER)(x, w_router, T, H, bias, E, k, int(norm), float(r_rsf), logits, topk_idx, topk_w, *grouping,
-                                                         ws.ticket, grid=-(-E // (MAX_EXPERTS // 32 // ROUTER_WPE)), block=MAX_EXPERTS)
+                                                         ws.ticket, grid=-(-E // ROUTER_EPB), block=MAX_EXPERTS)
     mark(1)
     ld(fu, _SIG_GU, MOE_SOURCES[version])(x, H, I, k, ws.sorted_pair, ws.offsets, ws.hit, ws.n_hit, ex.gate_packed, ex.gate_scale,
                                      ex.up_packed, ex.up_scale, ws.act, grid=_launch_grid(ru, I, Y, n_sm), block=tu)

@@ -24,9 +24,9 @@ __all__ = ['VERIFY_CASES', 'SM90_CASES', 'SM90_BRUTE_CASES', 'LOGIT_KINDS', 'TRE
            'variant', 'edit_json', 'run_cli', 'run_cli_subprocess', 'assert_one_line_error', 'tree_paths',
            'path_scores', 'check_same_tree', 'threshold_tree_sim', 'check_tree_buffers', 'verify_error',
            'first_mismatch', 'brute_verify', 'compare_verify', 'edge_case_inputs', 'check_edge_case', 'tree_parents',
-           'verify_selftest_case', 'brute_case', 'chi2_pvalue', 'random_packed_experts', 'report', 'random_logits',
-           'random_parents', 'random_tree', 'brute_force_tree', 'fuzz_tree', 'brute_accept', 'fuzz_accept',
-           'fuzz_verify', 'NoisyOracleDrafter', 'fuzz_generate', 'replay', 'long_run', 'long_run_pair']
+           'verify_selftest_case', 'brute_case', 'chi2_pvalue', 'random_packed_experts', 'check_router_picks', 'report',
+           'random_logits', 'random_parents', 'random_tree', 'brute_force_tree', 'fuzz_tree', 'brute_accept',
+           'fuzz_accept', 'fuzz_verify', 'NoisyOracleDrafter', 'fuzz_generate', 'replay', 'long_run', 'long_run_pair']
 
 # %% ../nbs/08_reliability.ipynb #b1bb0795
 def char_tokenizer(path, vocab_size: int):
@@ -363,6 +363,19 @@ def random_packed_experts(E: int, hidden: int, inter: int, g: torch.Generator) -
         t[f'{k}_packed'] = torch.randint(-2**31, 2**31 - 1, (E, out, n // 8), generator=g, device=g.device, dtype=torch.int32)
         t[f'{k}_scale'] = (0.005 + 0.02 * torch.rand(E, out, n // 32, generator=g, device=g.device)).to(torch.bfloat16)
     return PackedExperts(**t, hidden=hidden, inter=inter)
+
+# %% ../nbs/08_reliability.ipynb #8b1ebef7
+def check_router_picks(router, idx: torch.Tensor, w: torch.Tensor, logits: torch.Tensor, tol: float=1e-5):
+    "Assert the picks `idx [T, k]` with weights `w` are `router.select(logits)`'s, but where two candidates lie within `tol`; in order; same weights."
+    w_t, i_t = router.select(logits)
+    choice = (logits.sigmoid() + router.e_score_correction_bias).cpu()
+    for t in range(logits.shape[0]):
+        a, b = idx[t].tolist(), i_t[t].tolist()
+        kth = float(choice[t, b].min())
+        assert all(abs(float(choice[t, e]) - kth) <= tol for e in set(a) ^ set(b)), (t, a, b)
+        cg = choice[t, a]; assert bool((cg[:-1] >= cg[1:] - tol).all()), (t, a)
+        wt = dict(zip(b, w_t[t].tolist()))
+        assert all(abs(wv - wt[e]) <= 1e-4 * abs(wt[e]) + 1e-6 for e, wv in zip(a, w[t].tolist()) if e in wt), t
 
 # %% ../nbs/08_reliability.ipynb #822acbbe
 def report(msg: str):

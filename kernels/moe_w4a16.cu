@@ -156,13 +156,14 @@ __device__ __forceinline__ void route_token(const float *lg, const float *__rest
 // a bitonic network over its lanes and keeps its top k; then every one of the <= 96 candidates counts the candidates
 // better than itself (its rank) and the ranks < k write their pick. Same order (value desc, id asc; NaN first), same
 // weights, same sum order as route_token. Candidates past E or at -inf give id -1, weight 0, as there.
-#define R1_MAXK 8
+#define R1_MAXK 8      // picks
+#define R1_CHUNKS 12   // 32-expert warps: E <= 384
 __device__ __forceinline__ bool better(float a, int ia, float b, int ib) { return a > b || (a == b && ia < ib); }
 
 __device__ __forceinline__ void route_one_token(const float *lg, const float *__restrict__ bias, int E, int k, int norm, float rsf,
                                                 int *__restrict__ idx_out, float *__restrict__ w_out) {
-    __shared__ float c_v[12 * R1_MAXK], c_s[12 * R1_MAXK], c_w[R1_MAXK];
-    __shared__ int c_i[12 * R1_MAXK];
+    __shared__ float c_v[R1_CHUNKS * R1_MAXK], c_s[R1_CHUNKS * R1_MAXK], c_w[R1_MAXK];
+    __shared__ int c_i[R1_CHUNKS * R1_MAXK];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nc = (E + 31) >> 5;
     if (warp < nc) {
         const int e = 32 * warp + lane;
@@ -202,7 +203,7 @@ template <int NPL>
 __device__ __forceinline__ void route_group(const float *logits, const float *__restrict__ bias, int T, int E, int k, int norm,
         float rsf, int *__restrict__ topk_idx, float *__restrict__ topk_w, int *__restrict__ counts, int *__restrict__ offsets,
         int *__restrict__ hit, int *__restrict__ n_hit, int *__restrict__ sorted_pair, int *__restrict__ pos) {
-    if (T == 1 && k <= R1_MAXK && E <= 12 * 32) route_one_token(logits, bias, E, k, norm, rsf, topk_idx, topk_w);
+    if (T == 1 && k <= R1_MAXK && E <= R1_CHUNKS * 32) route_one_token(logits, bias, E, k, norm, rsf, topk_idx, topk_w);
     else {
 #pragma unroll 1
         for (int t = threadIdx.x >> 5; t < T; t += MAXE / 32)
