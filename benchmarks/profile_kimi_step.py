@@ -45,6 +45,7 @@ def main(argv=None):
     ap.add_argument('--compile', action='store_true', help="the decoder layers under torch.compile (`TargetModel.compile_layers`), kernels outside it")
     ap.add_argument('--routing', choices=('router', 'route', 'torch'), default='router',
                     help="MoE routing: router = GEMV + top-k + grouping in one launch (default); route = cuBLAS logits + moe_route_group; torch = Router.select + moe_group")
+    ap.add_argument('--moe-version', type=int, default=None, help="the W4A16 MoE kernel version (default `moe.CUDA_VERSION`)")
     ap.add_argument('--commit', default=None)
     ap.add_argument('--out', default='benchmarks/profile_kimi_step')
     args = ap.parse_args(argv)
@@ -54,6 +55,8 @@ def main(argv=None):
     model.attn_backend, model.check_inputs = 'cuda', False
     from ddtree_nb.moe import PackedMoE
     PackedMoE.fused_routing, PackedMoE.router_gemv = args.routing != 'torch', args.routing == 'router'
+    import ddtree_nb.moe as moe
+    if args.moe_version is not None: moe.CUDA_VERSION = args.moe_version   # read by moe_w4a16 at each call
     if args.compile: model.compile_layers().use_compiled = True
     cache = model.new_cache(args.ctx + 2)
     cache.kv.normal_(0.0, 1.0, generator=torch.Generator(device='cuda').manual_seed(args.seed + 1))
@@ -81,7 +84,7 @@ def main(argv=None):
     allb = sum(nbytes.values())
     meta = dict(date=datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC'), device=torch.cuda.get_device_name(),
                 commit=args.commit, torch=torch.__version__, command='python ' + ' '.join([sys.argv[0]] + (argv or sys.argv[1:])),
-                layers=args.layers, ctx=args.ctx, compiled=args.compile, routing=args.routing, kernels=len(kern), kernel_us=total_us, eager_ms=eager_ms, graph_ms=graph_step_ms,
+                layers=args.layers, ctx=args.ctx, compiled=args.compile, routing=args.routing, moe_version=moe.CUDA_VERSION, kernels=len(kern), kernel_us=total_us, eager_ms=eager_ms, graph_ms=graph_step_ms,
                 step_gb=allb / 1e9, graph_pct_of_ceiling=allb / (graph_step_ms * 1e-3) / 4.27e12 * 100)
     out = Path(args.out); out.parent.mkdir(parents=True, exist_ok=True)
     out.with_name(out.name + '.json').write_text(json.dumps(dict(meta=meta, classes=rows, top=top), indent=1))

@@ -61,6 +61,14 @@ __device__ __forceinline__ uint32_t dq_pair(uint32_t w, int i, __nv_bfloat162 s2
     return bf2u(__hmul2(__hsub2(u2bf(v), u2bf(0x43084308u)), s2));
 }
 
+// the same pair with the mask and the exponent in one lop3, ((w >> 4i) & 0x000F000F) | 0x43004300 (v12): ptxas
+// emits dq_pair's AND and OR as two LOP3s, and the integer pipe is what limits v11 (ncu, T = 1: ALU 66% busy)
+__device__ __forceinline__ uint32_t dq_pair_l3(uint32_t w, int i, __nv_bfloat162 s2) {
+    uint32_t v;
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(v) : "r"(w >> (4 * i)), "r"(0x000F000Fu), "r"(0x43004300u));
+    return bf2u(__hmul2(__hsub2(u2bf(v), u2bf(0x43084308u)), s2));
+}
+
 template <int NT> struct StageV2 { uint4 w[NT][2]; uint32_t s[NT][2]; uint4 x[4]; };
 template <int NT> struct PtrsV2 { const uint4 *w[NT][2]; const unsigned short *s[NT][2]; };
 
@@ -84,7 +92,7 @@ __device__ __forceinline__ void load_chunk_x(StageV2<NT> &st, const uint4 *xrow,
     for (int j = 0; j < 4; ++j) st.x[j] = okx ? __ldg(xrow + 4 * q + j) : make_uint4(0, 0, 0, 0);
 }
 
-template <int NT>
+template <int NT, bool L3 = false>   // L3: dequantise with dq_pair_l3 (bit-identical, fewer instructions)
 __device__ __forceinline__ void v2_compute(const StageV2<NT> &st, float (&acc)[NT][4]) {
     uint32_t b[4][4];
 #pragma unroll
@@ -98,10 +106,11 @@ __device__ __forceinline__ void v2_compute(const StageV2<NT> &st, float (&acc)[N
         const __nv_bfloat162 sg = u2bf(st.s[i][0] * 0x10001u), sh = u2bf(st.s[i][1] * 0x10001u);
         const uint32_t Wg[4] = {st.w[i][0].x, st.w[i][0].y, st.w[i][0].z, st.w[i][0].w};
         const uint32_t Wh[4] = {st.w[i][1].x, st.w[i][1].y, st.w[i][1].z, st.w[i][1].w};
+        auto dq = [&](uint32_t w, int p, __nv_bfloat162 s2) { return L3 ? dq_pair_l3(w, p, s2) : dq_pair(w, p, s2); };
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-            mma_bf16(acc[i], dq_pair(Wg[j], 0, sg), dq_pair(Wh[j], 0, sh), dq_pair(Wg[j], 1, sg), dq_pair(Wh[j], 1, sh), b[j][0], b[j][1]);
-            mma_bf16(acc[i], dq_pair(Wg[j], 2, sg), dq_pair(Wh[j], 2, sh), dq_pair(Wg[j], 3, sg), dq_pair(Wh[j], 3, sh), b[j][2], b[j][3]);
+            mma_bf16(acc[i], dq(Wg[j], 0, sg), dq(Wh[j], 0, sh), dq(Wg[j], 1, sg), dq(Wh[j], 1, sh), b[j][0], b[j][1]);
+            mma_bf16(acc[i], dq(Wg[j], 2, sg), dq(Wh[j], 2, sh), dq(Wg[j], 3, sg), dq(Wh[j], 3, sh), b[j][2], b[j][3]);
         }
     }
 }
