@@ -15,7 +15,7 @@ group 32), top-k routing drawn uniformly (distinct experts per token). For each 
   hit      distinct experts hit (read back after timing, for the byte count only)
   MB       bytes of packed words + scales of the hit experts (the bytes the kernel must stream at least once)
   kern_us  median µs of the four launches (grouping, gate/up, down, combine) between CUDA events, with a sleep
-           kernel queued ahead so host enqueue time is hidden, L2 flushed (256 MB write) before each rep
+           kernel queued ahead so host enqueue time is hidden, L2 emptied before each rep (--flush: a 256 MB read; `write`, the method before 2026-12-04, adds 1 to 256 MB and leaves ~50 MB of dirty lines to be written back during the timed launches)
   graph_us the same four launches replayed as one CUDA graph
   TB/s, %  MB / graph_us, and against the measured H200 device-copy ceiling 4.27 TB/s (goal >= 70% at T <= 16)
   split    median µs of group / gate_up / down / combine (events between the launches)
@@ -130,10 +130,17 @@ def graph_check(versions, dev, log, res):
     return res
 
 
+def make_flush(dev, how):
+    "An L2 flush before each timed rep: 'read' sums 256 MB (L2 left holding clean lines: a cold cache, nothing to write back),\n"
+    "'write' adds 1 to 256 MB (the method before 2026-12-04: ~50 MB of dirty lines are written back while the first kernel reads)."
+    buf = torch.zeros(64 * 2**20, device=dev)
+    return (lambda: buf.sum()) if how == 'read' else (lambda: buf.add_(1.0))
+
+
 def gpu_time(fn, reps, flush, warm=5):
     ts = []
     for i in range(warm + reps):
-        flush.add_(1.0)
+        flush()
         torch.cuda._sleep(1_000_000)
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record(); fn(); e.record(); e.synchronize()
@@ -145,7 +152,7 @@ def split_time(x, idx, w, ex, ws, out, v, reps, flush):
     "Median µs of each of the four launches."
     ts = [[] for _ in range(4)]
     for i in range(5 + reps):
-        flush.add_(1.0)
+        flush()
         torch.cuda._sleep(1_000_000)
         marks = [torch.cuda.Event(enable_timing=True) for _ in range(5)]
         moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, v, marks=marks)
@@ -167,6 +174,7 @@ def main():
     ap.add_argument('--validate', nargs='*', default=None, help="widths to validate: small kimi (no benchmark then)")
     ap.add_argument('--passed', nargs='*', default=None, help="keep only the versions that passed in these validation jsons")
     ap.add_argument('--bench', action='store_true', help="benchmark even when validating")
+    ap.add_argument('--flush', choices=('read', 'write'), default='read', help="how L2 is emptied before each rep (see make_flush)")
     ap.add_argument('--json', default=None)
     ap.add_argument('--commit', default='')
     a = ap.parse_args()
@@ -176,7 +184,7 @@ def main():
     if a.passed is not None:
         a.versions = passed_versions(a.passed, a.versions)
         log(f"versions that passed validation: {a.versions}")
-    res = dict(gpu=gpu, commit=a.commit, experts=a.experts, topk=a.topk, versions=a.versions)
+    res = dict(gpu=gpu, commit=a.commit, experts=a.experts, topk=a.topk, versions=a.versions, flush=a.flush)
     dump = lambda: a.json and json.dump(res, open(a.json, 'w'), indent=1)
     if a.validate is not None:
         validate(a.versions, dev, log, a.validate or ['small', 'kimi'], res, dump); dump()
@@ -184,7 +192,7 @@ def main():
         if not a.bench: return
     ex = rand_packed(a.experts, dev)
     per_expert = ex.bytes_per_expert
-    flush = torch.zeros(64 * 2**20, device=dev)   # 256 MB
+    flush = make_flush(dev, a.flush)
     es = engine_stream()
     rows = []
     res['rows'] = rows
@@ -217,7 +225,7 @@ def main():
             log(f"T={T} v{v}: {rows[-1]}")
             dump()
     rows.sort(key=lambda r: (r['T'], r['version']))
-    log(f"GPU: {gpu}; commit {a.commit}; E={a.experts} top-{a.topk}, {H}->{I}->{H}, {per_expert / 1e6:.2f} MB per expert packed")
+    log(f"GPU: {gpu}; commit {a.commit}; flush {a.flush}; E={a.experts} top-{a.topk}, {H}->{I}->{H}, {per_expert / 1e6:.2f} MB per expert packed")
     log('| T | v | hit | MB | kern_us | graph_us | TB/s | % of 4.27 | group/gate_up/down/combine us | torch_us | rel err |')
     log('|---|---|---|---|---|---|---|---|---|---|---|')
     for r in rows:
