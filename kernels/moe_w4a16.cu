@@ -329,16 +329,7 @@ moe_combine(const float *__restrict__ ybuf, const int *__restrict__ pos, int T, 
 // One run of R consecutive row tiles (starting at row n0) of one expert with m tokens: tile r's sub-tile i is rows
 // n0 + r*RS + i*IS + {g, g + 8} of matrix W[i] (clamped to N - 1, outputs past N masked by `epi`). `xrow_of(t0, mt)`
 // gives this lane's x row for the 8-token tile at t0 (nullptr past mt); `epi(r, t0, mt, acc)` writes tile r.
-// L2 prefetch of `bytes` (a multiple of 16, 16-byte aligned) at p: one bulk request on sm_90, one per 128 bytes before
-__device__ __forceinline__ void l2_prefetch(const void *p, uint32_t bytes) {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(p), "r"(bytes) : "memory");
-#else
-    for (uint32_t b = 0; b < bytes; b += 128) asm volatile("prefetch.global.L2 [%0];" :: "l"(reinterpret_cast<const char *>(p) + b));
-#endif
-}
-
-template <int NT, int NW, int RS, int IS, bool L3, int PD, class XRow, class Epi>
+template <int NT, int NW, int RS, int IS, bool L3, class XRow, class Epi>
 __device__ __forceinline__ void v11_run(const uint4 *const (&W)[NT], const unsigned short *const (&S)[NT], int n0, int N, int G,
                                         int R, const int *mp, float *red, XRow xrow_of, Epi epi) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -358,32 +349,14 @@ __device__ __forceinline__ void v11_run(const uint4 *const (&W)[NT], const unsig
             for (int rr = 0; rr < 2; ++rr) { p.w[i][rr] = W[i] + off[i][rr]; p.s[i][rr] = S[i] + off[i][rr]; }
         load_chunk_w<NT, true>(st, p, q, G);
     };
-    // PD > 0 (v13): with each chunk loaded, the block asks L2 for round +PD of the same rows: a round is every warp's
-    // chunk of a tile (NW x 4 groups = 256 bytes of each of the NT x 16 rows), one bulk request per row, split over
-    // the warps' first lanes; (pr, pj) = the (tile, round) PD rounds ahead of the chunk being loaded
-    int pr = 0, pj = 0;
-    constexpr int RB = 16 * NT / NW;                     // row-blocks each warp asks for
-    auto prefetch = [&]() {
-        if (PD == 0) return;
-        if (++pj == nloc) { pj = 0; ++pr; }
-        if (pr >= R || lane >= RB) return;
-        const int rb = RB * warp + lane, i = rb >> 4, n = min(n0 + pr * RS + i * IS + (rb & 15), N - 1);
-        const int q0 = 4 * NW * pj, nq = min(4 * NW, G - q0);
-        const uint4 *base = W[0];
-#pragma unroll
-        for (int ii = 1; ii < NT; ++ii) if (i == ii) base = W[ii];   // no run-time index into W: it would go to the stack
-        if (nq > 0) l2_prefetch(base + (size_t)n * G + q0, 16u * nq);
-    };
-    auto prefetch_from_start = [&]() { pr = (PD - 1) / nloc; pj = (PD - 1) - pr * nloc; prefetch(); };
     StageV2<NT> A, B;
     point(0);
     load_w(A, 4 * warp + t);                             // in flight while the token chain below resolves
-    if (PD) prefetch_from_start();
     const int start = mp[0], m = mp[1] - start;
     for (int t0 = 0; t0 < m; t0 += 8) {
         const int mt = min(8, m - t0);
         const uint4 *xrow = xrow_of(start + t0, mt);
-        if (t0 > 0) { point(0); load_w(A, 4 * warp + t); if (PD) prefetch_from_start(); }
+        if (t0 > 0) { point(0); load_w(A, 4 * warp + t); }
         load_chunk_x<NT>(A, xrow, 4 * warp + t, G);
         float acc[NT][4];
 #pragma unroll
@@ -395,7 +368,6 @@ __device__ __forceinline__ void v11_run(const uint4 *const (&W)[NT], const unsig
                 const int q = 4 * (warp + nj * NW) + t;
                 load_w(st, q); load_chunk_x<NT>(st, xrow, q, G);
             }
-            prefetch();
         };
         auto finish = [&](const StageV2<NT> &st) {
             v2_compute<NT, L3>(st, acc);
@@ -445,7 +417,7 @@ __device__ __forceinline__ void v11_items(int nh, int tiles, Run run) {
     }
 }
 
-template <bool L3, int PD> __device__ __forceinline__ void gate_up_v11(GU_ARGS) {
+template <bool L3> __device__ __forceinline__ void gate_up_v11(GU_ARGS) {
     __shared__ float red[2 * 4 * 2 * 4 * 32];
     const int G = H / 32;
     v11_items(n_hit[0], (I + 15) >> 4, [&](int y, int r0, int R) {
@@ -455,7 +427,7 @@ template <bool L3, int PD> __device__ __forceinline__ void gate_up_v11(GU_ARGS) 
         const unsigned short *const S[2] = {reinterpret_cast<const unsigned short *>(gate_scale) + base,
                                             reinterpret_cast<const unsigned short *>(up_scale) + base};
         const int n0 = r0 * 16, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-        v11_run<2, 4, 16, 0, L3, PD>(W, S, n0, I, G, R, offsets + e, red,
+        v11_run<2, 4, 16, 0, L3>(W, S, n0, I, G, R, offsets + e, red,
             [&](int s0, int mt) { return g < mt ? reinterpret_cast<const uint4 *>(x + (size_t)(sorted_pair[s0 + g] / k) * H) : nullptr; },
             [&](int r, int t0, int mt, const float (&s)[2][4]) {
                 const int slot0 = offsets[e] + t0;
@@ -468,7 +440,7 @@ template <bool L3, int PD> __device__ __forceinline__ void gate_up_v11(GU_ARGS) 
     });
 }
 
-template <bool L3, int PD> __device__ __forceinline__ void down_v11(DN_ARGS) {
+template <bool L3> __device__ __forceinline__ void down_v11(DN_ARGS) {
     __shared__ float red[2 * 4 * 2 * 4 * 32];
     const int G = I / 32;
     v11_items(n_hit[0], (H + 31) >> 5, [&](int y, int r0, int R) {
@@ -478,7 +450,7 @@ template <bool L3, int PD> __device__ __forceinline__ void down_v11(DN_ARGS) {
         const unsigned short *const S[2] = {reinterpret_cast<const unsigned short *>(down_scale) + base,
                                             reinterpret_cast<const unsigned short *>(down_scale) + base};
         const int n0 = r0 * 32, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-        v11_run<2, 4, 32, 16, L3, PD>(W, S, n0, H, G, R, offsets + e, red,
+        v11_run<2, 4, 32, 16, L3>(W, S, n0, H, G, R, offsets + e, red,
             [&](int s0, int mt) { return g < mt ? reinterpret_cast<const uint4 *>(act + (size_t)(s0 + g) * I) : nullptr; },
             [&](int r, int t0, int mt, const float (&s)[2][4]) {
                 const int slot0 = offsets[e] + t0;
@@ -495,12 +467,7 @@ template <bool L3, int PD> __device__ __forceinline__ void down_v11(DN_ARGS) {
 
 // v12 = v11 with the dequantisation's mask and exponent in one lop3 (dq_pair_l3): the same bits, 64 fewer integer
 // instructions per warp and chunk of 401 (ncu of v11 at T = 1: the integer pipe 66% busy, 3.1 lane-ops per weight)
-extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v11(GU_ARGS) { gate_up_v11<false, 0>(GU_PASS); }
-extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v11(DN_ARGS) { down_v11<false, 0>(DN_PASS); }
-extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v12(GU_ARGS) { gate_up_v11<true, 0>(GU_PASS); }
-extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v12(DN_ARGS) { down_v11<true, 0>(DN_PASS); }
-// v13 = v12 asking L2 for the weights 2 rounds ahead (cp.async.bulk.prefetch); v14: 4 rounds (timed against each other)
-extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v13(GU_ARGS) { gate_up_v11<true, 2>(GU_PASS); }
-extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v13(DN_ARGS) { down_v11<true, 2>(DN_PASS); }
-extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v14(GU_ARGS) { gate_up_v11<true, 4>(GU_PASS); }
-extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v14(DN_ARGS) { down_v11<true, 4>(DN_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v11(GU_ARGS) { gate_up_v11<false>(GU_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v11(DN_ARGS) { down_v11<false>(DN_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v12(GU_ARGS) { gate_up_v11<true>(GU_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v12(DN_ARGS) { down_v11<true>(DN_PASS); }
