@@ -323,13 +323,13 @@ moe_combine(const float *__restrict__ ybuf, const int *__restrict__ pos, int T, 
 //   * every warp runs the same number of chunks per tile (past-the-end chunks load nothing and add zeros), so
 //     all warps meet the same barriers.
 // gate/up: a tile = 16 rows of gate and of up; down: a tile = 32 rows (two 16-row mma tiles sharing x).
-// Launch: grid (resident blocks, 1), 128 threads; tokens of an expert beyond 8 loop over 8-token tiles.
+// Launch: grid (resident blocks, 1), 128 threads; an expert's tokens beyond 8 take more 8-token passes over its tiles.
 // =========================================================================================================
 
 // One run of R consecutive row tiles (starting at row n0) of one expert with m tokens: tile r's sub-tile i is rows
 // n0 + r*RS + i*IS + {g, g + 8} of matrix W[i] (clamped to N - 1, outputs past N masked by `epi`). `xrow_of(t0, mt)`
 // gives this lane's x row for the 8-token tile at t0 (nullptr past mt); `epi(r, t0, mt, acc)` writes tile r.
-template <int NT, int NW, int RS, int IS, bool L3, class XRow, class Epi>
+template <int NT, int NW, int RS, int IS, bool L3, bool TM, class XRow, class Epi>
 __device__ __forceinline__ void v11_run(const uint4 *const (&W)[NT], const unsigned short *const (&S)[NT], int n0, int N, int G,
                                         int R, const int *mp, float *red, XRow xrow_of, Epi epi) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -349,59 +349,68 @@ __device__ __forceinline__ void v11_run(const uint4 *const (&W)[NT], const unsig
             for (int rr = 0; rr < 2; ++rr) { p.w[i][rr] = W[i] + off[i][rr]; p.s[i][rr] = S[i] + off[i][rr]; }
         load_chunk_w<NT, true>(st, p, q, G);
     };
+    // the run is a sequence of (tile, 8-token pass) pairs. Pass-major (v11, v12): every tile of the run for tokens 0-7,
+    // then again for 8-15, ...: an expert with m > 8 tokens re-reads the whole run's weights from HBM once per pass (the
+    // run is up to ~10 MB at T = 256). Tile-major (TM, v13): a tile's passes back to back, the later ones from L2.
     StageV2<NT> A, B;
     point(0);
     load_w(A, 4 * warp + t);                             // in flight while the token chain below resolves
-    const int start = mp[0], m = mp[1] - start;
-    for (int t0 = 0; t0 < m; t0 += 8) {
-        const int mt = min(8, m - t0);
-        const uint4 *xrow = xrow_of(start + t0, mt);
-        if (t0 > 0) { point(0); load_w(A, 4 * warp + t); }
-        load_chunk_x<NT>(A, xrow, 4 * warp + t, G);
-        float acc[NT][4];
+    const int start = mp[0], m = mp[1] - start, J = (m + 7) >> 3, NP = R * J;
+    const uint4 *xrow = xrow_of(start, min(8, m));
+    load_chunk_x<NT>(A, xrow, 4 * warp + t, G);
+    float acc[NT][4];
 #pragma unroll
-        for (int i = 0; i < NT; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
-        int nr = 0, nj = 0, cr = 0, cj = 0;              // tile and local chunk of the last stage loaded / next computed
-        auto next = [&](StageV2<NT> &st) {
-            if (++nj == nloc) { nj = 0; if (++nr < R) point(nr); }
-            if (nr < R) {
-                const int q = 4 * (warp + nj * NW) + t;
-                load_w(st, q); load_chunk_x<NT>(st, xrow, q, G);
+    for (int i = 0; i < NT; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+    int np = 0, nj = 0, lr = 0, lp = 0;                  // pair and local chunk of the last stage loaded, its tile and pass
+    int cp = 0, cj = 0, cr = 0, cq = 0;                  // pair and local chunk next computed, its tile and pass
+    auto next = [&](StageV2<NT> &st) {
+        if (++nj == nloc) {
+            nj = 0;
+            if (++np < NP) {
+                if (TM) { if (++lp == J) { lp = 0; point(++lr); } }
+                else { if (++lr == R) { lr = 0; ++lp; } point(lr); }
+                if (J > 1) xrow = xrow_of(start + 8 * lp, min(8, m - 8 * lp));
             }
-        };
-        auto finish = [&](const StageV2<NT> &st) {
-            v2_compute<NT, L3>(st, acc);
-            if (++cj < nloc) return;
-            cj = 0;
-            float *slot = red + (cr & 1) * (NW * NT * 4 * 32);
+        }
+        if (np < NP) {
+            const int q = 4 * (warp + nj * NW) + t;
+            load_w(st, q); load_chunk_x<NT>(st, xrow, q, G);
+        }
+    };
+    auto finish = [&](const StageV2<NT> &st) {
+        v2_compute<NT, L3>(st, acc);
+        if (++cj < nloc) return;
+        cj = 0;
+        float *slot = red + (cp & 1) * (NW * NT * 4 * 32);
+#pragma unroll
+        for (int i = 0; i < NT; ++i)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) { slot[((warp * NT + i) * 4 + q) * 32 + lane] = acc[i][q]; acc[i][q] = 0.f; }
+        __syncthreads();
+        if (warp == (cp & (NW - 1))) {
+            float s[NT][4];
 #pragma unroll
             for (int i = 0; i < NT; ++i)
 #pragma unroll
-                for (int q = 0; q < 4; ++q) { slot[((warp * NT + i) * 4 + q) * 32 + lane] = acc[i][q]; acc[i][q] = 0.f; }
-            __syncthreads();
-            if (warp == (cr & (NW - 1))) {
-                float s[NT][4];
+                for (int q = 0; q < 4; ++q) {
+                    float v = 0.f;
 #pragma unroll
-                for (int i = 0; i < NT; ++i)
-#pragma unroll
-                    for (int q = 0; q < 4; ++q) {
-                        float v = 0.f;
-#pragma unroll
-                        for (int w = 0; w < NW; ++w) v += slot[((w * NT + i) * 4 + q) * 32 + lane];
-                        s[i][q] = v;
-                    }
-                epi(cr, t0, mt, s);
-            }
-            ++cr;
-        };
-        while (true) {
-            next(B); finish(A);
-            if (cr >= R) break;
-            next(A); finish(B);
-            if (cr >= R) break;
+                    for (int w = 0; w < NW; ++w) v += slot[((w * NT + i) * 4 + q) * 32 + lane];
+                    s[i][q] = v;
+                }
+            epi(cr, 8 * cq, min(8, m - 8 * cq), s);
         }
-        __syncthreads();   // the slots start over with the next token tile or run
+        ++cp;
+        if (TM) { if (++cq == J) { cq = 0; ++cr; } }
+        else if (++cr == R) { cr = 0; ++cq; }
+    };
+    while (true) {
+        next(B); finish(A);
+        if (cp >= NP) break;
+        next(A); finish(B);
+        if (cp >= NP) break;
     }
+    __syncthreads();   // the slots start over with the next run
 }
 
 // block b's share [a, b) of the n_hit x tiles work items, walked as runs within one expert: run(y, r0, R)
@@ -417,7 +426,7 @@ __device__ __forceinline__ void v11_items(int nh, int tiles, Run run) {
     }
 }
 
-template <bool L3> __device__ __forceinline__ void gate_up_v11(GU_ARGS) {
+template <bool L3, bool TM> __device__ __forceinline__ void gate_up_v11(GU_ARGS) {
     __shared__ float red[2 * 4 * 2 * 4 * 32];
     const int G = H / 32;
     v11_items(n_hit[0], (I + 15) >> 4, [&](int y, int r0, int R) {
@@ -427,7 +436,7 @@ template <bool L3> __device__ __forceinline__ void gate_up_v11(GU_ARGS) {
         const unsigned short *const S[2] = {reinterpret_cast<const unsigned short *>(gate_scale) + base,
                                             reinterpret_cast<const unsigned short *>(up_scale) + base};
         const int n0 = r0 * 16, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-        v11_run<2, 4, 16, 0, L3>(W, S, n0, I, G, R, offsets + e, red,
+        v11_run<2, 4, 16, 0, L3, TM>(W, S, n0, I, G, R, offsets + e, red,
             [&](int s0, int mt) { return g < mt ? reinterpret_cast<const uint4 *>(x + (size_t)(sorted_pair[s0 + g] / k) * H) : nullptr; },
             [&](int r, int t0, int mt, const float (&s)[2][4]) {
                 const int slot0 = offsets[e] + t0;
@@ -440,7 +449,7 @@ template <bool L3> __device__ __forceinline__ void gate_up_v11(GU_ARGS) {
     });
 }
 
-template <bool L3> __device__ __forceinline__ void down_v11(DN_ARGS) {
+template <bool L3, bool TM> __device__ __forceinline__ void down_v11(DN_ARGS) {
     __shared__ float red[2 * 4 * 2 * 4 * 32];
     const int G = I / 32;
     v11_items(n_hit[0], (H + 31) >> 5, [&](int y, int r0, int R) {
@@ -450,7 +459,7 @@ template <bool L3> __device__ __forceinline__ void down_v11(DN_ARGS) {
         const unsigned short *const S[2] = {reinterpret_cast<const unsigned short *>(down_scale) + base,
                                             reinterpret_cast<const unsigned short *>(down_scale) + base};
         const int n0 = r0 * 32, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-        v11_run<2, 4, 32, 16, L3>(W, S, n0, H, G, R, offsets + e, red,
+        v11_run<2, 4, 32, 16, L3, TM>(W, S, n0, H, G, R, offsets + e, red,
             [&](int s0, int mt) { return g < mt ? reinterpret_cast<const uint4 *>(act + (size_t)(s0 + g) * I) : nullptr; },
             [&](int r, int t0, int mt, const float (&s)[2][4]) {
                 const int slot0 = offsets[e] + t0;
@@ -467,7 +476,10 @@ template <bool L3> __device__ __forceinline__ void down_v11(DN_ARGS) {
 
 // v12 = v11 with the dequantisation's mask and exponent in one lop3 (dq_pair_l3): the same bits, 64 fewer integer
 // instructions per warp and chunk of 401 (ncu of v11 at T = 1: the integer pipe 66% busy, 3.1 lane-ops per weight)
-extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v11(GU_ARGS) { gate_up_v11<false>(GU_PASS); }
-extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v11(DN_ARGS) { down_v11<false>(DN_PASS); }
-extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v12(GU_ARGS) { gate_up_v11<true>(GU_PASS); }
-extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v12(DN_ARGS) { down_v11<true>(DN_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v11(GU_ARGS) { gate_up_v11<false, false>(GU_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v11(DN_ARGS) { down_v11<false, false>(DN_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v12(GU_ARGS) { gate_up_v11<true, false>(GU_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v12(DN_ARGS) { down_v11<true, false>(DN_PASS); }
+// v13 = v12 with a run's 8-token passes tile-major (each tile's later passes read from L2): the same sums, in the same order
+extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v13(GU_ARGS) { gate_up_v11<true, true>(GU_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v13(DN_ARGS) { down_v11<true, true>(DN_PASS); }
