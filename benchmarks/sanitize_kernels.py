@@ -348,13 +348,14 @@ def _moe_run(T, E, H, I, k, how='spread', seed=0, versions=(None,)):
         ran.append(v)
     return f"versions run: {ran}"
 
-_MOE_DEFAULT = ('moe_group', 'moe_gate_up_v12', 'moe_down_v12', 'moe_combine')   # CUDA_VERSION = 12
+_MOE_DEFAULT = ('moe_group', 'moe_gate_up_v13', 'moe_down_v13', 'moe_combine')   # CUDA_VERSION = 13
 for _T in (1, 2, 16, 64, 257):
     case(f'moe_T{_T}', 'moe', _MOE_DEFAULT, f'T={_T} E=64 H=256 I=128 top-8, default version')(
         lambda _T=_T: _moe_run(_T, 64, 256, 128, 8, seed=_T))
 case('moe_one_expert', 'moe', _MOE_DEFAULT, 'T=64, every pair to one expert')(lambda: _moe_run(64, 64, 256, 128, 8, how='one', seed=3))
-case('moe_v11', 'moe', ('moe_group', 'moe_gate_up_v11', 'moe_down_v11', 'moe_combine'), 'T=16 and T=1, version 11 (v12 before its lop3)')(
-    lambda: (_moe_run(16, 64, 256, 128, 8, seed=11, versions=(11,)), _moe_run(1, 64, 256, 128, 8, seed=12, versions=(11,)))[-1])
+for _v, _what in ((11, 'v12 before its lop3'), (12, 'v13 with pass-major runs')):
+    case(f'moe_v{_v}', 'moe', ('moe_group', f'moe_gate_up_v{_v}', f'moe_down_v{_v}', 'moe_combine'), f'T=40 and T=1, version {_v} ({_what})')(
+        lambda _v=_v: (_moe_run(40, 8, 256, 128, 8, seed=_v, versions=(_v,)), _moe_run(1, 64, 256, 128, 8, seed=_v + 1, versions=(_v,)))[-1])
 
 def _route_run(T, E, H=256, I=128, k=8, seed=0, gemv=False):
     "moe_w4a16_routed with a one-group sigmoid router: the top-k picked in the grouping launch (`gemv`: the router's GEMV too), against the torch face."
@@ -377,7 +378,7 @@ def _route_run(T, E, H=256, I=128, k=8, seed=0, gemv=False):
     assert err <= 1e-2, f"rel err {err:.3g} > 1e-2"
     return f"rel err {err:.2e}"
 
-_ROUTED = ('moe_gate_up_v12', 'moe_down_v12', 'moe_combine')
+_ROUTED = ('moe_gate_up_v13', 'moe_down_v13', 'moe_combine')
 case('moe_route_e384', 'moe', ('moe_route_group_e384', *_ROUTED), 'T=16 E=384 top-8, routing fused into the grouping')(lambda: _route_run(16, 384, seed=4))
 case('moe_route_e1024', 'moe', ('moe_route_group_e1024', *_ROUTED), 'T=40 E=512 top-8, routing fused into the grouping')(lambda: _route_run(40, 512, seed=5))
 case('moe_router_e384', 'moe', ('moe_router_group_e384', *_ROUTED), 'T=1 E=384 top-8, the router GEMV + the one-token pick')(lambda: _route_run(1, 384, seed=6, gemv=True))

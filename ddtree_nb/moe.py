@@ -196,7 +196,7 @@ MOE_VERSIONS = {1: (('moe_gate_up', 256, 8), ('moe_down', 256, 8)),
                 9: (('moe_gate_up_v4', 128, 16), ('moe_down_v9', 32, 32)),
                 10: (('moe_gate_up_v10', 64, 16), ('moe_down_v9', 32, 32)),
                 **{v: ((f'moe_gate_up_v{v}', 128, None), (f'moe_down_v{v}', 128, None)) for v in (11, 12, 13)}}
-CUDA_VERSION = 12
+CUDA_VERSION = 13
 # where each version's gate/up and down live: the shipped one in kernels/moe_w4a16.cu (with moe_group and moe_combine,
 # which every version uses), the history in kernels/dev/ (llm.c style: still runs from a checkout, not in the wheel)
 MOE_SOURCES = {**{v: 'dev/moe_w4a16_v1_v10.cu' for v in range(1, 11)}, **{v: 'moe_w4a16.cu' for v in (11, 12, 13)}}
