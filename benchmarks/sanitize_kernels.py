@@ -348,7 +348,7 @@ def _moe_run(T, E, H, I, k, how='spread', seed=0, versions=(None,)):
         ran.append(v)
     return f"versions run: {ran}"
 
-_MOE_DEFAULT = ('moe_group', 'moe_gate_up_v13', 'moe_down_v13', 'moe_combine')   # CUDA_VERSION = 13
+_MOE_DEFAULT = ('moe_group', 'moe_gate_up_v14', 'moe_down_v14', 'moe_gate_up_v13', 'moe_down_v13', 'moe_combine')   # CUDA_VERSION = 14 (v13's kernels at T <= 8)
 for _T in (1, 2, 16, 64, 257):
     case(f'moe_T{_T}', 'moe', _MOE_DEFAULT, f'T={_T} E=64 H=256 I=128 top-8, default version')(
         lambda _T=_T: _moe_run(_T, 64, 256, 128, 8, seed=_T))
@@ -378,7 +378,7 @@ def _route_run(T, E, H=256, I=128, k=8, seed=0, gemv=False):
     assert err <= 1e-2, f"rel err {err:.3g} > 1e-2"
     return f"rel err {err:.2e}"
 
-_ROUTED = ('moe_gate_up_v13', 'moe_down_v13', 'moe_combine')
+_ROUTED = ('moe_gate_up_v14', 'moe_down_v14', 'moe_gate_up_v13', 'moe_down_v13', 'moe_combine')
 case('moe_route_e384', 'moe', ('moe_route_group_e384', *_ROUTED), 'T=16 E=384 top-8, routing fused into the grouping')(lambda: _route_run(16, 384, seed=4))
 case('moe_route_e1024', 'moe', ('moe_route_group_e1024', *_ROUTED), 'T=40 E=512 top-8, routing fused into the grouping')(lambda: _route_run(40, 512, seed=5))
 case('moe_router_e384', 'moe', ('moe_router_group_e384', *_ROUTED), 'T=1 E=384 top-8, the router GEMV + the one-token pick')(lambda: _route_run(1, 384, seed=6, gemv=True))

@@ -195,11 +195,11 @@ MOE_VERSIONS = {1: (('moe_gate_up', 256, 8), ('moe_down', 256, 8)),
                 8: (('moe_gate_up_v4', 128, 16), ('moe_down_v8', 64, 32)),
                 9: (('moe_gate_up_v4', 128, 16), ('moe_down_v9', 32, 32)),
                 10: (('moe_gate_up_v10', 64, 16), ('moe_down_v9', 32, 32)),
-                **{v: ((f'moe_gate_up_v{v}', 128, None), (f'moe_down_v{v}', 128, None)) for v in (11, 12, 13)}}
-CUDA_VERSION = 13
+                **{v: ((f'moe_gate_up_v{v}', 128, None), (f'moe_down_v{v}', 128, None)) for v in (11, 12, 13, 14)}}
+CUDA_VERSION = 14
 # where each version's gate/up and down live: the shipped one in kernels/moe_w4a16.cu (with moe_group and moe_combine,
 # which every version uses), the history in kernels/dev/ (llm.c style: still runs from a checkout, not in the wheel)
-MOE_SOURCES = {**{v: 'dev/moe_w4a16_v1_v10.cu' for v in range(1, 11)}, **{v: 'moe_w4a16.cu' for v in (11, 12, 13)}}
+MOE_SOURCES = {**{v: 'dev/moe_w4a16_v1_v10.cu' for v in range(1, 11)}, **{v: 'moe_w4a16.cu' for v in (11, 12, 13, 14)}}
 _KERNEL_LIMITS = {'moe_w4a16.cu': dict(MAXE=MAX_EXPERTS, RT_MAXT=ROUTE_FUSED_MAX_T, RT_WPE=ROUTER_WPE, RT_NW4=ROUTER_NW4),   # the kernels' #defines,
                   'dev/moe_w4a16_v1_v10.cu': dict(MAXE=MAX_EXPERTS)}                                                        # checked on load
 
@@ -221,6 +221,7 @@ def moe_cuda_launch(x, topk_idx, topk_w, ex: PackedExperts, rsf: float, out: tor
     "The four launches (no checks, no host sync). v1 keeps act in fp32, v2+ as bf16 in the same workspace. `marks`: 5 CUDA events recorded around the launches (benchmark breakdown). `route` = (logits, bias, norm, rsf, router weight or None): the grouping launch picks the top-k into `topk_idx`/`topk_w` first (`moe_route_group`), and with a router weight computes the logits too (`moe_router_group`)."
     T, k = topk_idx.shape
     P, E, H, I, d = T * k, ex.n_experts, ex.hidden, ex.inter, x.device.index
+    if version == 14 and T <= 8: version = 13   # no expert has more than 8 tokens: every item one pass, the count share is the cost share
     (fu, tu, ru), (fd, td, rd) = MOE_VERSIONS[version]
     n_sm = device_limits(d)['sms'] if None in (ru, rd) else 0
     ld = lambda fn, sig, src='moe_w4a16.cu': _kernel(fn, sig, d, src)

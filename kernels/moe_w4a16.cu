@@ -426,10 +426,52 @@ __device__ __forceinline__ void v11_items(int nh, int tiles, Run run) {
     }
 }
 
-template <bool L3, bool TM> __device__ __forceinline__ void gate_up_v11(GU_ARGS) {
+// v14: block b's share by cost. Item (y, r) of hit expert y costs J_y = ceil(m_y / 8) passes; the block reads every hit
+// expert's token count, scans the costs in shared memory (cum[y] = passes before expert y) and takes the items whose cost
+// start tiles * cum[y] + r * J_y lies in [b C / G, (b + 1) C / G), C = tiles * cum[nh]. With the count share (v11-v13) a
+// block on a hot expert (m = 100 tokens: 13 passes) set the launch's time; at T = 256 the busiest SM was active 1.5x the
+// average (ncu, gate/up).
+template <class Run>
+__device__ __forceinline__ void v14_items(int nh, int tiles, const int *hit, const int *offsets, Run run) {
+    __shared__ int cum[MAXE + 1];
+    __shared__ int wsum[32];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int per = (nh + blockDim.x - 1) / blockDim.x, y0 = min(nh, tid * per), y1 = min(nh, y0 + per);
+    int sum = 0;
+    for (int y = y0; y < y1; ++y) { const int e = hit[y], J = (offsets[e + 1] - offsets[e] + 7) >> 3; cum[y + 1] = J; sum += J; }
+    int incl = sum;                                      // inclusive scan of the threads' sums: warps, then their totals
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) { const int v = __shfl_up_sync(0xffffffffu, incl, off); if (lane >= off) incl += v; }
+    if (lane == 31) wsum[warp] = incl;
+    __syncthreads();
+    int before = incl - sum;
+    for (int w = 0; w < warp; ++w) before += wsum[w];
+    for (int y = y0; y < y1; ++y) { before += cum[y + 1]; cum[y + 1] = before; }
+    if (tid == 0) cum[0] = 0;
+    __syncthreads();
+    const long long C = (long long)cum[nh] * tiles, lo = C * blockIdx.x / gridDim.x, hi = C * (blockIdx.x + 1) / gridDim.x;
+    int a = 0, b = nh;                                   // the last expert y with tiles * cum[y] <= lo
+    while (b - a > 1) { const int mid = (a + b) >> 1; if ((long long)tiles * cum[mid] <= lo) a = mid; else b = mid; }
+    for (int y = a; y < nh; ++y) {
+        const long long base = (long long)tiles * cum[y];
+        if (base >= hi) break;
+        const int J = cum[y + 1] - cum[y];
+        const int r0 = lo > base ? (int)((lo - base + J - 1) / J) : 0;
+        const int r1 = (int)min((long long)tiles, (hi - base + J - 1) / J);
+        if (r1 > r0) run(y, r0, r1 - r0);
+    }
+    __syncthreads();                                     // cum is not reused, but keep the block together before it exits
+}
+
+template <bool BAL, class Run>
+__device__ __forceinline__ void share_items(int nh, int tiles, const int *hit, const int *offsets, Run run) {
+    if constexpr (BAL) v14_items(nh, tiles, hit, offsets, run); else v11_items(nh, tiles, run);
+}
+
+template <bool L3, bool TM, bool BAL> __device__ __forceinline__ void gate_up_v11(GU_ARGS) {
     __shared__ float red[2 * 4 * 2 * 4 * 32];
     const int G = H / 32;
-    v11_items(n_hit[0], (I + 15) >> 4, [&](int y, int r0, int R) {
+    share_items<BAL>(n_hit[0], (I + 15) >> 4, hit, offsets, [&](int y, int r0, int R) {
         const int e = hit[y];
         const size_t base = (size_t)e * I * G;
         const uint4 *const W[2] = {gate_packed + base, up_packed + base};
@@ -449,10 +491,10 @@ template <bool L3, bool TM> __device__ __forceinline__ void gate_up_v11(GU_ARGS)
     });
 }
 
-template <bool L3, bool TM> __device__ __forceinline__ void down_v11(DN_ARGS) {
+template <bool L3, bool TM, bool BAL> __device__ __forceinline__ void down_v11(DN_ARGS) {
     __shared__ float red[2 * 4 * 2 * 4 * 32];
     const int G = I / 32;
-    v11_items(n_hit[0], (H + 31) >> 5, [&](int y, int r0, int R) {
+    share_items<BAL>(n_hit[0], (H + 31) >> 5, hit, offsets, [&](int y, int r0, int R) {
         const int e = hit[y];
         const size_t base = (size_t)e * H * G;
         const uint4 *const W[2] = {down_packed + base, down_packed + base};
@@ -476,10 +518,13 @@ template <bool L3, bool TM> __device__ __forceinline__ void down_v11(DN_ARGS) {
 
 // v12 = v11 with the dequantisation's mask and exponent in one lop3 (dq_pair_l3): the same bits, 64 fewer integer
 // instructions per warp and chunk of 401 (ncu of v11 at T = 1: the integer pipe 66% busy, 3.1 lane-ops per weight)
-extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v11(GU_ARGS) { gate_up_v11<false, false>(GU_PASS); }
-extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v11(DN_ARGS) { down_v11<false, false>(DN_PASS); }
-extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v12(GU_ARGS) { gate_up_v11<true, false>(GU_PASS); }
-extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v12(DN_ARGS) { down_v11<true, false>(DN_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v11(GU_ARGS) { gate_up_v11<false, false, false>(GU_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v11(DN_ARGS) { down_v11<false, false, false>(DN_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v12(GU_ARGS) { gate_up_v11<true, false, false>(GU_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v12(DN_ARGS) { down_v11<true, false, false>(DN_PASS); }
 // v13 = v12 with a run's 8-token passes tile-major (each tile's later passes read from L2): the same sums, in the same order
-extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v13(GU_ARGS) { gate_up_v11<true, true>(GU_PASS); }
-extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v13(DN_ARGS) { down_v11<true, true>(DN_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v13(GU_ARGS) { gate_up_v11<true, true, false>(GU_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v13(DN_ARGS) { down_v11<true, true, false>(DN_PASS); }
+// v14 = v13 sharing the work out by cost (v14_items); launched only above 8 tokens (below, every expert is one pass: v13)
+extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v14(GU_ARGS) { gate_up_v11<true, true, true>(GU_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v14(DN_ARGS) { down_v11<true, true, true>(DN_PASS); }
