@@ -174,15 +174,19 @@ def device_name(device) -> str:
     return platform.processor() or platform.machine() or 'cpu'
 
 def git_commit(path=None) -> str|None:
-    "Short commit of the checkout holding `path` (default: this package), '-dirty' if modified; None if not a git checkout."
+    "Short commit of the checkout at `path` (default: the one holding this package), '-dirty' if modified: `$DDTREE_COMMIT` if set; else git's, only when `path` is its repo's top (a copy without .git inside another repo must not report that repo's commit); else `path/.device/commit` (written when staging for the GPU machine); else None."
     import ddtree_nb
-    cwd = Path(path or Path(ddtree_nb.__file__).parent)
+    if c := os.environ.get('DDTREE_COMMIT'): return c
+    root = Path(path) if path else Path(ddtree_nb.__file__).parent.parent
+    git = lambda *a: subprocess.run(['git', *a], cwd=root, capture_output=True, text=True, timeout=10)
     try:
-        rev = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], cwd=cwd, capture_output=True, text=True, timeout=10)
-        if rev.returncode: return None
-        dirty = subprocess.run(['git', 'status', '--porcelain', '--untracked-files=no'], cwd=cwd, capture_output=True, text=True, timeout=10)
-        return rev.stdout.strip() + ('-dirty' if dirty.stdout.strip() else '')
-    except (OSError, subprocess.SubprocessError): return None
+        top = git('rev-parse', '--show-toplevel')
+        if top.returncode == 0 and Path(top.stdout.strip()).resolve() == root.resolve():
+            rev, dirty = git('rev-parse', '--short', 'HEAD'), git('status', '--porcelain', '--untracked-files=no')
+            return (rev.stdout.strip() + ('-dirty' if dirty.stdout.strip() else '')) if rev.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError): pass
+    f = root / '.device' / 'commit'
+    return (f.read_text().strip() or None) if f.is_file() else None
 
 def run_meta(target, command: str|None=None, **extra) -> dict:
     "Provenance of a benchmark run."
