@@ -15,7 +15,7 @@ candidates within 1e-5), router's logits against F.linear's (<= 1e-5 relative to
 import argparse, json, statistics, datetime, sys
 import torch
 from ddtree_nb.model import Router, config_from_dict, kimi_config
-from ddtree_nb.moe import MoEWorkspace, check_grouping, _kernel, _SIG_GROUP, _SIG_ROUTE, _SIG_ROUTER, MAX_EXPERTS, ROUTER_EPB
+from ddtree_nb.moe import MoEWorkspace, check_grouping, moe_group_launch
 from ddtree_nb.reliability import check_router_picks
 from ddtree_nb.runtime import engine_stream
 
@@ -56,25 +56,22 @@ def main():
         r = Router(c).to(dev).requires_grad_(False); r.weight.data.normal_(0, 0.02, generator=gk); r.e_score_correction_bias.normal_(0, 0.01, generator=gk)
         routers.append(r)
     norm, rsf = int(c.norm_topk_prob), float(c.routed_scaling_factor)
-    k_group, k_route, k_router = _kernel('moe_group', _SIG_GROUP, 0), _kernel('moe_route_group_e384', _SIG_ROUTE, 0), _kernel('moe_router_group_e384', _SIG_ROUTER, 0)
-    grid_r = -(-E // ROUTER_EPB)
     rows = []
     res = dict(date=datetime.date.today().isoformat(), gpu=torch.cuda.get_device_name(), commit=a.commit, cmd=' '.join(sys.argv), rows=rows)
     print(f"| T | torch µs | route µs | router µs | gemv µs | router GB/s-equiv (% of 4.27 TB/s for the weights) | checks |\n|---|---|---|---|---|---|---|")
     for T in a.tokens:
         x = torch.randn(T, H, generator=gk, device=dev).to(torch.bfloat16)
         ws = MoEWorkspace(T, k, E, H, 64, dev)
-        gp = (ws.counts, ws.offsets, ws.hit, ws.n_hit, ws.sorted_pair, ws.pos)
         idx, w = ws.topk_idx[:T * k].view(T, k), ws.topk_w[:T * k].view(T, k)
         lg_buf, lg_r = torch.empty(T, E, device=dev), torch.empty(T, E, device=dev)   # cuBLAS's logits; moe_router_group's (any T here)
         def torch_path(r):
             ww, ii = r.select(r.logits(x)); idx.copy_(ii); w.copy_(ww)
-            k_group(idx, T * k, E, *gp, grid=1, block=MAX_EXPERTS)
+            moe_group_launch(x, idx, w, E, ws)
         def route_path(r):
             torch.matmul(x.float(), r.weight.t(), out=lg_buf)
-            k_route(lg_buf, r.e_score_correction_bias, T, E, k, norm, rsf, idx, w, *gp, grid=1, block=MAX_EXPERTS)
+            moe_group_launch(x, idx, w, E, ws, route=(lg_buf, r.e_score_correction_bias, norm, rsf, None))
         def router_path(r):
-            k_router(x, r.weight, T, H, r.e_score_correction_bias, E, k, norm, rsf, lg_r, idx, w, *gp, ws.ticket, grid=grid_r, block=MAX_EXPERTS)
+            moe_group_launch(x, idx, w, E, ws, route=(lg_r, r.e_score_correction_bias, norm, rsf, r.weight))
         checks = {}
         with engine_stream():
             for name, f in (('torch', torch_path), ('route', route_path), ('router', router_path)):

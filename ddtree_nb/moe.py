@@ -19,9 +19,10 @@ from .runtime import load_kernel, require_cuda, device_limits
 __all__ = ['GROUP', 'MAX_EXPERTS', 'KINDS', 'ROUTE_FUSED_MAX_T', 'ROUTER_WPE', 'ROUTER_NW4', 'ROUTER_MAX_H', 'ROUTER_EPB',
            'ROUTER_GEMV_MAX_T', 'MAX_GRID_Y', 'BLOCKS_PER_SM', 'MOE_VERSIONS', 'CUDA_VERSION', 'MOE_SOURCES',
            'PackedExperts', 'check_packed', 'pack_experts', 'Grouping', 'group_pairs_ref', 'check_grouping',
-           'MoEWorkspace', 'workspace_for', 'live_workspaces', 'moe_cuda_launch', 'check_moe_inputs', 'moe_w4a16',
-           'router_in_kernel', 'moe_w4a16_routed', 'PackedMoE', 'packed_experts_from_checkpoint', 'pack_moe_experts',
-           'empty_packed', 'packed_placeholders', 'load_target_packed', 'memory_by_kind']
+           'MoEWorkspace', 'workspace_for', 'live_workspaces', 'moe_group_launch', 'moe_cuda_launch',
+           'check_moe_inputs', 'moe_w4a16', 'router_in_kernel', 'moe_w4a16_routed', 'PackedMoE',
+           'packed_experts_from_checkpoint', 'pack_moe_experts', 'empty_packed', 'packed_placeholders',
+           'load_target_packed', 'memory_by_kind']
 
 # %% ../nbs/03a_moe_w4a16.ipynb #eb0191d4
 GROUP = 32            # quantisation group: one 16-byte load of packed words = 32 weights = one scale
@@ -203,6 +204,18 @@ MOE_SOURCES = {**{v: 'dev/moe_w4a16_v1_v10.cu' for v in range(1, 11)}, **{v: 'mo
 _KERNEL_LIMITS = {'moe_w4a16.cu': dict(MAXE=MAX_EXPERTS, RT_MAXT=ROUTE_FUSED_MAX_T, RT_WPE=ROUTER_WPE, RT_NW4=ROUTER_NW4),   # the kernels' #defines,
                   'dev/moe_w4a16_v1_v10.cu': dict(MAXE=MAX_EXPERTS)}                                                        # checked on load
 
+# %% ../nbs/03a_moe_w4a16.ipynb #a1b2c3d4
+def moe_group_launch(x, topk_idx, topk_w, n_experts: int, ws: MoEWorkspace, route: tuple|None=None):
+    "The first of `moe_cuda_launch`'s four launches, alone: `moe_group` groups `topk_idx`'s pairs by expert into `ws`; with `route` = (logits, bias, norm, rsf, router weight or None) the routing launch picks the top-k into `topk_idx`/`topk_w` first (`moe_route_group`), and with a router weight computes the logits from `x` too (`moe_router_group`, into `logits`)."
+    (T, k), E, H, d = topk_idx.shape, n_experts, x.shape[1], x.device.index
+    grouping = (ws.counts, ws.offsets, ws.hit, ws.n_hit, ws.sorted_pair, ws.pos)
+    if route is None: return _kernel('moe_group', _SIG_GROUP, d)(topk_idx, T * k, E, *grouping, grid=1, block=MAX_EXPERTS)
+    logits, bias, norm, r_rsf, w_router = route
+    sfx = 'e384' if E <= 384 else 'e1024'     # the per-lane register array's size
+    if w_router is None: _kernel(f'moe_route_group_{sfx}', _SIG_ROUTE, d)(logits, bias, T, E, k, int(norm), float(r_rsf), topk_idx, topk_w, *grouping, grid=1, block=MAX_EXPERTS)
+    else: _kernel(f'moe_router_group_{sfx}', _SIG_ROUTER, d)(x, w_router, T, H, bias, E, k, int(norm), float(r_rsf), logits, topk_idx, topk_w, *grouping,
+                                                            ws.ticket, grid=-(-E // ROUTER_EPB), block=MAX_EXPERTS)
+
 # %% ../nbs/03a_moe_w4a16.ipynb #0d792775
 def _kernel(fn: str, sig: str, device: int, source: str='moe_w4a16.cu'):
     "The compiled kernel `fn` of `kernels/<source>` on `device` (`load_kernel` caches it)."
@@ -218,7 +231,7 @@ def _combine_grid(T: int, H: int) -> tuple[int, int]:
 
 def moe_cuda_launch(x, topk_idx, topk_w, ex: PackedExperts, rsf: float, out: torch.Tensor, ws: MoEWorkspace, version: int=CUDA_VERSION,
                     marks: list|None=None, route: tuple|None=None):
-    "The four launches (no checks, no host sync). v1 keeps act in fp32, v2+ as bf16 in the same workspace. `marks`: 5 CUDA events recorded around the launches (benchmark breakdown). `route` = (logits, bias, norm, rsf, router weight or None): the grouping launch picks the top-k into `topk_idx`/`topk_w` first (`moe_route_group`), and with a router weight computes the logits too (`moe_router_group`)."
+    "The four launches (no checks, no host sync). v1 keeps act in fp32, v2+ as bf16 in the same workspace. `marks`: 5 CUDA events recorded around the launches (benchmark breakdown). `route`: see `moe_group_launch`."
     T, k = topk_idx.shape
     P, E, H, I, d = T * k, ex.n_experts, ex.hidden, ex.inter, x.device.index
     if version == 14 and T <= 8: version = 13   # no expert has more than 8 tokens: every item one pass, the count share is the cost share
@@ -228,14 +241,7 @@ def moe_cuda_launch(x, topk_idx, topk_w, ex: PackedExperts, rsf: float, out: tor
     mark = (lambda i: marks[i].record()) if marks is not None else (lambda i: None)
     Y = min(E, P)
     mark(0)
-    grouping = (ws.counts, ws.offsets, ws.hit, ws.n_hit, ws.sorted_pair, ws.pos)
-    if route is None: ld('moe_group', _SIG_GROUP)(topk_idx, P, E, *grouping, grid=1, block=MAX_EXPERTS)
-    else:
-        logits, bias, norm, r_rsf, w_router = route
-        sfx = 'e384' if E <= 384 else 'e1024'     # the per-lane register array's size
-        if w_router is None: ld(f'moe_route_group_{sfx}', _SIG_ROUTE)(logits, bias, T, E, k, int(norm), float(r_rsf), topk_idx, topk_w, *grouping, grid=1, block=MAX_EXPERTS)
-        else: ld(f'moe_router_group_{sfx}', _SIG_ROUTER)(x, w_router, T, H, bias, E, k, int(norm), float(r_rsf), logits, topk_idx, topk_w, *grouping,
-                                                         ws.ticket, grid=-(-E // ROUTER_EPB), block=MAX_EXPERTS)
+    moe_group_launch(x, topk_idx, topk_w, E, ws, route)
     mark(1)
     ld(fu, _SIG_GU, MOE_SOURCES[version])(x, H, I, k, ws.sorted_pair, ws.offsets, ws.hit, ws.n_hit, ex.gate_packed, ex.gate_scale,
                                      ex.up_packed, ex.up_scale, ws.act, grid=_launch_grid(ru, I, Y, n_sm), block=tu)

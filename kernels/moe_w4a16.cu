@@ -6,13 +6,15 @@
 //                              compact list of hit experts, scatter -> sorted_pair[slot] = p, pos[p] = slot.
 //      or moe_route_group (1 block) the router's top-k from its logits, then the same grouping (1' below),
 //      or moe_router_group (ceil(E/3) blocks) the router's GEMV too, the last block to finish routing (1'').
-//   2. moe_gate_up_v11  act[slot, n] = silu(x.Wg[n]) * (x.Wu[n]) (bf16 workspace [P, I]), persistent (below).
-//   3. moe_down_v11     ybuf[slot, n] = topk_w[p] * act[slot].Wd[n] (workspace [P, H] fp32).
+//   2. moe_gate_up_v1x  act[slot, n] = silu(x.Wg[n]) * (x.Wu[n]) (bf16 workspace [P, I]), persistent (below).
+//   3. moe_down_v1x     ybuf[slot, n] = topk_w[p] * act[slot].Wd[n] (workspace [P, H] fp32).
 //   4. moe_combine  out[t, n] = bf16(routed_scaling_factor * sum_j ybuf[pos[t*k+j], n]), j in order
 //                   (deterministic: no atomics on the output).
-// The gate/up and down kernels are the 11th version (llm.c style): v1..v10, each validated and timed by
-// benchmarks/bench_moe.py (benchmarks/moe_w4a16.md), live in kernels/dev/moe_w4a16_v1_v10.cu and can still be run
-// (ddtree_nb.moe.moe_w4a16(..., version=v)); nbs/03a_moe_w4a16 picks the default, CUDA_VERSION.
+// The gate/up and down kernels come in numbered versions (llm.c style), each validated and timed by
+// benchmarks/bench_moe.py (benchmarks/moe_w4a16.md): v1..v10 live in kernels/dev/moe_w4a16_v1_v10.cu and can still be
+// run (ddtree_nb.moe.moe_w4a16(..., version=v)); v11..v14 are here, one loop switched by template flags (v12: one lop3
+// per weight pair, v13: an expert's 8-token passes tile-major, v14: work shared out by cost); nbs/03a_moe_w4a16 picks
+// the default, CUDA_VERSION (14; v13's kernels at T <= 8).
 #include "moe_w4a16_common.cuh"
 
 
