@@ -204,18 +204,6 @@ MOE_SOURCES = {**{v: 'dev/moe_w4a16_v1_v10.cu' for v in range(1, 11)}, **{v: 'mo
 _KERNEL_LIMITS = {'moe_w4a16.cu': dict(MAXE=MAX_EXPERTS, RT_MAXT=ROUTE_FUSED_MAX_T, RT_WPE=ROUTER_WPE, RT_NW4=ROUTER_NW4),   # the kernels' #defines,
                   'dev/moe_w4a16_v1_v10.cu': dict(MAXE=MAX_EXPERTS)}                                                        # checked on load
 
-# %% ../nbs/03a_moe_w4a16.ipynb #a1b2c3d4
-def moe_group_launch(x, topk_idx, topk_w, n_experts: int, ws: MoEWorkspace, route: tuple|None=None):
-    "The first of `moe_cuda_launch`'s four launches, alone: `moe_group` groups `topk_idx`'s pairs by expert into `ws`; with `route` = (logits, bias, norm, rsf, router weight or None) the routing launch picks the top-k into `topk_idx`/`topk_w` first (`moe_route_group`), and with a router weight computes the logits from `x` too (`moe_router_group`, into `logits`)."
-    (T, k), E, H, d = topk_idx.shape, n_experts, x.shape[1], x.device.index
-    grouping = (ws.counts, ws.offsets, ws.hit, ws.n_hit, ws.sorted_pair, ws.pos)
-    if route is None: return _kernel('moe_group', _SIG_GROUP, d)(topk_idx, T * k, E, *grouping, grid=1, block=MAX_EXPERTS)
-    logits, bias, norm, r_rsf, w_router = route
-    sfx = 'e384' if E <= 384 else 'e1024'     # the per-lane register array's size
-    if w_router is None: _kernel(f'moe_route_group_{sfx}', _SIG_ROUTE, d)(logits, bias, T, E, k, int(norm), float(r_rsf), topk_idx, topk_w, *grouping, grid=1, block=MAX_EXPERTS)
-    else: _kernel(f'moe_router_group_{sfx}', _SIG_ROUTER, d)(x, w_router, T, H, bias, E, k, int(norm), float(r_rsf), logits, topk_idx, topk_w, *grouping,
-                                                            ws.ticket, grid=-(-E // ROUTER_EPB), block=MAX_EXPERTS)
-
 # %% ../nbs/03a_moe_w4a16.ipynb #0d792775
 def _kernel(fn: str, sig: str, device: int, source: str='moe_w4a16.cu'):
     "The compiled kernel `fn` of `kernels/<source>` on `device` (`load_kernel` caches it)."
@@ -229,6 +217,19 @@ def _combine_grid(T: int, H: int) -> tuple[int, int]:
     "moe_combine's grid: 256 columns per block in x, tokens in y capped at MAX_GRID_Y (the kernel strides over the rest)."
     return ((H + 255) // 256, min(T, MAX_GRID_Y))
 
+# %% ../nbs/03a_moe_w4a16.ipynb #a1b2c3d4
+def moe_group_launch(x, topk_idx, topk_w, n_experts: int, ws: MoEWorkspace, route: tuple|None=None):
+    "The first of `moe_cuda_launch`'s four launches, alone: `moe_group` groups `topk_idx`'s pairs by expert into `ws`; with `route` = (logits, bias, norm, rsf, router weight or None) the routing launch picks the top-k into `topk_idx`/`topk_w` first (`moe_route_group`), and with a router weight computes the logits from `x` too (`moe_router_group`, into `logits`)."
+    (T, k), E, H, d = topk_idx.shape, n_experts, x.shape[1], x.device.index
+    grouping = (ws.counts, ws.offsets, ws.hit, ws.n_hit, ws.sorted_pair, ws.pos)
+    if route is None: return _kernel('moe_group', _SIG_GROUP, d)(topk_idx, T * k, E, *grouping, grid=1, block=MAX_EXPERTS)
+    logits, bias, norm, r_rsf, w_router = route
+    sfx = 'e384' if E <= 384 else 'e1024'     # the per-lane register array's size
+    if w_router is None: _kernel(f'moe_route_group_{sfx}', _SIG_ROUTE, d)(logits, bias, T, E, k, int(norm), float(r_rsf), topk_idx, topk_w, *grouping, grid=1, block=MAX_EXPERTS)
+    else: _kernel(f'moe_router_group_{sfx}', _SIG_ROUTER, d)(x, w_router, T, H, bias, E, k, int(norm), float(r_rsf), logits, topk_idx, topk_w, *grouping,
+                                                            ws.ticket, grid=-(-E // ROUTER_EPB), block=MAX_EXPERTS)
+
+# %% ../nbs/03a_moe_w4a16.ipynb #b7c1e2f3
 def moe_cuda_launch(x, topk_idx, topk_w, ex: PackedExperts, rsf: float, out: torch.Tensor, ws: MoEWorkspace, version: int=CUDA_VERSION,
                     marks: list|None=None, route: tuple|None=None):
     "The four launches (no checks, no host sync). v1 keeps act in fp32, v2+ as bf16 in the same workspace. `marks`: 5 CUDA events recorded around the launches (benchmark breakdown). `route`: see `moe_group_launch`."
