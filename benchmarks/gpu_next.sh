@@ -14,9 +14,10 @@
 #   bash benchmarks/gpu_next.sh long_run  "$OUT"   # 20,000 tokens T=0 and 1 (tiny pair) + a Kimi-width INT4 slice: memory flat   (~3 min)
 #   bash benchmarks/gpu_next.sh soak      "$OUT"   # ddtree bench --demo x3, budgets 4..1024, T = 0 and 1, 8 prompts (<= 9 min)
 #   bash benchmarks/gpu_next.sh compile   "$OUT"   # 05's cuda cells, bench_compile, the round compiled and not (same commit) (<= 9 min)
+#   bash benchmarks/gpu_next.sh moe       "$OUT"   # the MoE kernel: validation, bench_moe T = 1..1025 vs v4, 03a's cuda cells, sanitizer (~6 min; MOE_VERSIONS)
 # Each step has its own timeout, so a slow one leaves the others' logs in $OUT; the summary is $OUT/gpu_next.log.
 set -uo pipefail
-part=${1:?part: validate, long, long_run, bench, sanitize, sanitize_kernels, tree, profile_tree, verify90, fuzz5, soak or compile}
+part=${1:?part: validate, long, long_run, bench, sanitize, sanitize_kernels, tree, profile_tree, verify90, fuzz5, soak, compile or moe}
 out=${2:-${OUT:-/tmp}}
 mkdir -p "$out" && out=$(cd "$out" && pwd)
 cd "$(dirname "$0")/.."
@@ -77,5 +78,13 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
   tree)
     step tree_tests 120 nbdev_test --flags cuda --do_print --path nbs/02_tree_builder.ipynb
     step bench_tree 90 python benchmarks/bench_tree.py --iters 100 --commit "$commit" --out "$out/bench_tree.md" ;;
+  moe)   # the W4A16 MoE kernel (issue 20): MOE_VERSIONS="14 15" to compare; validation first, then the timings, nbs/03a's cuda cells, the sanitizer
+    v=${MOE_VERSIONS:-14}
+    step moe_val_small 90 python benchmarks/bench_moe.py --validate small --versions $v --json "$out/moe_val_small.json" --commit "$commit"
+    step moe_val_kimi 120 python benchmarks/bench_moe.py --validate kimi --versions $v --json "$out/moe_val_kimi.json" --commit "$commit"
+    step moe_bench 200 python benchmarks/bench_moe.py --reps 8 --torch_reps 0 --tokens 1 4 16 64 256 1025 --versions 4 $v --passed "$out/moe_val_small.json" "$out/moe_val_kimi.json" --json "$out/moe_bench.json" --commit "$commit"
+    GPU_TESTS_TIMEOUT=120 step gpu_tests_03a 130 bash benchmarks/gpu_tests.sh "$out" 03a
+    KERNELS=moe TIMEOUT_PLAIN=40 TIMEOUT_MEMCHECK=45 TIMEOUT_INITCHECK=40 TIMEOUT_SYNCCHECK=40 TIMEOUT_RACECHECK=50 \
+      step sanitize_moe 150 bash benchmarks/sanitize_kernels.sh "$out/sanitize_moe" ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac
