@@ -17,9 +17,9 @@ from .runtime import load_kernel, require_cuda, device_limits
 
 # %% auto #0
 __all__ = ['GROUP', 'MAX_EXPERTS', 'KINDS', 'ROUTE_FUSED_MAX_T', 'ROUTER_WPE', 'ROUTER_NW4', 'ROUTER_MAX_H', 'ROUTER_EPB',
-           'ROUTER_GEMV_MAX_T', 'MAX_GRID_Y', 'BLOCKS_PER_SM', 'MOE_VERSIONS', 'CUDA_VERSION', 'MOE_SOURCES',
-           'PackedExperts', 'check_packed', 'pack_experts', 'Grouping', 'group_pairs_ref', 'check_grouping',
-           'MoEWorkspace', 'workspace_for', 'live_workspaces', 'moe_group_launch', 'moe_cuda_launch',
+           'ROUTER_GEMV_MAX_T', 'MAX_GRID_Y', 'BLOCKS_PER_SM', 'MOE_VERSIONS', 'CUDA_VERSION', 'ONE_PASS_VERSION',
+           'MOE_SOURCES', 'PackedExperts', 'check_packed', 'pack_experts', 'Grouping', 'group_pairs_ref',
+           'check_grouping', 'MoEWorkspace', 'workspace_for', 'live_workspaces', 'moe_group_launch', 'moe_cuda_launch',
            'check_moe_inputs', 'moe_w4a16', 'router_in_kernel', 'moe_w4a16_routed', 'PackedMoE',
            'packed_experts_from_checkpoint', 'pack_moe_experts', 'empty_packed', 'packed_placeholders',
            'load_target_packed', 'memory_by_kind']
@@ -198,6 +198,9 @@ MOE_VERSIONS = {1: (('moe_gate_up', 256, 8), ('moe_down', 256, 8)),
                 10: (('moe_gate_up_v10', 64, 16), ('moe_down_v9', 32, 32)),
                 **{v: ((f'moe_gate_up_v{v}', 128, None), (f'moe_down_v{v}', 128, None)) for v in (11, 12, 13, 14)}}
 CUDA_VERSION = 14
+# a version whose share-out by cost only pays when an expert can have more than 8 tokens -> the version it equals below that
+# (T <= 8: every expert is one 8-token pass, so the count share is the cost share and the block scan is pure overhead)
+ONE_PASS_VERSION = {14: 13}
 # where each version's gate/up and down live: the shipped one in kernels/moe_w4a16.cu (with moe_group and moe_combine,
 # which every version uses), the history in kernels/dev/ (llm.c style: still runs from a checkout, not in the wheel)
 MOE_SOURCES = {**{v: 'dev/moe_w4a16_v1_v10.cu' for v in range(1, 11)}, **{v: 'moe_w4a16.cu' for v in (11, 12, 13, 14)}}
@@ -235,7 +238,7 @@ def moe_cuda_launch(x, topk_idx, topk_w, ex: PackedExperts, rsf: float, out: tor
     "The four launches (no checks, no host sync). v1 keeps act in fp32, v2+ as bf16 in the same workspace. `marks`: 5 CUDA events recorded around the launches (benchmark breakdown). `route`: see `moe_group_launch`."
     T, k = topk_idx.shape
     P, E, H, I, d = T * k, ex.n_experts, ex.hidden, ex.inter, x.device.index
-    if version == 14 and T <= 8: version = 13   # no expert has more than 8 tokens: every item one pass, the count share is the cost share
+    if T <= 8: version = ONE_PASS_VERSION.get(version, version)
     (fu, tu, ru), (fd, td, rd) = MOE_VERSIONS[version]
     n_sm = device_limits(d)['sms'] if None in (ru, rd) else 0
     ld = lambda fn, sig, src='moe_w4a16.cu': _kernel(fn, sig, d, src)

@@ -14,7 +14,7 @@
 // benchmarks/bench_moe.py (benchmarks/moe_w4a16.md): v1..v10 live in kernels/dev/moe_w4a16_v1_v10.cu and can still be
 // run (ddtree_nb.moe.moe_w4a16(..., version=v)); v11..v14 are here, one loop switched by template flags (v12: one lop3
 // per weight pair, v13: an expert's 8-token passes tile-major, v14: work shared out by cost); nbs/03a_moe_w4a16 picks
-// the default, CUDA_VERSION (14; v13's kernels at T <= 8). kernels/dev/moe_w4a16_v15.cu drafts v15 on the same loop (NX = 2).
+// the default, CUDA_VERSION (14; v13's kernels at T <= 8).
 #include "moe_w4a16_common.cuh"
 
 
@@ -331,46 +331,9 @@ moe_combine(const float *__restrict__ ybuf, const int *__restrict__ pos, int T, 
 // One run of R consecutive row tiles (starting at row n0) of one expert with m tokens: tile r's sub-tile i is rows
 // n0 + r*RS + i*IS + {g, g + 8} of matrix W[i] (clamped to N - 1, outputs past N masked by `epi`). `xrow_of(t0, mt)`
 // gives this lane's x row for the 8-token tile at t0 (nullptr past mt); `epi(r, t0, mt, acc)` writes tile r.
-// NX > 1 (kernels/dev/moe_w4a16_v15.cu, a draft): NX groups of 8 tokens per pass, each chunk's dequantised weights used
-// for NX mma's. A stage then carries x for the groups beyond the first in `xg`.
-template <int NT, int NX> struct StageX : StageV2<NT> { uint4 xg[NX - 1][4]; };
-template <int NT, int NX> struct StageSel { typedef StageX<NT, NX> T; };
-template <int NT> struct StageSel<NT, 1> { typedef StageV2<NT> T; };
-
-template <int NT, int NX, bool L3>
-__device__ __forceinline__ void vx_compute(const StageX<NT, NX> &st, float (&acc)[NX][NT][4]) {
-    __nv_bfloat162 sc[NT][2];
-#pragma unroll
-    for (int i = 0; i < NT; ++i) { sc[i][0] = u2bf(st.s[i][0] * 0x10001u); sc[i][1] = u2bf(st.s[i][1] * 0x10001u); }
-    auto dq = [&](uint32_t w, int p, __nv_bfloat162 s2) { return L3 ? dq_pair_l3(w, p, s2) : dq_pair(w, p, s2); };
-    auto word = [](const uint4 &v, int j) { return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w; };
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {                        // k-group j: the B fragments of every token group, then the weights
-        uint32_t b[NX][4];
-#pragma unroll
-        for (int gx = 0; gx < NX; ++gx) {
-            const uint4 X = gx == 0 ? st.x[j] : st.xg[gx - 1][j];
-            b[gx][0] = __byte_perm(X.x, X.z, 0x5410); b[gx][1] = __byte_perm(X.x, X.z, 0x7632);
-            b[gx][2] = __byte_perm(X.y, X.w, 0x5410); b[gx][3] = __byte_perm(X.y, X.w, 0x7632);
-        }
-#pragma unroll
-        for (int i = 0; i < NT; ++i) {
-            const uint32_t wg = word(st.w[i][0], j), wh = word(st.w[i][1], j);
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {               // pairs (0, 1), then (2, 3): one dequantisation, NX mma's
-                const uint32_t a0 = dq(wg, 2 * h, sc[i][0]), a1 = dq(wh, 2 * h, sc[i][1]);
-                const uint32_t a2 = dq(wg, 2 * h + 1, sc[i][0]), a3 = dq(wh, 2 * h + 1, sc[i][1]);
-#pragma unroll
-                for (int gx = 0; gx < NX; ++gx) mma_bf16(acc[gx][i], a0, a1, a2, a3, b[gx][2 * h], b[gx][2 * h + 1]);
-            }
-        }
-    }
-}
-
-template <int NT, int NW, int RS, int IS, bool L3, bool TM, int NX, class XRow, class Epi>
+template <int NT, int NW, int RS, int IS, bool L3, bool TM, class XRow, class Epi>
 __device__ __forceinline__ void v11_run(const uint4 *const (&W)[NT], const unsigned short *const (&S)[NT], int n0, int N, int G,
                                         int R, const int *mp, float *red, XRow xrow_of, Epi epi) {
-    typedef typename StageSel<NT, NX>::T Stage;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int nloc = (((G + 3) >> 2) + NW - 1) / NW;    // chunks per warp per tile, the same for every warp
     uint32_t off[NT][2];                                 // row * G of the tile being loaded (32 bits: fewer registers)
@@ -388,81 +351,56 @@ __device__ __forceinline__ void v11_run(const uint4 *const (&W)[NT], const unsig
             for (int rr = 0; rr < 2; ++rr) { p.w[i][rr] = W[i] + off[i][rr]; p.s[i][rr] = S[i] + off[i][rr]; }
         load_chunk_w<NT, true>(st, p, q, G);
     };
-    // the run is a sequence of (tile, pass) pairs, a pass = 8 NX tokens. Pass-major (v11, v12): every tile of the run for
-    // tokens 0-7, then again for 8-15, ...: an expert with m > 8 tokens re-reads the whole run's weights from HBM once per
-    // pass (the run is up to ~10 MB at T = 256). Tile-major (TM, v13): a tile's passes back to back, the later ones from L2.
-    const uint4 *xrow[NX] = {};                          // this lane's x row of each token group of the pass being loaded
-    auto load_x = [&](Stage &st, int q) {
-        load_chunk_x<NT>(st, xrow[0], q, G);
-        if constexpr (NX > 1) {
-            const bool in = q < G;
-#pragma unroll
-            for (int gx = 1; gx < NX; ++gx)
-#pragma unroll
-                for (int j = 0; j < 4; ++j) st.xg[gx - 1][j] = in && xrow[gx] ? __ldg(xrow[gx] + 4 * q + j) : make_uint4(0, 0, 0, 0);
-        }
-    };
-    Stage A, B;
+    // the run is a sequence of (tile, 8-token pass) pairs. Pass-major (v11, v12): every tile of the run for tokens 0-7,
+    // then again for 8-15, ...: an expert with m > 8 tokens re-reads the whole run's weights from HBM once per pass (the
+    // run is up to ~10 MB at T = 256). Tile-major (TM, v13): a tile's passes back to back, the later ones from L2.
+    StageV2<NT> A, B;
     point(0);
     load_w(A, 4 * warp + t);                             // in flight while the token chain below resolves
-    const int start = mp[0], m = mp[1] - start, J = NX == 1 ? (m + 7) >> 3 : (m + 8 * NX - 1) / (8 * NX), NP = R * J;
-    auto start_of = [&](int pass, int gx) { return start + 8 * (NX * pass + gx); };
-    auto m_left = [&](int pass, int gx) { return m - 8 * (NX * pass + gx); };
-    auto x_of = [&](int pass) {
+    const int start = mp[0], m = mp[1] - start, J = (m + 7) >> 3, NP = R * J;
+    const uint4 *xrow = xrow_of(start, min(8, m));
+    load_chunk_x<NT>(A, xrow, 4 * warp + t, G);
+    float acc[NT][4];
 #pragma unroll
-        for (int gx = 0; gx < NX; ++gx) xrow[gx] = xrow_of(start_of(pass, gx), min(8, m_left(pass, gx)));
-    };
-    x_of(0);
-    load_x(A, 4 * warp + t);
-    float acc[NX][NT][4];
-#pragma unroll
-    for (int gx = 0; gx < NX; ++gx)
-#pragma unroll
-        for (int i = 0; i < NT; ++i) acc[gx][i][0] = acc[gx][i][1] = acc[gx][i][2] = acc[gx][i][3] = 0.f;
+    for (int i = 0; i < NT; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
     int np = 0, nj = 0, lr = 0, lp = 0;                  // pair and local chunk of the last stage loaded, its tile and pass
     int cp = 0, cj = 0, cr = 0, cq = 0;                  // pair and local chunk next computed, its tile and pass
-    auto next = [&](Stage &st) {
+    auto next = [&](StageV2<NT> &st) {
         if (++nj == nloc) {
             nj = 0;
             if (++np < NP) {
                 if (TM) { if (++lp == J) { lp = 0; point(++lr); } }
                 else { if (++lr == R) { lr = 0; ++lp; } point(lr); }
-                if (J > 1) x_of(lp);
+                if (J > 1) xrow = xrow_of(start + 8 * lp, min(8, m - 8 * lp));
             }
         }
         if (np < NP) {
             const int q = 4 * (warp + nj * NW) + t;
-            load_w(st, q); load_x(st, q);
+            load_w(st, q); load_chunk_x<NT>(st, xrow, q, G);
         }
     };
-    auto finish = [&](const Stage &st) {
-        if constexpr (NX == 1) v2_compute<NT, L3>(st, acc[0]); else vx_compute<NT, NX, L3>(st, acc);
+    auto finish = [&](const StageV2<NT> &st) {
+        v2_compute<NT, L3>(st, acc);
         if (++cj < nloc) return;
         cj = 0;
-        float *slot = red + (cp & 1) * (NX * NW * NT * 4 * 32);
+        float *slot = red + (cp & 1) * (NW * NT * 4 * 32);
 #pragma unroll
-        for (int gx = 0; gx < NX; ++gx)
+        for (int i = 0; i < NT; ++i)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) { slot[((warp * NT + i) * 4 + q) * 32 + lane] = acc[i][q]; acc[i][q] = 0.f; }
+        __syncthreads();
+        if (warp == (cp & (NW - 1))) {
+            float s[NT][4];
 #pragma unroll
             for (int i = 0; i < NT; ++i)
 #pragma unroll
-                for (int q = 0; q < 4; ++q) { slot[(((gx * NW + warp) * NT + i) * 4 + q) * 32 + lane] = acc[gx][i][q]; acc[gx][i][q] = 0.f; }
-        __syncthreads();
-        if (warp == (cp & (NW - 1))) {
+                for (int q = 0; q < 4; ++q) {
+                    float v = 0.f;
 #pragma unroll
-            for (int gx = 0; gx < NX; ++gx) {
-                if constexpr (NX > 1) { if (m_left(cq, gx) <= 0) break; }   // the pass's last groups may be past the tokens
-                float s[NT][4];
-#pragma unroll
-                for (int i = 0; i < NT; ++i)
-#pragma unroll
-                    for (int q = 0; q < 4; ++q) {
-                        float v = 0.f;
-#pragma unroll
-                        for (int w = 0; w < NW; ++w) v += slot[(((gx * NW + w) * NT + i) * 4 + q) * 32 + lane];
-                        s[i][q] = v;
-                    }
-                epi(cr, start_of(cq, gx) - start, min(8, m_left(cq, gx)), s);
-            }
+                    for (int w = 0; w < NW; ++w) v += slot[((w * NT + i) * 4 + q) * 32 + lane];
+                    s[i][q] = v;
+                }
+            epi(cr, 8 * cq, min(8, m - 8 * cq), s);
         }
         ++cp;
         if (TM) { if (++cq == J) { cq = 0; ++cr; } }
@@ -495,17 +433,14 @@ __device__ __forceinline__ void v11_items(int nh, int tiles, Run run) {
 // start tiles * cum[y] + r * J_y lies in [b C / G, (b + 1) C / G), C = tiles * cum[nh]. With the count share (v11-v13) a
 // block on a hot expert (m = 100 tokens: 13 passes) set the launch's time; at T = 256 the busiest SM was active 1.5x the
 // average (ncu, gate/up).
-template <int PT, class Run>
+template <class Run>
 __device__ __forceinline__ void v14_items(int nh, int tiles, const int *hit, const int *offsets, Run run) {
     __shared__ int cum[MAXE + 1];
     __shared__ int wsum[32];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int per = (nh + blockDim.x - 1) / blockDim.x, y0 = min(nh, tid * per), y1 = min(nh, y0 + per);
     int sum = 0;
-    for (int y = y0; y < y1; ++y) {
-        const int e = hit[y], m = offsets[e + 1] - offsets[e], J = PT == 8 ? (m + 7) >> 3 : (m + PT - 1) / PT;
-        cum[y + 1] = J; sum += J;
-    }
+    for (int y = y0; y < y1; ++y) { const int e = hit[y], J = (offsets[e + 1] - offsets[e] + 7) >> 3; cum[y + 1] = J; sum += J; }
     int incl = sum;                                      // inclusive scan of the threads' sums: warps, then their totals
 #pragma unroll
     for (int off = 1; off < 32; off <<= 1) { const int v = __shfl_up_sync(0xffffffffu, incl, off); if (lane >= off) incl += v; }
@@ -527,25 +462,24 @@ __device__ __forceinline__ void v14_items(int nh, int tiles, const int *hit, con
         const int r1 = (int)min((long long)tiles, (hi - base + J - 1) / J);
         if (r1 > r0) run(y, r0, r1 - r0);
     }
-    __syncthreads();                                     // cum is not reused, but keep the block together before it exits
 }
 
-template <bool BAL, int PT, class Run>   // PT: tokens per pass
+template <bool BAL, class Run>
 __device__ __forceinline__ void share_items(int nh, int tiles, const int *hit, const int *offsets, Run run) {
-    if constexpr (BAL) v14_items<PT>(nh, tiles, hit, offsets, run); else v11_items(nh, tiles, run);
+    if constexpr (BAL) v14_items(nh, tiles, hit, offsets, run); else v11_items(nh, tiles, run);
 }
 
-template <bool L3, bool TM, bool BAL, int NX = 1> __device__ __forceinline__ void gate_up_v11(GU_ARGS) {
-    __shared__ float red[2 * NX * 4 * 2 * 4 * 32];
+template <bool L3, bool TM, bool BAL> __device__ __forceinline__ void gate_up_v11(GU_ARGS) {
+    __shared__ float red[2 * 4 * 2 * 4 * 32];
     const int G = H / 32;
-    share_items<BAL, 8 * NX>(n_hit[0], (I + 15) >> 4, hit, offsets, [&](int y, int r0, int R) {
+    share_items<BAL>(n_hit[0], (I + 15) >> 4, hit, offsets, [&](int y, int r0, int R) {
         const int e = hit[y];
         const size_t base = (size_t)e * I * G;
         const uint4 *const W[2] = {gate_packed + base, up_packed + base};
         const unsigned short *const S[2] = {reinterpret_cast<const unsigned short *>(gate_scale) + base,
                                             reinterpret_cast<const unsigned short *>(up_scale) + base};
         const int n0 = r0 * 16, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-        v11_run<2, 4, 16, 0, L3, TM, NX>(W, S, n0, I, G, R, offsets + e, red,
+        v11_run<2, 4, 16, 0, L3, TM>(W, S, n0, I, G, R, offsets + e, red,
             [&](int s0, int mt) { return g < mt ? reinterpret_cast<const uint4 *>(x + (size_t)(sorted_pair[s0 + g] / k) * H) : nullptr; },
             [&](int r, int t0, int mt, const float (&s)[2][4]) {
                 const int slot0 = offsets[e] + t0;
@@ -558,17 +492,17 @@ template <bool L3, bool TM, bool BAL, int NX = 1> __device__ __forceinline__ voi
     });
 }
 
-template <bool L3, bool TM, bool BAL, int NX = 1> __device__ __forceinline__ void down_v11(DN_ARGS) {
-    __shared__ float red[2 * NX * 4 * 2 * 4 * 32];
+template <bool L3, bool TM, bool BAL> __device__ __forceinline__ void down_v11(DN_ARGS) {
+    __shared__ float red[2 * 4 * 2 * 4 * 32];
     const int G = I / 32;
-    share_items<BAL, 8 * NX>(n_hit[0], (H + 31) >> 5, hit, offsets, [&](int y, int r0, int R) {
+    share_items<BAL>(n_hit[0], (H + 31) >> 5, hit, offsets, [&](int y, int r0, int R) {
         const int e = hit[y];
         const size_t base = (size_t)e * H * G;
         const uint4 *const W[2] = {down_packed + base, down_packed + base};
         const unsigned short *const S[2] = {reinterpret_cast<const unsigned short *>(down_scale) + base,
                                             reinterpret_cast<const unsigned short *>(down_scale) + base};
         const int n0 = r0 * 32, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-        v11_run<2, 4, 32, 16, L3, TM, NX>(W, S, n0, H, G, R, offsets + e, red,
+        v11_run<2, 4, 32, 16, L3, TM>(W, S, n0, H, G, R, offsets + e, red,
             [&](int s0, int mt) { return g < mt ? reinterpret_cast<const uint4 *>(act + (size_t)(s0 + g) * I) : nullptr; },
             [&](int r, int t0, int mt, const float (&s)[2][4]) {
                 const int slot0 = offsets[e] + t0;
@@ -592,6 +526,6 @@ extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v12(DN_ARGS) { dow
 // v13 = v12 with a run's 8-token passes tile-major (each tile's later passes read from L2): the same sums, in the same order
 extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v13(GU_ARGS) { gate_up_v11<true, true, false>(GU_PASS); }
 extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v13(DN_ARGS) { down_v11<true, true, false>(DN_PASS); }
-// v14 = v13 sharing the work out by cost (v14_items); launched only above 8 tokens (below, every expert is one pass: v13)
+// v14 = v13 sharing the work out by cost (v14_items); launched only above 8 tokens (ONE_PASS_VERSION: v13 below)
 extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v14(GU_ARGS) { gate_up_v11<true, true, true>(GU_PASS); }
 extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v14(DN_ARGS) { down_v11<true, true, true>(DN_PASS); }
