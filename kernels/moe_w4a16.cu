@@ -15,6 +15,7 @@
 // run (ddtree_nb.moe.moe_w4a16(..., version=v)); v11..v14 are here, one loop switched by template flags (v12: one lop3
 // per weight pair, v13: an expert's 8-token passes tile-major, v14: work shared out by cost); nbs/03a_moe_w4a16 picks
 // the default, CUDA_VERSION (14; v13's kernels at T <= 8).
+#include <climits>
 #include "moe_w4a16_common.cuh"
 
 
@@ -469,20 +470,34 @@ __device__ __forceinline__ void share_items(int nh, int tiles, const int *hit, c
     if constexpr (BAL) v14_items(nh, tiles, hit, offsets, run); else v11_items(nh, tiles, run);
 }
 
-template <bool L3, bool TM, bool BAL> __device__ __forceinline__ void gate_up_v11(GU_ARGS) {
+// Where a gate/up or down block finds the pairs grouped by expert: the workspace written by the grouping launch (v11-v14),
+// or the block's own shared-memory grouping (v15). span(y, e): {first slot, end} of hit expert y (expert e).
+struct GlobalGroups {
+    const int *n_hit, *hit, *offsets, *sorted_pair;
+    __device__ __forceinline__ int nh() const { return n_hit[0]; }
+    __device__ __forceinline__ int expert(int y) const { return hit[y]; }
+    __device__ __forceinline__ const int *span(int, int e) const { return offsets + e; }
+    __device__ __forceinline__ int pair(int slot) const { return sorted_pair[slot]; }
+};
+
+template <bool L3, bool TM, bool BAL, class Grp>
+__device__ __forceinline__ void gate_up_body(const Grp &gp, const bf16 *__restrict__ x, int H, int I, int k, const int *hit,
+        const int *offsets, const uint4 *__restrict__ gate_packed, const bf16 *__restrict__ gate_scale,
+        const uint4 *__restrict__ up_packed, const bf16 *__restrict__ up_scale, bf16 *__restrict__ act) {
     __shared__ float red[2 * 4 * 2 * 4 * 32];
     const int G = H / 32;
-    share_items<BAL>(n_hit[0], (I + 15) >> 4, hit, offsets, [&](int y, int r0, int R) {
-        const int e = hit[y];
+    share_items<BAL>(gp.nh(), (I + 15) >> 4, hit, offsets, [&](int y, int r0, int R) {
+        const int e = gp.expert(y);
         const size_t base = (size_t)e * I * G;
         const uint4 *const W[2] = {gate_packed + base, up_packed + base};
         const unsigned short *const S[2] = {reinterpret_cast<const unsigned short *>(gate_scale) + base,
                                             reinterpret_cast<const unsigned short *>(up_scale) + base};
         const int n0 = r0 * 16, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-        v11_run<2, 4, 16, 0, L3, TM>(W, S, n0, I, G, R, offsets + e, red,
-            [&](int s0, int mt) { return g < mt ? reinterpret_cast<const uint4 *>(x + (size_t)(sorted_pair[s0 + g] / k) * H) : nullptr; },
+        const int *sp = gp.span(y, e);
+        v11_run<2, 4, 16, 0, L3, TM>(W, S, n0, I, G, R, sp, red,
+            [&](int s0, int mt) { return g < mt ? reinterpret_cast<const uint4 *>(x + (size_t)(gp.pair(s0 + g) / k) * H) : nullptr; },
             [&](int r, int t0, int mt, const float (&s)[2][4]) {
-                const int slot0 = offsets[e] + t0;
+                const int slot0 = sp[0] + t0;
 #pragma unroll
                 for (int q = 0; q < 4; ++q) {   // c0,c1: row g, tokens 2t, 2t+1; c2,c3: row g+8
                     const int n = n0 + 16 * r + g + (q >= 2 ? 8 : 0), tok = 2 * t + (q & 1);
@@ -491,30 +506,45 @@ template <bool L3, bool TM, bool BAL> __device__ __forceinline__ void gate_up_v1
             });
     });
 }
+template <bool L3, bool TM, bool BAL> __device__ __forceinline__ void gate_up_v11(GU_ARGS) {
+    gate_up_body<L3, TM, BAL>(GlobalGroups{n_hit, hit, offsets, sorted_pair}, x, H, I, k, hit, offsets, gate_packed, gate_scale,
+                              up_packed, up_scale, act);
+}
 
-template <bool L3, bool TM, bool BAL> __device__ __forceinline__ void down_v11(DN_ARGS) {
+// `done(tile, last)`: called by the warp that wrote a row tile's outputs of one 8-token pass of an expert, after the writes;
+// `last`: the expert's last pass (v15 combines there)
+template <bool L3, bool TM, bool BAL, class Grp, class Done>
+__device__ __forceinline__ void down_body(const Grp &gp, const bf16 *__restrict__ act, int I, int H, const float *__restrict__ topk_w,
+        const int *hit, const int *offsets, const uint4 *__restrict__ down_packed, const bf16 *__restrict__ down_scale,
+        float *__restrict__ ybuf, Done done) {
     __shared__ float red[2 * 4 * 2 * 4 * 32];
     const int G = I / 32;
-    share_items<BAL>(n_hit[0], (H + 31) >> 5, hit, offsets, [&](int y, int r0, int R) {
-        const int e = hit[y];
+    share_items<BAL>(gp.nh(), (H + 31) >> 5, hit, offsets, [&](int y, int r0, int R) {
+        const int e = gp.expert(y);
         const size_t base = (size_t)e * H * G;
         const uint4 *const W[2] = {down_packed + base, down_packed + base};
         const unsigned short *const S[2] = {reinterpret_cast<const unsigned short *>(down_scale) + base,
                                             reinterpret_cast<const unsigned short *>(down_scale) + base};
         const int n0 = r0 * 32, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-        v11_run<2, 4, 32, 16, L3, TM>(W, S, n0, H, G, R, offsets + e, red,
+        const int *sp = gp.span(y, e);
+        v11_run<2, 4, 32, 16, L3, TM>(W, S, n0, H, G, R, sp, red,
             [&](int s0, int mt) { return g < mt ? reinterpret_cast<const uint4 *>(act + (size_t)(s0 + g) * I) : nullptr; },
             [&](int r, int t0, int mt, const float (&s)[2][4]) {
-                const int slot0 = offsets[e] + t0;
+                const int slot0 = sp[0] + t0;
 #pragma unroll
                 for (int i = 0; i < 2; ++i)
 #pragma unroll
                     for (int q = 0; q < 4; ++q) {
                         const int n = n0 + 32 * r + 16 * i + g + (q >= 2 ? 8 : 0), tok = 2 * t + (q & 1);
-                        if (n < H && tok < mt) ybuf[(size_t)(slot0 + tok) * H + n] = topk_w[sorted_pair[slot0 + tok]] * s[i][q];
+                        if (n < H && tok < mt) ybuf[(size_t)(slot0 + tok) * H + n] = topk_w[gp.pair(slot0 + tok)] * s[i][q];
                     }
+                done(r0 + r, t0 + mt == sp[1] - sp[0]);
             });
     });
+}
+template <bool L3, bool TM, bool BAL> __device__ __forceinline__ void down_v11(DN_ARGS) {
+    down_body<L3, TM, BAL>(GlobalGroups{n_hit, hit, offsets, sorted_pair}, act, I, H, topk_w, hit, offsets, down_packed, down_scale,
+                           ybuf, [](int, bool) {});
 }
 
 // v12 = v11 with the dequantisation's mask and exponent in one lop3 (dq_pair_l3): the same bits, 64 fewer integer
@@ -529,3 +559,117 @@ extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v13(DN_ARGS) { dow
 // v14 = v13 sharing the work out by cost (v14_items); launched only above 8 tokens (ONE_PASS_VERSION: v13 below)
 extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v14(GU_ARGS) { gate_up_v11<true, true, true>(GU_PASS); }
 extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v14(DN_ARGS) { down_v11<true, true, true>(DN_PASS); }
+
+// =========================================================================================================
+// v15 (small T): two launches instead of four. At T = 1 the grouping and combine launches took 8.7 of ~77 µs
+// (bench_moe.py), and every gate/up and down block then walked n_hit -> hit -> offsets -> sorted_pair through L2 before
+// its first tokens. With at most SMALL_P pairs (T <= 8 tokens of top-8) each block groups the pairs itself in shared
+// memory (group_small: a pair's slot is its rank by (expert, pair), so every block gets the same slots), and
+//   * moe_gate_up_v15: v13's gate/up on that grouping; block 0 also writes it to the workspace (counts, offsets, hit,
+//     n_hit, sorted_pair, pos: what moe_group would have written, pairs in order within an expert);
+//   * moe_down_v15: v13's down, and the warp that writes the last pass of a row tile for one expert takes a ticket on
+//     the tile; the last of the n_hit experts to do so sums the tile's rows for every token in j order, as moe_combine
+//     does (the same bits), and sets the ticket back to 0 for the next launch (a CUDA graph replays it as is).
+// Shares out work by count (v13): T <= 8 is one 8-token pass per expert unless a token repeats an expert.
+// =========================================================================================================
+#define SMALL_P 64
+
+struct SmallGroups {                                     // shared memory; slots 0..n_valid-1 sorted by (expert, pair)
+    int key[SMALL_P], sorted[SMALL_P], pos[SMALL_P], hit[SMALL_P], off[SMALL_P + 1], n;
+};
+
+// The grouping of P <= SMALL_P pairs (blockDim.x >= SMALL_P): key = expert * 64 + pair (INT_MAX if the id is not in
+// [0, E): such a pair gets pos -1 and no slot), rank by counting the smaller keys; then warp 0 finds where each expert
+// starts (ballots over the sorted slots). Ends with __syncthreads.
+__device__ __forceinline__ void group_small(const int *__restrict__ topk_idx, int P, int E, SmallGroups &sg) {
+    const int tid = threadIdx.x;
+    if (tid < P) { const int e = topk_idx[tid]; sg.key[tid] = e >= 0 && e < E ? e * SMALL_P + tid : INT_MAX; }
+    __syncthreads();
+    if (tid < P) {
+        const int key = sg.key[tid];
+        int r = 0;
+        for (int q = 0; q < P; ++q) r += sg.key[q] < key;
+        if (key != INT_MAX) sg.sorted[r] = tid;
+        sg.pos[tid] = key != INT_MAX ? r : -1;
+    }
+    __syncthreads();
+    if (tid < 32) {
+        int nv = 0, base = 0;
+#pragma unroll
+        for (int h = 0; h < SMALL_P; h += 32) nv += __popc(__ballot_sync(0xffffffffu, h + tid < P && sg.key[h + tid] != INT_MAX));
+#pragma unroll
+        for (int h = 0; h < SMALL_P; h += 32) {
+            const int r = h + tid, er = r < nv ? sg.key[sg.sorted[r]] / SMALL_P : -1;
+            const bool first = r < nv && (r == 0 || sg.key[sg.sorted[r - 1]] / SMALL_P != er);
+            const unsigned m = __ballot_sync(0xffffffffu, first);
+            if (first) { const int y = base + __popc(m & ((1u << tid) - 1)); sg.hit[y] = er; sg.off[y] = r; }
+            base += __popc(m);
+        }
+        if (tid == 0) { sg.off[base] = nv; sg.n = base; }
+    }
+    __syncthreads();
+}
+
+struct SmemGroups {
+    const SmallGroups &g;
+    __device__ __forceinline__ int nh() const { return g.n; }
+    __device__ __forceinline__ int expert(int y) const { return g.hit[y]; }
+    __device__ __forceinline__ const int *span(int y, int) const { return g.off + y; }
+    __device__ __forceinline__ int pair(int slot) const { return g.sorted[slot]; }
+};
+
+// what moe_group writes, from a block's SmallGroups (offsets[e]: the first hit expert >= e by binary search)
+__device__ __forceinline__ void publish_small(const SmallGroups &sg, int P, int E, int *counts, int *offsets, int *hit, int *n_hit,
+                                              int *sorted_pair, int *pos) {
+    const int nh = sg.n, nv = sg.off[nh];
+    for (int e = threadIdx.x; e <= E; e += blockDim.x) {
+        int a = 0, b = nh;
+        while (a < b) { const int m = (a + b) >> 1; if (sg.hit[m] < e) a = m + 1; else b = m; }
+        offsets[e] = sg.off[a];
+        if (e < E) counts[e] = a < nh && sg.hit[a] == e ? sg.off[a + 1] - sg.off[a] : 0;
+    }
+    for (int y = threadIdx.x; y < nh; y += blockDim.x) hit[y] = sg.hit[y];
+    for (int p = threadIdx.x; p < P; p += blockDim.x) { pos[p] = sg.pos[p]; if (p < nv) sorted_pair[p] = sg.sorted[p]; }
+    if (threadIdx.x == 0) n_hit[0] = nh;
+}
+
+extern "C" __global__ void __launch_bounds__(128, 4)
+moe_gate_up_v15(const bf16 *__restrict__ x, int H, int I, int k, int T, int E, const int *__restrict__ topk_idx,
+                int *__restrict__ counts, int *__restrict__ offsets, int *__restrict__ hit, int *__restrict__ n_hit,
+                int *__restrict__ sorted_pair, int *__restrict__ pos, const uint4 *__restrict__ gate_packed,
+                const bf16 *__restrict__ gate_scale, const uint4 *__restrict__ up_packed, const bf16 *__restrict__ up_scale,
+                bf16 *__restrict__ act) {
+    __shared__ SmallGroups sg;
+    group_small(topk_idx, T * k, E, sg);
+    if (blockIdx.x == 0) publish_small(sg, T * k, E, counts, offsets, hit, n_hit, sorted_pair, pos);
+    gate_up_body<true, true, false>(SmemGroups{sg}, x, H, I, k, nullptr, nullptr, gate_packed, gate_scale, up_packed, up_scale, act);
+}
+
+extern "C" __global__ void __launch_bounds__(128, 4)
+moe_down_v15(const bf16 *__restrict__ act, int I, int H, int k, int T, int E, const int *__restrict__ topk_idx,
+             const float *__restrict__ topk_w, const uint4 *__restrict__ down_packed, const bf16 *__restrict__ down_scale,
+             float *__restrict__ ybuf, int *__restrict__ tile_done, float rsf, bf16 *__restrict__ out) {
+    __shared__ SmallGroups sg;
+    group_small(topk_idx, T * k, E, sg);
+    const int nh = sg.n, lane = threadIdx.x & 31;
+    if (nh == 0) {                                       // no valid pair: nothing streams, every output is rsf * 0 (as moe_combine)
+        for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < T * H; i += gridDim.x * blockDim.x) out[i] = __float2bfloat16(rsf * 0.f);
+        return;
+    }
+    down_body<true, true, false>(SmemGroups{sg}, act, I, H, topk_w, nullptr, nullptr, down_packed, down_scale, ybuf, [&](int tile, bool last) {
+        if (!last) return;                               // an expert's earlier passes: its last pass comes after a block barrier
+        __threadfence();                                 // this tile's rows of ybuf (this block's, ordered by that barrier) before the ticket
+        int ticket = 0;
+        if (lane == 0) ticket = atomicAdd(tile_done + tile, 1);
+        if (__shfl_sync(0xffffffffu, ticket, 0) != nh - 1) return;
+        __threadfence();                                 // the other experts' rows of the tile, seen through their tickets
+        const int n = tile * 32 + lane;
+        if (n < H)
+            for (int t = 0; t < T; ++t) {
+                float s = 0.f;
+                for (int j = 0; j < k; ++j) { const int slot = sg.pos[t * k + j]; if (slot >= 0) s += __ldcg(ybuf + (size_t)slot * H + n); }
+                out[(size_t)t * H + n] = __float2bfloat16(rsf * s);
+            }
+        if (lane == 0) tile_done[tile] = 0;
+    });
+}
