@@ -277,10 +277,10 @@ def moe_cuda_launch(x, topk_idx, topk_w, ex: PackedExperts, rsf: float, out: tor
     moe_group_launch(x, topk_idx, topk_w, E, ws, route)
     mark(1)
     ld(fu, _SIG_GU, MOE_SOURCES[version])(x, H, I, k, ws.sorted_pair, ws.offsets, ws.hit, ws.n_hit, ex.gate_packed, ex.gate_scale,
-                                     ex.up_packed, ex.up_scale, ws.act, grid=_launch_grid(ru, I, Y, n_sm), block=tu)
+                                     ex.up_packed, ex.up_scale, ws.act, grid=_launch_grid(ru, I, Y, n_sm), block=tu, shared=sh)
     mark(2)
     ld(fd, _SIG_DOWN, MOE_SOURCES[version])(ws.act, I, H, ws.sorted_pair, topk_w, ws.offsets, ws.hit, ws.n_hit, ex.down_packed,
-                                    ex.down_scale, ws.ybuf, grid=_launch_grid(rd, H, Y, n_sm), block=td)
+                                    ex.down_scale, ws.ybuf, grid=_launch_grid(rd, H, Y, n_sm), block=td, shared=sh)
     mark(3)
     _kernel('moe_combine', _SIG_COMB, d)(ws.ybuf, ws.pos, T, k, H, float(rsf), out, grid=_combine_grid(T, H), block=256)
     mark(4)

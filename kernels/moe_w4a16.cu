@@ -496,7 +496,7 @@ __device__ __forceinline__ uint32_t lds32(uint32_t a) { uint32_t v; asm volatile
 
 extern __shared__ __align__(16) unsigned char moe_ring[];   // v16: RING_S * RING_STAGE bytes of dynamic shared memory
 
-template <int NT, int NW, int RS, int IS, class XRow, class Epi>
+template <int NT, int NW, int RS, int IS, int NS, class XRow, class Epi>
 __device__ __forceinline__ void ring_run(const uint4 *const (&W)[NT], const unsigned short *const (&S)[NT], int n0, int N, int G,
                                          int R, const int *mp, float *red, XRow xrow_of, Epi epi) {
     constexpr int NTH = NW * 32, WB = NT * 2 * 16 * NTH;
@@ -506,7 +506,7 @@ __device__ __forceinline__ void ring_run(const uint4 *const (&W)[NT], const unsi
     const uint32_t ring = (uint32_t)__cvta_generic_to_shared(moe_ring);
     auto row = [&](int r, int i, int rr) { return min(n0 + r * RS + i * IS + 8 * rr + g, N - 1); };
     // copies: chunk lj of pass lp of tile lr into stage ls; `total` chunks are known to exist (tile 0's first pass until
-    // the token count is read); one commit group per call, empty past the end, so wait_group<RING_S - 1> is always "the
+    // the token count is read); one commit group per call, empty past the end, so wait_group<NS - 1> is always "the
     // oldest chunk has landed"
     uint32_t lo[NT][2];
     auto rows = [&](int r) {
@@ -532,17 +532,17 @@ __device__ __forceinline__ void ring_run(const uint4 *const (&W)[NT], const unsi
                     cp_async4(st + WB + c * 4, reinterpret_cast<const void *>(reinterpret_cast<uintptr_t>(S[i] + lo[i][rr] + qq) & ~(uintptr_t)3), ok);
                 }
             ++lj;
-            if (++ls == RING_S) ls = 0;
+            if (++ls == NS) ls = 0;
         }
         cp_commit();
         ++nl;
     };
-    const int pro = min(RING_S - 1, nloc);
+    const int pro = min(NS - 1, nloc);
     for (int i = 0; i < pro; ++i) issue();                 // in flight while the token chain below resolves
     const int start = mp[0], m = mp[1] - start, NP = R * ((m + 7) >> 3);
     J = (m + 7) >> 3;
     total = NP * nloc;
-    for (int i = pro; i < RING_S - 1; ++i) issue();
+    for (int i = pro; i < NS - 1; ++i) issue();
     // x: one chunk ahead in registers (chunk xj of pass xp, pair xn)
     const uint4 *xrow = xrow_of(start, min(8, m));
     int xj = 0, xp = 0, xn = 0;
@@ -569,7 +569,7 @@ __device__ __forceinline__ void ring_run(const uint4 *const (&W)[NT], const unsi
     auto step = [&](const uint4 (&Xc)[4], uint4 (&Xn)[4]) {
         issue();
         load_x(Xn);
-        cp_wait<RING_S - 1>();
+        cp_wait<NS - 1>();
         StageV2<NT> st;
         const uint32_t sb = ring + cs * RING_STAGE;
 #pragma unroll
@@ -583,7 +583,7 @@ __device__ __forceinline__ void ring_run(const uint4 *const (&W)[NT], const unsi
 #pragma unroll
         for (int j = 0; j < 4; ++j) st.x[j] = Xc[j];
         v2_compute<NT, true>(st, acc);
-        if (++cs == RING_S) cs = 0;
+        if (++cs == NS) cs = 0;
         if (++cj < nloc) return;
         cj = 0;                                          // the tile's pass is done: reduce over the warps, as v11_run
         float *slot = red + (cp & 1) * (NW * NT * 4 * 32);
@@ -620,11 +620,11 @@ __device__ __forceinline__ void ring_run(const uint4 *const (&W)[NT], const unsi
     __syncthreads();   // the slots start over with the next run
 }
 
-// a run of gate/up (RS 16, IS 0) or down (RS 32, IS 16) tiles: v11_run, or ring_run (RING, v16)
-template <bool RING, bool L3, bool TM, int RS, int IS, class XRow, class Epi>
+// a run of gate/up (RS 16, IS 0) or down (RS 32, IS 16) tiles: v11_run (RING 0), or ring_run with RING stages (v16)
+template <int RING, bool L3, bool TM, int RS, int IS, class XRow, class Epi>
 __device__ __forceinline__ void run_of(const uint4 *const (&W)[2], const unsigned short *const (&S)[2], int n0, int N, int G, int R,
                                        const int *mp, float *red, XRow xrow, Epi epi) {
-    if constexpr (RING) ring_run<2, 4, RS, IS>(W, S, n0, N, G, R, mp, red, xrow, epi);
+    if constexpr (RING > 0) ring_run<2, 4, RS, IS, RING>(W, S, n0, N, G, R, mp, red, xrow, epi);
     else v11_run<2, 4, RS, IS, L3, TM>(W, S, n0, N, G, R, mp, red, xrow, epi);
 }
 
@@ -638,7 +638,7 @@ struct GlobalGroups {
     __device__ __forceinline__ int pair(int slot) const { return sorted_pair[slot]; }
 };
 
-template <bool L3, bool TM, bool BAL, bool RING = false, class Grp>
+template <bool L3, bool TM, bool BAL, int RING = 0, class Grp>
 __device__ __forceinline__ void gate_up_body(const Grp &gp, const bf16 *__restrict__ x, int H, int I, int k, const int *hit,
         const int *offsets, const uint4 *__restrict__ gate_packed, const bf16 *__restrict__ gate_scale,
         const uint4 *__restrict__ up_packed, const bf16 *__restrict__ up_scale, bf16 *__restrict__ act) {
@@ -664,12 +664,12 @@ __device__ __forceinline__ void gate_up_body(const Grp &gp, const bf16 *__restri
             });
     });
 }
-template <bool L3, bool TM, bool BAL, bool RING = false> __device__ __forceinline__ void gate_up_v11(GU_ARGS) {
+template <bool L3, bool TM, bool BAL, int RING = 0> __device__ __forceinline__ void gate_up_v11(GU_ARGS) {
     gate_up_body<L3, TM, BAL, RING>(GlobalGroups{n_hit, hit, offsets, sorted_pair}, x, H, I, k, hit, offsets, gate_packed, gate_scale,
                               up_packed, up_scale, act);
 }
 
-template <bool L3, bool TM, bool BAL, bool RING = false, class Grp>
+template <bool L3, bool TM, bool BAL, int RING = 0, class Grp>
 __device__ __forceinline__ void down_body(const Grp &gp, const bf16 *__restrict__ act, int I, int H, const float *__restrict__ topk_w,
         const int *hit, const int *offsets, const uint4 *__restrict__ down_packed, const bf16 *__restrict__ down_scale,
         float *__restrict__ ybuf) {
@@ -697,7 +697,7 @@ __device__ __forceinline__ void down_body(const Grp &gp, const bf16 *__restrict_
             });
     });
 }
-template <bool L3, bool TM, bool BAL, bool RING = false> __device__ __forceinline__ void down_v11(DN_ARGS) {
+template <bool L3, bool TM, bool BAL, int RING = 0> __device__ __forceinline__ void down_v11(DN_ARGS) {
     down_body<L3, TM, BAL, RING>(GlobalGroups{n_hit, hit, offsets, sorted_pair}, act, I, H, topk_w, hit, offsets, down_packed, down_scale,
                            ybuf);
 }
@@ -800,7 +800,7 @@ __device__ __forceinline__ void publish_small(const SmallGroups &sg, int P, int 
     float *__restrict__ ybuf, int *__restrict__ tile_done, float rsf, bf16 *__restrict__ out
 #define DN2_PASS act, I, H, k, T, E, topk_idx, topk_w, down_packed, down_scale, ybuf, tile_done, rsf, out
 
-template <bool RING> __device__ __forceinline__ void gate_up_two(GU2_ARGS) {
+template <int RING> __device__ __forceinline__ void gate_up_two(GU2_ARGS) {
     __shared__ SmallGroups sg;
     group_small(topk_idx, T * k, E, sg);
     if (blockIdx.x == 0) publish_small(sg, T * k, E, counts, offsets, hit, n_hit, sorted_pair, pos);
@@ -810,7 +810,7 @@ template <bool RING> __device__ __forceinline__ void gate_up_two(GU2_ARGS) {
 // After its items, a block takes one ticket per (expert, row tile) item it wrote (v11_items' share: item i is row tile
 // i % tiles); the n_hit-th ticket of a tile combines it: every token's 32 rows summed in j order, as moe_combine does.
 // Tickets are taken once the block's work is done: a fence inside the streaming loop would wait for the chunks in flight.
-template <bool RING> __device__ __forceinline__ void down_two(DN2_ARGS) {
+template <int RING> __device__ __forceinline__ void down_two(DN2_ARGS) {
     __shared__ SmallGroups sg;
     __shared__ int lt[32], nlast;
     group_small(topk_idx, T * k, E, sg);
@@ -834,25 +834,34 @@ template <bool RING> __device__ __forceinline__ void down_two(DN2_ARGS) {
             __threadfence();                             // acquire: the other experts' rows, seen through their tickets
         }
         __syncthreads();
-        for (int u = warp; u < nlast; u += blockDim.x >> 5) {
-            const int tile = lt[u], n = tile * 32 + lane;
-            if (n < H)
-                for (int t = 0; t < T; ++t) {
-                    float s = 0.f;
-                    for (int j = 0; j < k; ++j) { const int slot = sg.pos[t * k + j]; if (slot >= 0) s += __ldcg(ybuf + (size_t)slot * H + n); }
-                    out[(size_t)t * H + n] = __float2bfloat16(rsf * s);
-                }
-            if (lane == 0) tile_done[tile] = 0;          // back to 0 for the next launch (a graph replays it as is)
+        for (int o = threadIdx.x; o < nlast * T * 32; o += blockDim.x) {   // (tile, token, row): k loads each, 8 at a time in flight
+            const int u = o / (T * 32), t = o / 32 % T, n = lt[u] * 32 + (o & 31);
+            if (n >= H) continue;
+            float s = 0.f;
+            for (int j0 = 0; j0 < k; j0 += 8) {
+                float v[8];
+#pragma unroll
+                for (int j = 0; j < 8; ++j) { const int slot = j0 + j < k ? sg.pos[t * k + j0 + j] : -1; v[j] = slot >= 0 ? __ldcg(ybuf + (size_t)slot * H + n) : 0.f; }
+#pragma unroll
+                for (int j = 0; j < 8; ++j) if (j0 + j < k && sg.pos[t * k + j0 + j] >= 0) s += v[j];   // moe_combine's sum, in order
+            }
+            out[(size_t)t * H + n] = __float2bfloat16(rsf * s);
         }
+        if (threadIdx.x < nlast) tile_done[lt[threadIdx.x]] = 0;   // back to 0 for the next launch (a graph replays it as is)
         __syncthreads();
     }
 }
 
-extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v15(GU2_ARGS) { gate_up_two<false>(GU2_PASS); }
-extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v15(DN2_ARGS) { down_two<false>(DN2_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v15(GU2_ARGS) { gate_up_two<0>(GU2_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v15(DN2_ARGS) { down_two<0>(DN2_PASS); }
 // v16 = v15 streaming through ring_run's cp.async ring (RING_S * RING_STAGE bytes of dynamic shared memory a block)
-extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v16(GU2_ARGS) { gate_up_two<true>(GU2_PASS); }
-extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v16(DN2_ARGS) { down_two<true>(DN2_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v16(GU2_ARGS) { gate_up_two<RING_S>(GU2_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v16(DN2_ARGS) { down_two<RING_S>(DN2_PASS); }
+// experiment (not registered in moe.py): v16 with a 2- and a 3-stage ring
+extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_x2(GU2_ARGS) { gate_up_two<2>(GU2_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) moe_down_x2(DN2_ARGS) { down_two<2>(DN2_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_x3(GU2_ARGS) { gate_up_two<3>(GU2_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) moe_down_x3(DN2_ARGS) { down_two<3>(DN2_PASS); }
 // v17 = v14 (four launches, work shared out by cost) on the ring: what v16 runs above SMALL_P pairs if the ring pays there
-extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v17(GU_ARGS) { gate_up_v11<true, true, true, true>(GU_PASS); }
-extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v17(DN_ARGS) { down_v11<true, true, true, true>(DN_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v17(GU_ARGS) { gate_up_v11<true, true, true, RING_S>(GU_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v17(DN_ARGS) { down_v11<true, true, true, RING_S>(DN_PASS); }
