@@ -18,9 +18,9 @@ from .runtime import load_kernel, require_cuda, device_limits
 # %% auto #0
 __all__ = ['GROUP', 'MAX_EXPERTS', 'KINDS', 'ROUTE_FUSED_MAX_T', 'ROUTER_WPE', 'ROUTER_NW4', 'ROUTER_MAX_H', 'ROUTER_EPB',
            'ROUTER_GEMV_MAX_T', 'MAX_GRID_Y', 'BLOCKS_PER_SM', 'MOE_VERSIONS', 'CUDA_VERSION', 'ONE_PASS_VERSION',
-           'SMALL_PAIRS', 'TWO_LAUNCH_VERSION', 'RING_STAGES', 'RING_STAGE_BYTES', 'MOE_SHARED', 'MOE_SOURCES',
-           'PackedExperts', 'check_packed', 'pack_experts', 'Grouping', 'group_pairs_ref', 'check_grouping',
-           'MoEWorkspace', 'workspace_for', 'live_workspaces', 'moe_group_launch', 'moe_cuda_launch',
+           'PERSISTENT_BLOCKS', 'SMALL_PAIRS', 'TWO_LAUNCH_VERSION', 'RING_STAGES', 'RING_STAGE_BYTES', 'MOE_SHARED',
+           'MOE_SOURCES', 'PackedExperts', 'check_packed', 'pack_experts', 'Grouping', 'group_pairs_ref',
+           'check_grouping', 'MoEWorkspace', 'workspace_for', 'live_workspaces', 'moe_group_launch', 'moe_cuda_launch',
            'check_moe_inputs', 'moe_w4a16', 'router_in_kernel', 'moe_w4a16_routed', 'PackedMoE',
            'packed_experts_from_checkpoint', 'pack_moe_experts', 'empty_packed', 'packed_placeholders',
            'load_target_packed', 'memory_by_kind']
@@ -199,11 +199,12 @@ MOE_VERSIONS = {1: (('moe_gate_up', 256, 8), ('moe_down', 256, 8)),
                 8: (('moe_gate_up_v4', 128, 16), ('moe_down_v8', 64, 32)),
                 9: (('moe_gate_up_v4', 128, 16), ('moe_down_v9', 32, 32)),
                 10: (('moe_gate_up_v10', 64, 16), ('moe_down_v9', 32, 32)),
-                **{v: ((f'moe_gate_up_v{v}', 128, None), (f'moe_down_v{v}', 128, None)) for v in (11, 12, 13, 14, 15, 16, 17)}}
+                **{v: ((f'moe_gate_up_v{v}', 128, None), (f'moe_down_v{v}', 128, None)) for v in (11, 12, 13, 14, 15, 16, 17, 18, 19)}}
 CUDA_VERSION = 14
 # a version whose share-out by cost only pays when an expert can have more than 8 tokens -> the version it equals below that
 # (T <= 8: every expert is one 8-token pass, so the count share is the cost share and the block scan is pure overhead)
-ONE_PASS_VERSION = {14: 13}
+ONE_PASS_VERSION = {14: 13, 19: 18}
+PERSISTENT_BLOCKS = {18: 5, 19: 5}   # blocks per SM of a persistent version whose __launch_bounds__ differ from BLOCKS_PER_SM
 # a version whose gate/up and down blocks group the pairs themselves and whose down launch combines (two launches instead of
 # four), for at most SMALL_PAIRS pairs (kernels/moe_w4a16.cu's SMALL_P) -> the version it runs with more pairs
 SMALL_PAIRS = 64
@@ -214,7 +215,7 @@ RING_STAGES, RING_STAGE_BYTES = 4, 128 * 2 * 2 * (16 + 4)
 MOE_SHARED = {v: RING_STAGES * RING_STAGE_BYTES for v in (16, 17)}
 # where each version's gate/up and down live: the shipped one in kernels/moe_w4a16.cu (with moe_group and moe_combine,
 # which every version uses), the history in kernels/dev/ (llm.c style: still runs from a checkout, not in the wheel)
-MOE_SOURCES = {**{v: 'dev/moe_w4a16_v1_v10.cu' for v in range(1, 11)}, **{v: 'moe_w4a16.cu' for v in (11, 12, 13, 14, 15, 16, 17)}}
+MOE_SOURCES = {**{v: 'dev/moe_w4a16_v1_v10.cu' for v in range(1, 11)}, **{v: 'moe_w4a16.cu' for v in (11, 12, 13, 14, 15, 16, 17, 18, 19)}}
 _KERNEL_LIMITS = {'moe_w4a16.cu': dict(MAXE=MAX_EXPERTS, RT_MAXT=ROUTE_FUSED_MAX_T, RT_WPE=ROUTER_WPE, RT_NW4=ROUTER_NW4,    # the kernels' #defines,
                                        SMALL_P=SMALL_PAIRS, RING_S=RING_STAGES, RING_STAGE=RING_STAGE_BYTES),
                   'dev/moe_w4a16_v1_v10.cu': dict(MAXE=MAX_EXPERTS)}                                                        # checked on load
@@ -229,9 +230,9 @@ def _kernel(fn: str, sig: str, device: int, source: str='moe_w4a16.cu', shared: 
         k.set_max_dynamic_shared(shared)
     return k
 
-def _launch_grid(rows: int|None, n: int, Y: int, n_sm: int) -> tuple[int, int]:
-    "Grid of a gate/up or down launch over `n` output rows: a block per `rows` rows per hit-expert slot (Y of them), or the resident blocks."
-    return (BLOCKS_PER_SM * n_sm, 1) if rows is None else ((n + rows - 1) // rows, Y)
+def _launch_grid(rows: int|None, n: int, Y: int, n_sm: int, per_sm: int=BLOCKS_PER_SM) -> tuple[int, int]:
+    "Grid of a gate/up or down launch over `n` output rows: a block per `rows` rows per hit-expert slot (Y of them), or the resident blocks (`per_sm` an SM)."
+    return (per_sm * n_sm, 1) if rows is None else ((n + rows - 1) // rows, Y)
 
 def _combine_grid(T: int, H: int) -> tuple[int, int]:
     "moe_combine's grid: 256 columns per block in x, tokens in y capped at MAX_GRID_Y (the kernel strides over the rest)."
@@ -258,7 +259,7 @@ def moe_cuda_launch(x, topk_idx, topk_w, ex: PackedExperts, rsf: float, out: tor
     if P > SMALL_PAIRS: version = TWO_LAUNCH_VERSION.get(version, version)
     if T <= 8: version = ONE_PASS_VERSION.get(version, version)
     (fu, tu, ru), (fd, td, rd) = MOE_VERSIONS[version]
-    n_sm = device_limits(d)['sms'] if None in (ru, rd) else 0
+    n_sm, pb = device_limits(d)['sms'] if None in (ru, rd) else 0, PERSISTENT_BLOCKS.get(version, BLOCKS_PER_SM)
     sh = MOE_SHARED.get(version, 0)
     ld = lambda fn, sig, src='moe_w4a16.cu': _kernel(fn, sig, d, src, sh)
     mark = (lambda i: marks[i].record()) if marks is not None else (lambda i: None)
@@ -268,19 +269,19 @@ def moe_cuda_launch(x, topk_idx, topk_w, ex: PackedExperts, rsf: float, out: tor
         if route is not None: moe_group_launch(x, topk_idx, topk_w, E, ws, route)
         mark(1)
         ld(fu, _SIG_GU15)(x, H, I, k, T, E, topk_idx, ws.counts, ws.offsets, ws.hit, ws.n_hit, ws.sorted_pair, ws.pos, ex.gate_packed,
-                          ex.gate_scale, ex.up_packed, ex.up_scale, ws.act, grid=_launch_grid(ru, I, Y, n_sm), block=tu, shared=sh)
+                          ex.gate_scale, ex.up_packed, ex.up_scale, ws.act, grid=_launch_grid(ru, I, Y, n_sm, pb), block=tu, shared=sh)
         mark(2)
         ld(fd, _SIG_DN15)(ws.act, I, H, k, T, E, topk_idx, topk_w, ex.down_packed, ex.down_scale, ws.ybuf, ws.tile_done, float(rsf), out,
-                          grid=_launch_grid(rd, H, Y, n_sm), block=td, shared=sh)
+                          grid=_launch_grid(rd, H, Y, n_sm, pb), block=td, shared=sh)
         mark(3); mark(4)
         return
     moe_group_launch(x, topk_idx, topk_w, E, ws, route)
     mark(1)
     ld(fu, _SIG_GU, MOE_SOURCES[version])(x, H, I, k, ws.sorted_pair, ws.offsets, ws.hit, ws.n_hit, ex.gate_packed, ex.gate_scale,
-                                     ex.up_packed, ex.up_scale, ws.act, grid=_launch_grid(ru, I, Y, n_sm), block=tu, shared=sh)
+                                     ex.up_packed, ex.up_scale, ws.act, grid=_launch_grid(ru, I, Y, n_sm, pb), block=tu, shared=sh)
     mark(2)
     ld(fd, _SIG_DOWN, MOE_SOURCES[version])(ws.act, I, H, ws.sorted_pair, topk_w, ws.offsets, ws.hit, ws.n_hit, ex.down_packed,
-                                    ex.down_scale, ws.ybuf, grid=_launch_grid(rd, H, Y, n_sm), block=td, shared=sh)
+                                    ex.down_scale, ws.ybuf, grid=_launch_grid(rd, H, Y, n_sm, pb), block=td, shared=sh)
     mark(3)
     _kernel('moe_combine', _SIG_COMB, d)(ws.ybuf, ws.pos, T, k, H, float(rsf), out, grid=_combine_grid(T, H), block=256)
     mark(4)

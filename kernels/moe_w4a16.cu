@@ -332,7 +332,7 @@ moe_combine(const float *__restrict__ ybuf, const int *__restrict__ pos, int T, 
 // One run of R consecutive row tiles (starting at row n0) of one expert with m tokens: tile r's sub-tile i is rows
 // n0 + r*RS + i*IS + {g, g + 8} of matrix W[i] (clamped to N - 1, outputs past N masked by `epi`). `xrow_of(t0, mt)`
 // gives this lane's x row for the 8-token tile at t0 (nullptr past mt); `epi(r, t0, mt, acc)` writes tile r.
-template <int NT, int NW, int RS, int IS, bool L3, bool TM, class XRow, class Epi>
+template <int NT, int NW, int RS, int IS, bool L3, bool TM, class XRow, class Epi, bool JX = false>
 __device__ __forceinline__ void v11_run(const uint4 *const (&W)[NT], const unsigned short *const (&S)[NT], int n0, int N, int G,
                                         int R, const int *mp, float *red, XRow xrow_of, Epi epi) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -360,7 +360,8 @@ __device__ __forceinline__ void v11_run(const uint4 *const (&W)[NT], const unsig
     load_w(A, 4 * warp + t);                             // in flight while the token chain below resolves
     const int start = mp[0], m = mp[1] - start, J = (m + 7) >> 3, NP = R * J;
     const uint4 *xrow = xrow_of(start, min(8, m));
-    load_chunk_x<NT>(A, xrow, 4 * warp + t, G);
+    const uint4 *cxrow = xrow;                           // JX: x of the chunk being computed, loaded right before its mma
+    if (!JX) load_chunk_x<NT>(A, xrow, 4 * warp + t, G);
     float acc[NT][4];
 #pragma unroll
     for (int i = 0; i < NT; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
@@ -377,10 +378,12 @@ __device__ __forceinline__ void v11_run(const uint4 *const (&W)[NT], const unsig
         }
         if (np < NP) {
             const int q = 4 * (warp + nj * NW) + t;
-            load_w(st, q); load_chunk_x<NT>(st, xrow, q, G);
+            load_w(st, q);
+            if (!JX) load_chunk_x<NT>(st, xrow, q, G);
         }
     };
-    auto finish = [&](const StageV2<NT> &st) {
+    auto finish = [&](StageV2<NT> &st) {
+        if (JX) load_chunk_x<NT>(st, cxrow, 4 * (warp + cj * NW) + t, G);
         v2_compute<NT, L3>(st, acc);
         if (++cj < nloc) return;
         cj = 0;
@@ -406,6 +409,7 @@ __device__ __forceinline__ void v11_run(const uint4 *const (&W)[NT], const unsig
         ++cp;
         if (TM) { if (++cq == J) { cq = 0; ++cr; } }
         else if (++cr == R) { cr = 0; ++cq; }
+        if (JX && J > 1 && cp < NP) cxrow = xrow_of(start + 8 * cq, min(8, m - 8 * cq));
     };
     while (true) {
         next(B); finish(A);
@@ -625,6 +629,7 @@ template <int RING, bool L3, bool TM, int RS, int IS, class XRow, class Epi>
 __device__ __forceinline__ void run_of(const uint4 *const (&W)[2], const unsigned short *const (&S)[2], int n0, int N, int G, int R,
                                        const int *mp, float *red, XRow xrow, Epi epi) {
     if constexpr (RING > 0) ring_run<2, 4, RS, IS, RING>(W, S, n0, N, G, R, mp, red, xrow, epi);
+    else if constexpr (RING < 0) v11_run<2, 4, RS, IS, L3, TM, XRow, Epi, true>(W, S, n0, N, G, R, mp, red, xrow, epi);   // x just in time
     else v11_run<2, 4, RS, IS, L3, TM>(W, S, n0, N, G, R, mp, red, xrow, epi);
 }
 
@@ -862,6 +867,14 @@ extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_x2(GU2_ARGS) { 
 extern "C" __global__ void __launch_bounds__(128, 4) moe_down_x2(DN2_ARGS) { down_two<2>(DN2_PASS); }
 extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_x3(GU2_ARGS) { gate_up_two<3>(GU2_PASS); }
 extern "C" __global__ void __launch_bounds__(128, 4) moe_down_x3(DN2_ARGS) { down_two<3>(DN2_PASS); }
+// v18 / v19 = v13 / v14 with x loaded right before its mma (from L1: every block of an SM reads the same rows) instead of a
+// chunk ahead in registers: 16 fewer registers a thread, so 5 blocks (20 warps) fit an SM instead of 4
+extern "C" __global__ void __launch_bounds__(128, 5) moe_gate_up_v18(GU_ARGS) { gate_up_v11<true, true, false, -1>(GU_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 5) moe_down_v18(DN_ARGS) { down_v11<true, true, false, -1>(DN_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 5) moe_gate_up_v19(GU_ARGS) { gate_up_v11<true, true, true, -1>(GU_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 5) moe_down_v19(DN_ARGS) { down_v11<true, true, true, -1>(DN_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 6) moe_gate_up_x6(GU_ARGS) { gate_up_v11<true, true, false, -1>(GU_PASS); }   // experiment
+extern "C" __global__ void __launch_bounds__(128, 6) moe_down_x6(DN_ARGS) { down_v11<true, true, false, -1>(DN_PASS); }
 // v17 = v14 (four launches, work shared out by cost) on the ring: what v16 runs above SMALL_P pairs if the ring pays there
 extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v17(GU_ARGS) { gate_up_v11<true, true, true, RING_S>(GU_PASS); }
 extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v17(DN_ARGS) { down_v11<true, true, true, RING_S>(DN_PASS); }
