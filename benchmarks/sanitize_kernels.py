@@ -353,13 +353,9 @@ for _T in (1, 2, 16, 64, 257):
     case(f'moe_T{_T}', 'moe', _MOE_DEFAULT, f'T={_T} E=64 H=256 I=128 top-8, default version')(
         lambda _T=_T: _moe_run(_T, 64, 256, 128, 8, seed=_T))
 case('moe_one_expert', 'moe', _MOE_DEFAULT, 'T=64, every pair to one expert')(lambda: _moe_run(64, 64, 256, 128, 8, how='one', seed=3))
-for _v, _what in ((11, 'v12 before its lop3'), (12, 'v13 with pass-major runs'), (17, 'v14 on the cp.async ring')):
+for _v, _what in ((11, 'v12 before its lop3'), (12, 'v13 with pass-major runs')):
     case(f'moe_v{_v}', 'moe', ('moe_group', f'moe_gate_up_v{_v}', f'moe_down_v{_v}', 'moe_combine'), f'T=40 and T=1, version {_v} ({_what})')(
         lambda _v=_v: (_moe_run(40, 8, 256, 128, 8, seed=_v, versions=(_v,)), _moe_run(1, 64, 256, 128, 8, seed=_v + 1, versions=(_v,)))[-1])
-for _v, _what in ((15, 'two launches'), (16, "two launches, the cp.async ring")):
-    case(f'moe_v{_v}', 'moe', (f'moe_gate_up_v{_v}', f'moe_down_v{_v}'), f'version {_v} ({_what}): T=1, T=2 with every pair to one expert (2 passes), T=8')(
-        lambda _v=_v: (_moe_run(1, 64, 256, 128, 8, seed=15, versions=(_v,)), _moe_run(2, 64, 256, 128, 8, how='one', seed=16, versions=(_v,)),
-                       _moe_run(8, 64, 256, 128, 8, seed=17, versions=(_v,)))[-1])
 
 def _route_run(T, E, H=256, I=128, k=8, seed=0, gemv=False):
     "moe_w4a16_routed with a one-group sigmoid router: the top-k picked in the grouping launch (`gemv`: the router's GEMV too), against the torch face."

@@ -18,7 +18,6 @@ from .runtime import load_kernel, require_cuda, device_limits
 # %% auto #0
 __all__ = ['GROUP', 'MAX_EXPERTS', 'KINDS', 'ROUTE_FUSED_MAX_T', 'ROUTER_WPE', 'ROUTER_NW4', 'ROUTER_MAX_H', 'ROUTER_EPB',
            'ROUTER_GEMV_MAX_T', 'MAX_GRID_Y', 'BLOCKS_PER_SM', 'MOE_VERSIONS', 'CUDA_VERSION', 'ONE_PASS_VERSION',
-           'PERSISTENT_BLOCKS', 'SMALL_PAIRS', 'TWO_LAUNCH_VERSION', 'RING_STAGES', 'RING_STAGE_BYTES', 'MOE_SHARED',
            'MOE_SOURCES', 'PackedExperts', 'check_packed', 'pack_experts', 'Grouping', 'group_pairs_ref',
            'check_grouping', 'MoEWorkspace', 'workspace_for', 'live_workspaces', 'moe_group_launch', 'moe_cuda_launch',
            'check_moe_inputs', 'moe_w4a16', 'router_in_kernel', 'moe_w4a16_routed', 'PackedMoE',
@@ -152,7 +151,6 @@ class MoEWorkspace:
         self.topk_idx, self.topk_w = torch.empty(P, **i32), torch.empty(P, dtype=torch.float32, device=device)   # moe_route_group's picks
         self.logits = torch.empty(min(max_tokens, ROUTER_GEMV_MAX_T), n_experts, dtype=torch.float32, device=device)   # moe_router_group's
         self.ticket = torch.zeros(1, **i32)       # moe_router_group's last-block counter (back to 0 after every launch)
-        self.tile_done = torch.zeros(-(-hidden // 32), **i32)   # moe_down_v15's tickets per 32-row tile (back to 0 after every launch)
         self.act = torch.empty(P, inter, dtype=torch.float32, device=device)
         self.ybuf = torch.empty(P, hidden, dtype=torch.float32, device=device)
     @property
@@ -184,7 +182,6 @@ def _moe_torch(x, topk_idx, topk_w, ex: PackedExperts, rsf: float) -> torch.Tens
 # %% ../nbs/03a_moe_w4a16.ipynb #efa6e1c8
 _SIG_GROUP, _SIG_GU, _SIG_DOWN, _SIG_COMB = 'PiiPPPPPP', 'PiiiPPPPPPPPP', 'PiiPPPPPPPP', 'PPiiifP'
 _SIG_ROUTE, _SIG_ROUTER = 'PPiiiifPPPPPPPP', 'PPiiPiiifPPPPPPPPPP'
-_SIG_GU15, _SIG_DN15 = 'PiiiiiPPPPPPPPPPPP', 'PiiiiiPPPPPPfP'
 ROUTE_FUSED_MAX_T = 64    # the routing launches run one block: above this the torch top-k + moe_group is faster (moe_w4a16.md, session 11's sweep)
 ROUTER_WPE, ROUTER_NW4 = 10, 8  # moe_router_group: warps per expert (3 experts a block), float4 of router weights held per lane
 ROUTER_MAX_H = ROUTER_WPE * 32 * 4 * ROUTER_NW4   # 10240: the widest hidden whose router rows fit the lanes' registers
@@ -199,40 +196,25 @@ MOE_VERSIONS = {1: (('moe_gate_up', 256, 8), ('moe_down', 256, 8)),
                 8: (('moe_gate_up_v4', 128, 16), ('moe_down_v8', 64, 32)),
                 9: (('moe_gate_up_v4', 128, 16), ('moe_down_v9', 32, 32)),
                 10: (('moe_gate_up_v10', 64, 16), ('moe_down_v9', 32, 32)),
-                **{v: ((f'moe_gate_up_v{v}', 128, None), (f'moe_down_v{v}', 128, None)) for v in (11, 12, 13, 14, 15, 16, 17, 18, 19)}}
+                **{v: ((f'moe_gate_up_v{v}', 128, None), (f'moe_down_v{v}', 128, None)) for v in (11, 12, 13, 14)}}
 CUDA_VERSION = 14
 # a version whose share-out by cost only pays when an expert can have more than 8 tokens -> the version it equals below that
 # (T <= 8: every expert is one 8-token pass, so the count share is the cost share and the block scan is pure overhead)
-ONE_PASS_VERSION = {14: 13, 19: 18}
-PERSISTENT_BLOCKS = {18: 5, 19: 5}   # blocks per SM of a persistent version whose __launch_bounds__ differ from BLOCKS_PER_SM
-# a version whose gate/up and down blocks group the pairs themselves and whose down launch combines (two launches instead of
-# four), for at most SMALL_PAIRS pairs (kernels/moe_w4a16.cu's SMALL_P) -> the version it runs with more pairs
-SMALL_PAIRS = 64
-TWO_LAUNCH_VERSION = {15: 14, 16: 14}
-# dynamic shared memory of a version's gate/up and down blocks: v16's cp.async ring (kernels/moe_w4a16.cu's RING_S stages
-# of RING_STAGE bytes; 4 blocks of ~50 KB fit an SM)
-RING_STAGES, RING_STAGE_BYTES = 4, 128 * 2 * 2 * (16 + 4)
-MOE_SHARED = {v: RING_STAGES * RING_STAGE_BYTES for v in (16, 17)}
+ONE_PASS_VERSION = {14: 13}
 # where each version's gate/up and down live: the shipped one in kernels/moe_w4a16.cu (with moe_group and moe_combine,
 # which every version uses), the history in kernels/dev/ (llm.c style: still runs from a checkout, not in the wheel)
-MOE_SOURCES = {**{v: 'dev/moe_w4a16_v1_v10.cu' for v in range(1, 11)}, **{v: 'moe_w4a16.cu' for v in (11, 12, 13, 14, 15, 16, 17, 18, 19)}}
-_KERNEL_LIMITS = {'moe_w4a16.cu': dict(MAXE=MAX_EXPERTS, RT_MAXT=ROUTE_FUSED_MAX_T, RT_WPE=ROUTER_WPE, RT_NW4=ROUTER_NW4,    # the kernels' #defines,
-                                       SMALL_P=SMALL_PAIRS, RING_S=RING_STAGES, RING_STAGE=RING_STAGE_BYTES),
+MOE_SOURCES = {**{v: 'dev/moe_w4a16_v1_v10.cu' for v in range(1, 11)}, **{v: 'moe_w4a16.cu' for v in (11, 12, 13, 14)}}
+_KERNEL_LIMITS = {'moe_w4a16.cu': dict(MAXE=MAX_EXPERTS, RT_MAXT=ROUTE_FUSED_MAX_T, RT_WPE=ROUTER_WPE, RT_NW4=ROUTER_NW4),   # the kernels' #defines,
                   'dev/moe_w4a16_v1_v10.cu': dict(MAXE=MAX_EXPERTS)}                                                        # checked on load
 
 # %% ../nbs/03a_moe_w4a16.ipynb #0d792775
-def _kernel(fn: str, sig: str, device: int, source: str='moe_w4a16.cu', shared: int=0):
-    "The compiled kernel `fn` of `kernels/<source>` on `device` (`load_kernel` caches it), allowed `shared` bytes of dynamic shared memory."
-    k = load_kernel(source, fn, sig, device=device, limits=_KERNEL_LIMITS[source])
-    if shared > k.max_dynamic_shared:   # once per kernel: over 48 KB a block needs the opt-in, and the full carveout for 4 blocks an SM
-        import pycuda.driver as drv
-        k.fn.set_attribute(drv.function_attribute.PREFERRED_SHARED_MEMORY_CARVEOUT, 100)
-        k.set_max_dynamic_shared(shared)
-    return k
+def _kernel(fn: str, sig: str, device: int, source: str='moe_w4a16.cu'):
+    "The compiled kernel `fn` of `kernels/<source>` on `device` (`load_kernel` caches it)."
+    return load_kernel(source, fn, sig, device=device, limits=_KERNEL_LIMITS[source])
 
-def _launch_grid(rows: int|None, n: int, Y: int, n_sm: int, per_sm: int=BLOCKS_PER_SM) -> tuple[int, int]:
-    "Grid of a gate/up or down launch over `n` output rows: a block per `rows` rows per hit-expert slot (Y of them), or the resident blocks (`per_sm` an SM)."
-    return (per_sm * n_sm, 1) if rows is None else ((n + rows - 1) // rows, Y)
+def _launch_grid(rows: int|None, n: int, Y: int, n_sm: int) -> tuple[int, int]:
+    "Grid of a gate/up or down launch over `n` output rows: a block per `rows` rows per hit-expert slot (Y of them), or the resident blocks."
+    return (BLOCKS_PER_SM * n_sm, 1) if rows is None else ((n + rows - 1) // rows, Y)
 
 def _combine_grid(T: int, H: int) -> tuple[int, int]:
     "moe_combine's grid: 256 columns per block in x, tokens in y capped at MAX_GRID_Y (the kernel strides over the rest)."
@@ -253,37 +235,25 @@ def moe_group_launch(x, topk_idx, topk_w, n_experts: int, ws: MoEWorkspace, rout
 # %% ../nbs/03a_moe_w4a16.ipynb #b7c1e2f3
 def moe_cuda_launch(x, topk_idx, topk_w, ex: PackedExperts, rsf: float, out: torch.Tensor, ws: MoEWorkspace, version: int=CUDA_VERSION,
                     marks: list|None=None, route: tuple|None=None):
-    "The four launches, two for a `TWO_LAUNCH_VERSION` at <= `SMALL_PAIRS` pairs (no checks, no host sync). v1 keeps act in fp32, v2+ as bf16 in the same workspace. `marks`: 5 CUDA events recorded around the launches (benchmark breakdown). `route`: see `moe_group_launch`."
+    "The four launches (no checks, no host sync). v1 keeps act in fp32, v2+ as bf16 in the same workspace. `marks`: 5 CUDA events recorded around the launches (benchmark breakdown). `route`: see `moe_group_launch`."
     T, k = topk_idx.shape
     P, E, H, I, d = T * k, ex.n_experts, ex.hidden, ex.inter, x.device.index
-    if P > SMALL_PAIRS: version = TWO_LAUNCH_VERSION.get(version, version)
     if T <= 8: version = ONE_PASS_VERSION.get(version, version)
     (fu, tu, ru), (fd, td, rd) = MOE_VERSIONS[version]
-    n_sm, pb = device_limits(d)['sms'] if None in (ru, rd) else 0, PERSISTENT_BLOCKS.get(version, BLOCKS_PER_SM)
-    sh = MOE_SHARED.get(version, 0)
-    ld = lambda fn, sig, src='moe_w4a16.cu': _kernel(fn, sig, d, src, sh)
+    n_sm = device_limits(d)['sms'] if None in (ru, rd) else 0
+    ld = lambda fn, sig, src='moe_w4a16.cu': _kernel(fn, sig, d, src)
     mark = (lambda i: marks[i].record()) if marks is not None else (lambda i: None)
     Y = min(E, P)
     mark(0)
-    if version in TWO_LAUNCH_VERSION:   # the routing launch (if any) picks the experts; the two launches group and combine
-        if route is not None: moe_group_launch(x, topk_idx, topk_w, E, ws, route)
-        mark(1)
-        ld(fu, _SIG_GU15)(x, H, I, k, T, E, topk_idx, ws.counts, ws.offsets, ws.hit, ws.n_hit, ws.sorted_pair, ws.pos, ex.gate_packed,
-                          ex.gate_scale, ex.up_packed, ex.up_scale, ws.act, grid=_launch_grid(ru, I, Y, n_sm, pb), block=tu, shared=sh)
-        mark(2)
-        ld(fd, _SIG_DN15)(ws.act, I, H, k, T, E, topk_idx, topk_w, ex.down_packed, ex.down_scale, ws.ybuf, ws.tile_done, float(rsf), out,
-                          grid=_launch_grid(rd, H, Y, n_sm, pb), block=td, shared=sh)
-        mark(3); mark(4)
-        return
     moe_group_launch(x, topk_idx, topk_w, E, ws, route)
     mark(1)
     ld(fu, _SIG_GU, MOE_SOURCES[version])(x, H, I, k, ws.sorted_pair, ws.offsets, ws.hit, ws.n_hit, ex.gate_packed, ex.gate_scale,
-                                     ex.up_packed, ex.up_scale, ws.act, grid=_launch_grid(ru, I, Y, n_sm, pb), block=tu, shared=sh)
+                                     ex.up_packed, ex.up_scale, ws.act, grid=_launch_grid(ru, I, Y, n_sm), block=tu)
     mark(2)
     ld(fd, _SIG_DOWN, MOE_SOURCES[version])(ws.act, I, H, ws.sorted_pair, topk_w, ws.offsets, ws.hit, ws.n_hit, ex.down_packed,
-                                    ex.down_scale, ws.ybuf, grid=_launch_grid(rd, H, Y, n_sm, pb), block=td, shared=sh)
+                                    ex.down_scale, ws.ybuf, grid=_launch_grid(rd, H, Y, n_sm), block=td)
     mark(3)
-    _kernel('moe_combine', _SIG_COMB, d)(ws.ybuf, ws.pos, T, k, H, float(rsf), out, grid=_combine_grid(T, H), block=256)
+    ld('moe_combine', _SIG_COMB)(ws.ybuf, ws.pos, T, k, H, float(rsf), out, grid=_combine_grid(T, H), block=256)
     mark(4)
 
 # %% ../nbs/03a_moe_w4a16.ipynb #e3b1d535

@@ -15,7 +15,6 @@
 // run (ddtree_nb.moe.moe_w4a16(..., version=v)); v11..v14 are here, one loop switched by template flags (v12: one lop3
 // per weight pair, v13: an expert's 8-token passes tile-major, v14: work shared out by cost); nbs/03a_moe_w4a16 picks
 // the default, CUDA_VERSION (14; v13's kernels at T <= 8).
-#include <climits>
 #include "moe_w4a16_common.cuh"
 
 
@@ -332,7 +331,7 @@ moe_combine(const float *__restrict__ ybuf, const int *__restrict__ pos, int T, 
 // One run of R consecutive row tiles (starting at row n0) of one expert with m tokens: tile r's sub-tile i is rows
 // n0 + r*RS + i*IS + {g, g + 8} of matrix W[i] (clamped to N - 1, outputs past N masked by `epi`). `xrow_of(t0, mt)`
 // gives this lane's x row for the 8-token tile at t0 (nullptr past mt); `epi(r, t0, mt, acc)` writes tile r.
-template <int NT, int NW, int RS, int IS, bool L3, bool TM, class XRow, class Epi, bool JX = false>
+template <int NT, int NW, int RS, int IS, bool L3, bool TM, class XRow, class Epi>
 __device__ __forceinline__ void v11_run(const uint4 *const (&W)[NT], const unsigned short *const (&S)[NT], int n0, int N, int G,
                                         int R, const int *mp, float *red, XRow xrow_of, Epi epi) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -360,8 +359,7 @@ __device__ __forceinline__ void v11_run(const uint4 *const (&W)[NT], const unsig
     load_w(A, 4 * warp + t);                             // in flight while the token chain below resolves
     const int start = mp[0], m = mp[1] - start, J = (m + 7) >> 3, NP = R * J;
     const uint4 *xrow = xrow_of(start, min(8, m));
-    const uint4 *cxrow = xrow;                           // JX: x of the chunk being computed, loaded right before its mma
-    if (!JX) load_chunk_x<NT>(A, xrow, 4 * warp + t, G);
+    load_chunk_x<NT>(A, xrow, 4 * warp + t, G);
     float acc[NT][4];
 #pragma unroll
     for (int i = 0; i < NT; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
@@ -378,12 +376,10 @@ __device__ __forceinline__ void v11_run(const uint4 *const (&W)[NT], const unsig
         }
         if (np < NP) {
             const int q = 4 * (warp + nj * NW) + t;
-            load_w(st, q);
-            if (!JX) load_chunk_x<NT>(st, xrow, q, G);
+            load_w(st, q); load_chunk_x<NT>(st, xrow, q, G);
         }
     };
-    auto finish = [&](StageV2<NT> &st) {
-        if (JX) load_chunk_x<NT>(st, cxrow, 4 * (warp + cj * NW) + t, G);
+    auto finish = [&](const StageV2<NT> &st) {
         v2_compute<NT, L3>(st, acc);
         if (++cj < nloc) return;
         cj = 0;
@@ -409,7 +405,6 @@ __device__ __forceinline__ void v11_run(const uint4 *const (&W)[NT], const unsig
         ++cp;
         if (TM) { if (++cq == J) { cq = 0; ++cr; } }
         else if (++cr == R) { cr = 0; ++cq; }
-        if (JX && J > 1 && cp < NP) cxrow = xrow_of(start + 8 * cq, min(8, m - 8 * cq));
     };
     while (true) {
         next(B); finish(A);
@@ -474,193 +469,20 @@ __device__ __forceinline__ void share_items(int nh, int tiles, const int *hit, c
     if constexpr (BAL) v14_items(nh, tiles, hit, offsets, run); else v11_items(nh, tiles, run);
 }
 
-// ---------------------------------------------------------------------------------------------------------
-// v16's loop: v11_run (tile-major, as v13) with the weights and scales streamed through a shared-memory ring by cp.async.
-// v11_run holds the next chunk in registers: 64 B of weights per thread, ~32 KB per SM, and down at T = 1 streamed its
-// 66 MB at ~2.2 TB/s, as if every chunk waited a full loaded-HBM latency. Here each thread copies its own slots of
-// RING_S stages, RING_S - 1 chunks ahead (no barrier: a thread reads back only what it copied itself), ~3x the bytes in
-// flight and no registers held for them; x stays one chunk ahead in registers. A scale (2 bytes) comes in the aligned
-// 4-byte word that holds it (sh: which half). Same chunks, same sums in the same order: the same bits as v13.
-// ---------------------------------------------------------------------------------------------------------
-#define RING_S 4                                 // stages
-#define RING_STAGE (128 * 2 * 2 * (16 + 4))      // bytes of a stage: 128 threads x 2 tiles x rows g, g + 8 x (16 B of weights + a scale word)
-
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool ok) {   // zero-fills when !ok
-    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
-}
-__device__ __forceinline__ void cp_async4(uint32_t dst, const void *src, bool ok) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" :: "r"(dst), "l"(src), "r"(ok ? 4 : 0) : "memory");
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
-__device__ __forceinline__ uint4 lds128(uint32_t a) {
-    uint4 v; asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a)); return v;
-}
-__device__ __forceinline__ uint32_t lds32(uint32_t a) { uint32_t v; asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(a)); return v; }
-
-extern __shared__ __align__(16) unsigned char moe_ring[];   // v16: RING_S * RING_STAGE bytes of dynamic shared memory
-
-template <int NT, int NW, int RS, int IS, int NS, class XRow, class Epi>
-__device__ __forceinline__ void ring_run(const uint4 *const (&W)[NT], const unsigned short *const (&S)[NT], int n0, int N, int G,
-                                         int R, const int *mp, float *red, XRow xrow_of, Epi epi) {
-    constexpr int NTH = NW * 32, WB = NT * 2 * 16 * NTH;
-    static_assert(NT * 2 * (16 + 4) * NTH == RING_STAGE, "one stage: NT x 2 rows x (a uint4 + a scale word) per thread");
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-    const int nloc = (((G + 3) >> 2) + NW - 1) / NW;
-    const uint32_t ring = (uint32_t)__cvta_generic_to_shared(moe_ring);
-    auto row = [&](int r, int i, int rr) { return min(n0 + r * RS + i * IS + 8 * rr + g, N - 1); };
-    // copies: chunk lj of pass lp of tile lr into stage ls; `total` chunks are known to exist (tile 0's first pass until
-    // the token count is read); one commit group per call, empty past the end, so wait_group<NS - 1> is always "the
-    // oldest chunk has landed"
-    uint32_t lo[NT][2];
-    auto rows = [&](int r) {
-#pragma unroll
-        for (int i = 0; i < NT; ++i)
-#pragma unroll
-            for (int rr = 0; rr < 2; ++rr) lo[i][rr] = (uint32_t)row(r, i, rr) * (uint32_t)G;
-    };
-    rows(0);
-    int lj = 0, lp = 0, lr = 0, ls = 0, nl = 0, total = nloc, J = 1;
-    auto issue = [&]() {
-        if (nl < total) {
-            if (lj == nloc) { lj = 0; if (++lp == J) { lp = 0; rows(++lr); } }
-            const int q = 4 * (warp + lj * NW) + t;
-            const bool ok = q < G;
-            const uint32_t st = ring + ls * RING_STAGE;
-#pragma unroll
-            for (int i = 0; i < NT; ++i)
-#pragma unroll
-                for (int rr = 0; rr < 2; ++rr) {
-                    const int c = (i * 2 + rr) * NTH + tid, qq = ok ? q : 0;
-                    cp_async16(st + c * 16, W[i] + lo[i][rr] + qq, ok);
-                    cp_async4(st + WB + c * 4, reinterpret_cast<const void *>(reinterpret_cast<uintptr_t>(S[i] + lo[i][rr] + qq) & ~(uintptr_t)3), ok);
-                }
-            ++lj;
-            if (++ls == NS) ls = 0;
-        }
-        cp_commit();
-        ++nl;
-    };
-    const int pro = min(NS - 1, nloc);
-    for (int i = 0; i < pro; ++i) issue();                 // in flight while the token chain below resolves
-    const int start = mp[0], m = mp[1] - start, NP = R * ((m + 7) >> 3);
-    J = (m + 7) >> 3;
-    total = NP * nloc;
-    for (int i = pro; i < NS - 1; ++i) issue();
-    // x: one chunk ahead in registers (chunk xj of pass xp, pair xn)
-    const uint4 *xrow = xrow_of(start, min(8, m));
-    int xj = 0, xp = 0, xn = 0;
-    auto load_x = [&](uint4 (&X)[4]) {
-        const int q = 4 * (warp + xj * NW) + t;
-        const bool ok = xn < NP && q < G && xrow != nullptr;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) X[j] = ok ? __ldg(xrow + 4 * q + j) : make_uint4(0, 0, 0, 0);
-        if (++xj == nloc) { xj = 0; ++xn; if (++xp == J) xp = 0; if (J > 1 && xn < NP) xrow = xrow_of(start + 8 * xp, min(8, m - 8 * xp)); }
-    };
-    uint32_t sh[NT][2];                                  // bit offset of each row's scale in its word, for the tile computed
-    auto shifts = [&](int r) {
-#pragma unroll
-        for (int i = 0; i < NT; ++i)
-#pragma unroll
-            for (int rr = 0; rr < 2; ++rr)
-                sh[i][rr] = (uint32_t)((((reinterpret_cast<uintptr_t>(S[i] + (size_t)row(r, i, rr) * G)) >> 1) + t) & 1) << 4;
-    };
-    shifts(0);
-    float acc[NT][4];
-#pragma unroll
-    for (int i = 0; i < NT; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
-    int cj = 0, cp = 0, cr = 0, cq = 0, cs = 0;
-    auto step = [&](const uint4 (&Xc)[4], uint4 (&Xn)[4]) {
-        issue();
-        load_x(Xn);
-        cp_wait<NS - 1>();
-        StageV2<NT> st;
-        const uint32_t sb = ring + cs * RING_STAGE;
-#pragma unroll
-        for (int i = 0; i < NT; ++i)
-#pragma unroll
-            for (int rr = 0; rr < 2; ++rr) {
-                const int c = (i * 2 + rr) * NTH + tid;
-                st.w[i][rr] = lds128(sb + c * 16);
-                st.s[i][rr] = (lds32(sb + WB + c * 4) >> sh[i][rr]) & 0xFFFFu;
-            }
-#pragma unroll
-        for (int j = 0; j < 4; ++j) st.x[j] = Xc[j];
-        v2_compute<NT, true>(st, acc);
-        if (++cs == NS) cs = 0;
-        if (++cj < nloc) return;
-        cj = 0;                                          // the tile's pass is done: reduce over the warps, as v11_run
-        float *slot = red + (cp & 1) * (NW * NT * 4 * 32);
-#pragma unroll
-        for (int i = 0; i < NT; ++i)
-#pragma unroll
-            for (int q = 0; q < 4; ++q) { slot[((warp * NT + i) * 4 + q) * 32 + lane] = acc[i][q]; acc[i][q] = 0.f; }
-        __syncthreads();
-        if (warp == (cp & (NW - 1))) {
-            float s[NT][4];
-#pragma unroll
-            for (int i = 0; i < NT; ++i)
-#pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    float v = 0.f;
-#pragma unroll
-                    for (int w = 0; w < NW; ++w) v += slot[((w * NT + i) * 4 + q) * 32 + lane];
-                    s[i][q] = v;
-                }
-            epi(cr, 8 * cq, min(8, m - 8 * cq), s);
-        }
-        ++cp;
-        if (++cq == J) { cq = 0; ++cr; shifts(cr); }
-    };
-    uint4 X0[4], X1[4];
-    load_x(X0);
-    while (true) {
-        step(X0, X1);
-        if (cp >= NP) break;
-        step(X1, X0);
-        if (cp >= NP) break;
-    }
-    cp_wait<0>();
-    __syncthreads();   // the slots start over with the next run
-}
-
-// a run of gate/up (RS 16, IS 0) or down (RS 32, IS 16) tiles: v11_run (RING 0), or ring_run with RING stages (v16)
-template <int RING, bool L3, bool TM, int RS, int IS, class XRow, class Epi>
-__device__ __forceinline__ void run_of(const uint4 *const (&W)[2], const unsigned short *const (&S)[2], int n0, int N, int G, int R,
-                                       const int *mp, float *red, XRow xrow, Epi epi) {
-    if constexpr (RING > 0) ring_run<2, 4, RS, IS, RING>(W, S, n0, N, G, R, mp, red, xrow, epi);
-    else if constexpr (RING < 0) v11_run<2, 4, RS, IS, L3, TM, XRow, Epi, true>(W, S, n0, N, G, R, mp, red, xrow, epi);   // x just in time
-    else v11_run<2, 4, RS, IS, L3, TM>(W, S, n0, N, G, R, mp, red, xrow, epi);
-}
-
-// Where a gate/up or down block finds the pairs grouped by expert: the workspace written by the grouping launch (v11-v14),
-// or the block's own shared-memory grouping (v15). span(y, e): {first slot, end} of hit expert y (expert e).
-struct GlobalGroups {
-    const int *n_hit, *hit, *offsets, *sorted_pair;
-    __device__ __forceinline__ int nh() const { return n_hit[0]; }
-    __device__ __forceinline__ int expert(int y) const { return hit[y]; }
-    __device__ __forceinline__ const int *span(int, int e) const { return offsets + e; }
-    __device__ __forceinline__ int pair(int slot) const { return sorted_pair[slot]; }
-};
-
-template <bool L3, bool TM, bool BAL, int RING = 0, class Grp>
-__device__ __forceinline__ void gate_up_body(const Grp &gp, const bf16 *__restrict__ x, int H, int I, int k, const int *hit,
-        const int *offsets, const uint4 *__restrict__ gate_packed, const bf16 *__restrict__ gate_scale,
-        const uint4 *__restrict__ up_packed, const bf16 *__restrict__ up_scale, bf16 *__restrict__ act) {
+template <bool L3, bool TM, bool BAL> __device__ __forceinline__ void gate_up_v11(GU_ARGS) {
     __shared__ float red[2 * 4 * 2 * 4 * 32];
     const int G = H / 32;
-    share_items<BAL>(gp.nh(), (I + 15) >> 4, hit, offsets, [&](int y, int r0, int R) {
-        const int e = gp.expert(y);
+    share_items<BAL>(n_hit[0], (I + 15) >> 4, hit, offsets, [&](int y, int r0, int R) {
+        const int e = hit[y];
         const size_t base = (size_t)e * I * G;
         const uint4 *const W[2] = {gate_packed + base, up_packed + base};
         const unsigned short *const S[2] = {reinterpret_cast<const unsigned short *>(gate_scale) + base,
                                             reinterpret_cast<const unsigned short *>(up_scale) + base};
         const int n0 = r0 * 16, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-        const int *sp = gp.span(y, e);
-        auto xrow = [&](int s0, int mt) { return g < mt ? reinterpret_cast<const uint4 *>(x + (size_t)(gp.pair(s0 + g) / k) * H) : nullptr; };
-        run_of<RING, L3, TM, 16, 0>(W, S, n0, I, G, R, sp, red, xrow,
+        v11_run<2, 4, 16, 0, L3, TM>(W, S, n0, I, G, R, offsets + e, red,
+            [&](int s0, int mt) { return g < mt ? reinterpret_cast<const uint4 *>(x + (size_t)(sorted_pair[s0 + g] / k) * H) : nullptr; },
             [&](int r, int t0, int mt, const float (&s)[2][4]) {
-                const int slot0 = sp[0] + t0;
+                const int slot0 = offsets[e] + t0;
 #pragma unroll
                 for (int q = 0; q < 4; ++q) {   // c0,c1: row g, tokens 2t, 2t+1; c2,c3: row g+8
                     const int n = n0 + 16 * r + g + (q >= 2 ? 8 : 0), tok = 2 * t + (q & 1);
@@ -669,42 +491,30 @@ __device__ __forceinline__ void gate_up_body(const Grp &gp, const bf16 *__restri
             });
     });
 }
-template <bool L3, bool TM, bool BAL, int RING = 0> __device__ __forceinline__ void gate_up_v11(GU_ARGS) {
-    gate_up_body<L3, TM, BAL, RING>(GlobalGroups{n_hit, hit, offsets, sorted_pair}, x, H, I, k, hit, offsets, gate_packed, gate_scale,
-                              up_packed, up_scale, act);
-}
 
-template <bool L3, bool TM, bool BAL, int RING = 0, class Grp>
-__device__ __forceinline__ void down_body(const Grp &gp, const bf16 *__restrict__ act, int I, int H, const float *__restrict__ topk_w,
-        const int *hit, const int *offsets, const uint4 *__restrict__ down_packed, const bf16 *__restrict__ down_scale,
-        float *__restrict__ ybuf) {
+template <bool L3, bool TM, bool BAL> __device__ __forceinline__ void down_v11(DN_ARGS) {
     __shared__ float red[2 * 4 * 2 * 4 * 32];
     const int G = I / 32;
-    share_items<BAL>(gp.nh(), (H + 31) >> 5, hit, offsets, [&](int y, int r0, int R) {
-        const int e = gp.expert(y);
+    share_items<BAL>(n_hit[0], (H + 31) >> 5, hit, offsets, [&](int y, int r0, int R) {
+        const int e = hit[y];
         const size_t base = (size_t)e * H * G;
         const uint4 *const W[2] = {down_packed + base, down_packed + base};
         const unsigned short *const S[2] = {reinterpret_cast<const unsigned short *>(down_scale) + base,
                                             reinterpret_cast<const unsigned short *>(down_scale) + base};
         const int n0 = r0 * 32, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-        const int *sp = gp.span(y, e);
-        auto xrow = [&](int s0, int mt) { return g < mt ? reinterpret_cast<const uint4 *>(act + (size_t)(s0 + g) * I) : nullptr; };
-        run_of<RING, L3, TM, 32, 16>(W, S, n0, H, G, R, sp, red, xrow,
+        v11_run<2, 4, 32, 16, L3, TM>(W, S, n0, H, G, R, offsets + e, red,
+            [&](int s0, int mt) { return g < mt ? reinterpret_cast<const uint4 *>(act + (size_t)(s0 + g) * I) : nullptr; },
             [&](int r, int t0, int mt, const float (&s)[2][4]) {
-                const int slot0 = sp[0] + t0;
+                const int slot0 = offsets[e] + t0;
 #pragma unroll
                 for (int i = 0; i < 2; ++i)
 #pragma unroll
                     for (int q = 0; q < 4; ++q) {
                         const int n = n0 + 32 * r + 16 * i + g + (q >= 2 ? 8 : 0), tok = 2 * t + (q & 1);
-                        if (n < H && tok < mt) ybuf[(size_t)(slot0 + tok) * H + n] = topk_w[gp.pair(slot0 + tok)] * s[i][q];
+                        if (n < H && tok < mt) ybuf[(size_t)(slot0 + tok) * H + n] = topk_w[sorted_pair[slot0 + tok]] * s[i][q];
                     }
             });
     });
-}
-template <bool L3, bool TM, bool BAL, int RING = 0> __device__ __forceinline__ void down_v11(DN_ARGS) {
-    down_body<L3, TM, BAL, RING>(GlobalGroups{n_hit, hit, offsets, sorted_pair}, act, I, H, topk_w, hit, offsets, down_packed, down_scale,
-                           ybuf);
 }
 
 // v12 = v11 with the dequantisation's mask and exponent in one lop3 (dq_pair_l3): the same bits, 64 fewer integer
@@ -719,162 +529,3 @@ extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v13(DN_ARGS) { dow
 // v14 = v13 sharing the work out by cost (v14_items); launched only above 8 tokens (ONE_PASS_VERSION: v13 below)
 extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v14(GU_ARGS) { gate_up_v11<true, true, true>(GU_PASS); }
 extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v14(DN_ARGS) { down_v11<true, true, true>(DN_PASS); }
-
-// =========================================================================================================
-// v15 (small T): two launches instead of four. At T = 1 the grouping and combine launches took 8.7 of ~77 µs
-// (bench_moe.py), and every gate/up and down block then walked n_hit -> hit -> offsets -> sorted_pair through L2 before
-// its first tokens. With at most SMALL_P pairs (T <= 8 tokens of top-8) each block groups the pairs itself in shared
-// memory (group_small: a pair's slot is its rank by (expert, pair), so every block gets the same slots), and
-//   * moe_gate_up_v15: v13's gate/up on that grouping; block 0 also writes it to the workspace (counts, offsets, hit,
-//     n_hit, sorted_pair, pos: what moe_group would have written, pairs in order within an expert);
-//   * moe_down_v15: v13's down, then a ticket per (expert, row tile) the block wrote; the n_hit-th ticket of a tile sums
-//     its rows for every token in j order, as moe_combine does (the same bits), and sets the ticket back to 0 for the next
-//     launch (a CUDA graph replays it as is). (First written with the ticket taken by the writing warp inside the
-//     streaming loop: its fence waited for the chunks in flight, down took 38.8 µs instead of 29.3 at T = 1.)
-// v16: v15 on ring_run's cp.async ring.
-// Shares out work by count (v13): T <= 8 is one 8-token pass per expert unless a token repeats an expert.
-// =========================================================================================================
-#define SMALL_P 64
-
-struct SmallGroups {                                     // shared memory; slots 0..n_valid-1 sorted by (expert, pair)
-    int key[SMALL_P], sorted[SMALL_P], pos[SMALL_P], hit[SMALL_P], off[SMALL_P + 1], n;
-};
-
-// The grouping of P <= SMALL_P pairs (blockDim.x >= SMALL_P): key = expert * 64 + pair (INT_MAX if the id is not in
-// [0, E): such a pair gets pos -1 and no slot), rank by counting the smaller keys; then warp 0 finds where each expert
-// starts (ballots over the sorted slots). Ends with __syncthreads.
-__device__ __forceinline__ void group_small(const int *__restrict__ topk_idx, int P, int E, SmallGroups &sg) {
-    const int tid = threadIdx.x;
-    if (tid < P) { const int e = topk_idx[tid]; sg.key[tid] = e >= 0 && e < E ? e * SMALL_P + tid : INT_MAX; }
-    __syncthreads();
-    if (tid < P) {
-        const int key = sg.key[tid];
-        int r = 0;
-        for (int q = 0; q < P; ++q) r += sg.key[q] < key;
-        if (key != INT_MAX) sg.sorted[r] = tid;
-        sg.pos[tid] = key != INT_MAX ? r : -1;
-    }
-    __syncthreads();
-    if (tid < 32) {
-        int nv = 0, base = 0;
-#pragma unroll
-        for (int h = 0; h < SMALL_P; h += 32) nv += __popc(__ballot_sync(0xffffffffu, h + tid < P && sg.key[h + tid] != INT_MAX));
-#pragma unroll
-        for (int h = 0; h < SMALL_P; h += 32) {
-            const int r = h + tid, er = r < nv ? sg.key[sg.sorted[r]] / SMALL_P : -1;
-            const bool first = r < nv && (r == 0 || sg.key[sg.sorted[r - 1]] / SMALL_P != er);
-            const unsigned m = __ballot_sync(0xffffffffu, first);
-            if (first) { const int y = base + __popc(m & ((1u << tid) - 1)); sg.hit[y] = er; sg.off[y] = r; }
-            base += __popc(m);
-        }
-        if (tid == 0) { sg.off[base] = nv; sg.n = base; }
-    }
-    __syncthreads();
-}
-
-struct SmemGroups {
-    const SmallGroups &g;
-    __device__ __forceinline__ int nh() const { return g.n; }
-    __device__ __forceinline__ int expert(int y) const { return g.hit[y]; }
-    __device__ __forceinline__ const int *span(int y, int) const { return g.off + y; }
-    __device__ __forceinline__ int pair(int slot) const { return g.sorted[slot]; }
-};
-
-// what moe_group writes, from a block's SmallGroups (offsets[e]: the first hit expert >= e by binary search)
-__device__ __forceinline__ void publish_small(const SmallGroups &sg, int P, int E, int *counts, int *offsets, int *hit, int *n_hit,
-                                              int *sorted_pair, int *pos) {
-    const int nh = sg.n, nv = sg.off[nh];
-    for (int e = threadIdx.x; e <= E; e += blockDim.x) {
-        int a = 0, b = nh;
-        while (a < b) { const int m = (a + b) >> 1; if (sg.hit[m] < e) a = m + 1; else b = m; }
-        offsets[e] = sg.off[a];
-        if (e < E) counts[e] = a < nh && sg.hit[a] == e ? sg.off[a + 1] - sg.off[a] : 0;
-    }
-    for (int y = threadIdx.x; y < nh; y += blockDim.x) hit[y] = sg.hit[y];
-    for (int p = threadIdx.x; p < P; p += blockDim.x) { pos[p] = sg.pos[p]; if (p < nv) sorted_pair[p] = sg.sorted[p]; }
-    if (threadIdx.x == 0) n_hit[0] = nh;
-}
-
-#define GU2_ARGS const bf16 *__restrict__ x, int H, int I, int k, int T, int E, const int *__restrict__ topk_idx, \
-    int *__restrict__ counts, int *__restrict__ offsets, int *__restrict__ hit, int *__restrict__ n_hit, int *__restrict__ sorted_pair, \
-    int *__restrict__ pos, const uint4 *__restrict__ gate_packed, const bf16 *__restrict__ gate_scale, \
-    const uint4 *__restrict__ up_packed, const bf16 *__restrict__ up_scale, bf16 *__restrict__ act
-#define GU2_PASS x, H, I, k, T, E, topk_idx, counts, offsets, hit, n_hit, sorted_pair, pos, gate_packed, gate_scale, up_packed, up_scale, act
-#define DN2_ARGS const bf16 *__restrict__ act, int I, int H, int k, int T, int E, const int *__restrict__ topk_idx, \
-    const float *__restrict__ topk_w, const uint4 *__restrict__ down_packed, const bf16 *__restrict__ down_scale, \
-    float *__restrict__ ybuf, int *__restrict__ tile_done, float rsf, bf16 *__restrict__ out
-#define DN2_PASS act, I, H, k, T, E, topk_idx, topk_w, down_packed, down_scale, ybuf, tile_done, rsf, out
-
-template <int RING> __device__ __forceinline__ void gate_up_two(GU2_ARGS) {
-    __shared__ SmallGroups sg;
-    group_small(topk_idx, T * k, E, sg);
-    if (blockIdx.x == 0) publish_small(sg, T * k, E, counts, offsets, hit, n_hit, sorted_pair, pos);
-    gate_up_body<true, true, false, RING>(SmemGroups{sg}, x, H, I, k, nullptr, nullptr, gate_packed, gate_scale, up_packed, up_scale, act);
-}
-
-// After its items, a block takes one ticket per (expert, row tile) item it wrote (v11_items' share: item i is row tile
-// i % tiles); the n_hit-th ticket of a tile combines it: every token's 32 rows summed in j order, as moe_combine does.
-// Tickets are taken once the block's work is done: a fence inside the streaming loop would wait for the chunks in flight.
-template <int RING> __device__ __forceinline__ void down_two(DN2_ARGS) {
-    __shared__ SmallGroups sg;
-    __shared__ int lt[32], nlast;
-    group_small(topk_idx, T * k, E, sg);
-    const int nh = sg.n, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, tiles = (H + 31) >> 5;
-    if (nh == 0) {                                       // no valid pair: nothing streams, every output is rsf * 0 (as moe_combine)
-        for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < T * H; i += gridDim.x * blockDim.x) out[i] = __float2bfloat16(rsf * 0.f);
-        return;
-    }
-    down_body<true, true, false, RING>(SmemGroups{sg}, act, I, H, topk_w, nullptr, nullptr, down_packed, down_scale, ybuf);
-    __syncthreads();
-    const long long items = (long long)nh * tiles;
-    const int a = (int)(items * blockIdx.x / gridDim.x), b = (int)(items * (blockIdx.x + 1) / gridDim.x);
-    for (int i0 = a; i0 < b; i0 += 32) {
-        if (warp == 0) {
-            __threadfence();                             // release: this block's rows of ybuf (ordered by the barrier above)
-            const int i = i0 + lane, tile = i % tiles;
-            const bool last = i < b && atomicAdd(tile_done + tile, 1) == nh - 1;
-            const unsigned m = __ballot_sync(0xffffffffu, last);
-            if (last) lt[__popc(m & ((1u << lane) - 1))] = tile;
-            if (lane == 0) nlast = __popc(m);
-            __threadfence();                             // acquire: the other experts' rows, seen through their tickets
-        }
-        __syncthreads();
-        for (int o = threadIdx.x; o < nlast * T * 32; o += blockDim.x) {   // (tile, token, row): k loads each, 8 at a time in flight
-            const int u = o / (T * 32), t = o / 32 % T, n = lt[u] * 32 + (o & 31);
-            if (n >= H) continue;
-            float s = 0.f;
-            for (int j0 = 0; j0 < k; j0 += 8) {
-                float v[8];
-#pragma unroll
-                for (int j = 0; j < 8; ++j) { const int slot = j0 + j < k ? sg.pos[t * k + j0 + j] : -1; v[j] = slot >= 0 ? __ldcg(ybuf + (size_t)slot * H + n) : 0.f; }
-#pragma unroll
-                for (int j = 0; j < 8; ++j) if (j0 + j < k && sg.pos[t * k + j0 + j] >= 0) s += v[j];   // moe_combine's sum, in order
-            }
-            out[(size_t)t * H + n] = __float2bfloat16(rsf * s);
-        }
-        if (threadIdx.x < nlast) tile_done[lt[threadIdx.x]] = 0;   // back to 0 for the next launch (a graph replays it as is)
-        __syncthreads();
-    }
-}
-
-extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v15(GU2_ARGS) { gate_up_two<0>(GU2_PASS); }
-extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v15(DN2_ARGS) { down_two<0>(DN2_PASS); }
-// v16 = v15 streaming through ring_run's cp.async ring (RING_S * RING_STAGE bytes of dynamic shared memory a block)
-extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v16(GU2_ARGS) { gate_up_two<RING_S>(GU2_PASS); }
-extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v16(DN2_ARGS) { down_two<RING_S>(DN2_PASS); }
-// experiment (not registered in moe.py): v16 with a 2- and a 3-stage ring
-extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_x2(GU2_ARGS) { gate_up_two<2>(GU2_PASS); }
-extern "C" __global__ void __launch_bounds__(128, 4) moe_down_x2(DN2_ARGS) { down_two<2>(DN2_PASS); }
-extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_x3(GU2_ARGS) { gate_up_two<3>(GU2_PASS); }
-extern "C" __global__ void __launch_bounds__(128, 4) moe_down_x3(DN2_ARGS) { down_two<3>(DN2_PASS); }
-// v18 / v19 = v13 / v14 with x loaded right before its mma (from L1: every block of an SM reads the same rows) instead of a
-// chunk ahead in registers: 16 fewer registers a thread, so 5 blocks (20 warps) fit an SM instead of 4
-extern "C" __global__ void __launch_bounds__(128, 5) moe_gate_up_v18(GU_ARGS) { gate_up_v11<true, true, false, -1>(GU_PASS); }
-extern "C" __global__ void __launch_bounds__(128, 5) moe_down_v18(DN_ARGS) { down_v11<true, true, false, -1>(DN_PASS); }
-extern "C" __global__ void __launch_bounds__(128, 5) moe_gate_up_v19(GU_ARGS) { gate_up_v11<true, true, true, -1>(GU_PASS); }
-extern "C" __global__ void __launch_bounds__(128, 5) moe_down_v19(DN_ARGS) { down_v11<true, true, true, -1>(DN_PASS); }
-extern "C" __global__ void __launch_bounds__(128, 6) moe_gate_up_x6(GU_ARGS) { gate_up_v11<true, true, false, -1>(GU_PASS); }   // experiment
-extern "C" __global__ void __launch_bounds__(128, 6) moe_down_x6(DN_ARGS) { down_v11<true, true, false, -1>(DN_PASS); }
-// v17 = v14 (four launches, work shared out by cost) on the ring: what v16 runs above SMALL_P pairs if the ring pays there
-extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v17(GU_ARGS) { gate_up_v11<true, true, true, RING_S>(GU_PASS); }
-extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v17(DN_ARGS) { down_v11<true, true, true, RING_S>(DN_PASS); }
