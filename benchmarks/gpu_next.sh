@@ -21,7 +21,7 @@ part=${1:?part: validate, long, long_run, bench, sanitize, sanitize_kernels, tre
 out=${2:-${OUT:-/tmp}}
 mkdir -p "$out" && out=$(cd "$out" && pwd)
 cd "$(dirname "$0")/.."
-commit=$(git rev-parse --short HEAD 2>/dev/null || cat .device/commit 2>/dev/null || echo unknown)
+commit=${DDTREE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || cat .device/commit 2>/dev/null || echo unknown)}
 log="$out/gpu_next.log"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 step() {   # step NAME SECONDS CMD...: run with a timeout, log the exit code and time

@@ -44,7 +44,7 @@ log="$out/gpu_tests.log"
   echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
   echo "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null)"
   echo "torch: $(python3 -c 'import torch; print(torch.__version__)')"
-  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || cat .device/commit 2>/dev/null || echo unknown)"
+  echo "commit: ${DDTREE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || cat .device/commit 2>/dev/null || echo unknown)}"
   echo "notebooks: ${names[*]:-all}"
   echo "env: OMP_NUM_THREADS=$OMP_NUM_THREADS workers=$workers of $ncpu cores, timeout ${limit} s," \
        "DDTREE_FUZZ_SECONDS=${DDTREE_FUZZ_SECONDS:-default} DDTREE_LONG_RUN_TOKENS=${DDTREE_LONG_RUN_TOKENS:-default}"

@@ -27,7 +27,7 @@ export DDTREE_FUZZ_SECONDS=${DDTREE_FUZZ_SECONDS:-10} DDTREE_LONG_RUN_TOKENS=${D
   echo "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null)"
   echo "sanitizer: $("$CS" --version 2>/dev/null | tail -1)"
   echo "torch: $(python3 -c 'import torch; print(torch.__version__)')"
-  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || cat .device/commit 2>/dev/null || echo unknown)"
+  echo "commit: ${DDTREE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || cat .device/commit 2>/dev/null || echo unknown)}"
   echo "notebooks: $nbs"
   echo "env: PYTORCH_NO_CUDA_MEMORY_CACHING=1 OMP_NUM_THREADS=$OMP_NUM_THREADS DDTREE_FUZZ_SECONDS=$DDTREE_FUZZ_SECONDS DDTREE_LONG_RUN_TOKENS=$DDTREE_LONG_RUN_TOKENS"
   echo

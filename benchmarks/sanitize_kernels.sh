@@ -73,7 +73,7 @@ mkdir -p "$out" && out=$(cd "$out" && pwd)
   echo "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)"
   echo "sanitizer: $("$CS" --version 2>/dev/null | tail -1)"
   echo "torch: $($PY -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)' 2>/dev/null)"
-  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || cat .device/commit 2>/dev/null || echo unknown)"
+  echo "commit: ${DDTREE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || cat .device/commit 2>/dev/null || echo unknown)}"
   echo "command: bash benchmarks/sanitize_kernels.sh $out${KERNELS:+ (KERNELS=$KERNELS)}"
   echo "env: PYTORCH_NO_CUDA_MEMORY_CACHING=1"
   echo "kernel filter: $use_filters (initcheck: none)"
