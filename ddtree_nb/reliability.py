@@ -590,14 +590,17 @@ def _check_verify(case, backend):
         Parg = torch.tensor([P], dtype=torch.int32, device='cuda') if case['tensor_prefix'] else P
         out = torch.full(ql.shape, float('nan'), dtype=torch.bfloat16, device='cuda')
         lse = torch.full(ql.shape[:2], float('nan'), dtype=torch.float32, device='cuda')
-        o, l = mla_tree_attention(ql, qp, kv, Parg, bits.cuda(), scale, out=out, lse=lse)
+        o, l = mla_tree_attention(ql, qp, kv, Parg, bits.cuda(), scale, out=out, lse=lse, impl=case.get('impl', 'v2'))
         tol = 1e-2
     return compare_verify(o, l, ro, rl, tol)
 
-def fuzz_verify(seconds: float=5.0, seed: int=0, backend: str='ref', out_dir=None, max_cases: int|None=None) -> dict:
-    "Fuzz tree-masked MLA attention: `'ref'` checks the torch face against brute force; `'cuda'` the kernel against fp64."
+def fuzz_verify(seconds: float=5.0, seed: int=0, backend: str='ref', out_dir=None, max_cases: int|None=None, impl: str='v2') -> dict:
+    "Fuzz tree-masked MLA attention: `'ref'` checks the torch face against brute force; `'cuda'` the kernel `impl` ('v2', 'sm90', 'auto') against fp64."
     if backend not in ('ref', 'cuda'): raise ValueError(f"backend must be 'ref' or 'cuda', got {backend!r}")
-    return _fuzz(f'verify_{backend}', lambda g: _verify_case(g, backend == 'ref'), lambda c: _check_verify(c, backend), seconds, seed, out_dir, max_cases)
+    if impl not in ('v2', 'sm90', 'auto') or (backend == 'ref' and impl != 'v2'):
+        raise ValueError(f"impl must be 'v2', 'sm90' or 'auto' (a kernel: backend='cuda'), got {impl!r} with backend={backend!r}")
+    make = lambda g: {**_verify_case(g, backend == 'ref'), **({} if impl == 'v2' else {'impl': impl})}   # a saved case replays on its kernel
+    return _fuzz(f'verify_{backend}' + ('' if impl == 'v2' else f'_{impl}'), make, lambda c: _check_verify(c, backend), seconds, seed, out_dir, max_cases)
 
 # %% ../nbs/08_reliability.ipynb #1e8717db
 class _LengthCache:
@@ -681,7 +684,7 @@ def fuzz_generate(seconds: float=10.0, seed: int=0, out_dir=None, max_cases: int
 # %% ../nbs/08_reliability.ipynb #0207441a
 _CHECKS = {'tree_ref': _check_tree_ref, 'tree_cuda': _check_tree_cuda,
            'accept_ref': lambda c: _check_accept(c, 'ref'), 'accept_cuda': lambda c: _check_accept(c, 'cuda'),
-           'verify_ref': lambda c: _check_verify(c, 'ref'), 'verify_cuda': lambda c: _check_verify(c, 'cuda'),
+           'verify_ref': lambda c: _check_verify(c, 'ref'), **{k: lambda c: _check_verify(c, 'cuda') for k in ('verify_cuda', 'verify_cuda_sm90', 'verify_cuda_auto')},
            'generate': _check_generate, 'generate_cuda': lambda c: _check_generate(c, 'cuda'),
            'generate_eager_cuda': lambda c: _check_generate(c, 'eager_cuda')}
 
