@@ -168,6 +168,7 @@ case('tree_budget0', 'tree', ['tb_tree'], 'B=0: only tb_tree runs')(lambda: _tre
 
 # ---- verify attention (nbs/03)
 def _verify_run(T, H, P, kind='tree', seed=0, pad=8, device_prefix=False, uint32=False, words=None, **kw):
+    kw = {'impl': 'v2', **kw}   # v2 unless asked: on an sm_90 GPU the default ('auto') is the sm_90a kernel, which verify_sm90 covers
     import torch
     from ddtree_nb.verify import DC, DR, DQK, mla_tree_attention, vis_to_bits
     from ddtree_nb.reliability import verify_error, tree_parents
@@ -205,7 +206,7 @@ def _verify_edge(edge: dict, paths: list, seed: int):
     for kw in paths:
         o = torch.full_like(a['q_latent'], float('nan'))
         l = torch.full(a['q_latent'].shape[:2], float('nan'), device=DEV)
-        mla_tree_attention(**a, out=o, lse=l, backend=BACKEND, **kw)
+        mla_tree_attention(**a, out=o, lse=l, backend=BACKEND, **{'impl': 'v2', **kw})
         sync()
         check_edge_case(a, o, l, nan_slots=edge.get('nan_slots', ()))
     return f"{len(paths)} paths"

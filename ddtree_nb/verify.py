@@ -231,7 +231,7 @@ def check_workspace(workspace, splits: int, M: int, device):
 def _pick_impl(impl: str, dev: int, version: int, config) -> str:
     "'v2' or 'sm90' for the requested `impl` on CUDA device `dev`; 'sm90' on a GPU that cannot run it raises `CudaUnavailable`."
     if impl not in IMPLS: raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
-    if impl == 'v2': return impl                      # the default costs no device query
+    if impl == 'v2': return impl                      # costs no device query
     fits = sm90_fits(device_arch(dev), device_limits(dev)['smem_block'])
     if impl == 'auto': return 'sm90' if fits and version == 2 and config is None else 'v2'
     if impl == 'sm90':
@@ -241,7 +241,7 @@ def _pick_impl(impl: str, dev: int, version: int, config) -> str:
 
 # %% ../nbs/03_verify.ipynb #add44250
 def _verify_cuda(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, version=2, config=None, splits=None, workspace=None,
-                 impl='v2', pv_n=SM90_PV_N):
+                 impl='auto', pv_n=SM90_PV_N):
     "Cuda face: launch v1, v2 or the sm_90a kernel (+ the split combine) on the engine stream, with the tensors' GPU current."
     require_cuda()
     T, H, _ = q_latent.shape
@@ -282,7 +282,7 @@ def mla_tree_attention(q_latent: torch.Tensor,  # [T, H, 512] queries with W_UK 
                        out: torch.Tensor|None=None,  # [T, H, 512] preallocated output (same dtype as q)
                        lse: torch.Tensor|None=None,  # [T, H] fp32 preallocated log-sum-exp
                        backend: str='cuda',     # 'cuda' (the kernel) or 'torch' (the reference)
-                       **kw,                    # cuda only: version=2 (1 = CUDA-core kernel), config=(BM, BN, stages), splits, workspace, impl='v2' ('sm90': wgmma kernel, sm_90 only; 'auto'), pv_n
+                       **kw,                    # cuda only: version=2 (1 = CUDA-core kernel), config=(BM, BN, stages), splits, workspace, impl='auto' (the sm_90a wgmma kernel on an sm_90 GPU, else v2; or 'v2', 'sm90'), pv_n
                       ) -> tuple:               # (out [T, H, 512], lse [T, H] fp32, natural log)
     "Tree-masked absorbed-MLA attention of `T` tree tokens over the latent cache layer `kv`."
     T, H, S, W = check_verify_inputs(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, backend)
