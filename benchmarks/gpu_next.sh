@@ -53,9 +53,9 @@ case $part in
     step ncu_pages 200 bash -c "ncu -i '$out/tree.ncu-rep' --page details > '$out/ncu_tree_details.txt' && ncu -i '$out/tree.ncu-rep' --page source --csv --print-source cuda,sass > '$out/ncu_tree_source.csv'; xz -T4 '$out/ncu_tree_source.csv'; rm -f '$out/tree.ncu-rep'" ;;
   verify90)
     step bench_verify 560 python benchmarks/bench_verify.py --impl both --budget 480 --out "$out/verify" ;;
-  fuzz5)   # every GPU fuzzer for 5 minutes (issues 21, 19: the sm_90a verify kernel too), six processes sharing the GPU: bash benchmarks/gpu_next.sh fuzz5 "$OUT" [seconds]
+  fuzz5)   # every GPU fuzzer for 5 minutes (issues 21, 19: verify:cuda:auto is the sm_90a kernel on an H100/H200), six processes sharing the GPU: bash benchmarks/gpu_next.sh fuzz5 "$OUT" [seconds]
     s=${3:-300}
-    for h in tree:cuda accept:cuda verify:cuda verify:cuda:sm90 generate:cuda generate:eager_cuda; do   # harness:backend[:verify impl]
+    for h in tree:cuda accept:cuda verify:cuda verify:cuda:auto generate:cuda generate:eager_cuda; do   # harness:backend[:verify impl]
       f=${h%%:*} r=${h#*:}; b=${r%%:*} i=${r#$b}; i=${i#:}
       OMP_NUM_THREADS=2 step "fuzz5_${f}_$b${i:+_$i}" $((s + 90)) python -c "from ddtree_nb.reliability import fuzz_$f
 r = fuzz_$f($s, seed=5, backend='$b', out_dir='$out/fuzz_repro'${i:+, impl='$i'})
