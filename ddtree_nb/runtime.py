@@ -9,9 +9,10 @@ from pathlib import Path
 
 # %% auto #0
 __all__ = ['ARCH_SPECIFIC', 'CudaUnavailable', 'KernelCompileError', 'kernels_dir', 'kernel_path', 'find_nvcc', 'nvcc_version',
-           'nvcc_compile', 'kernel_archs', 'check_kernels', 'kernel_defines', 'KernelLimitError', 'check_limits',
-           'cuda_ok', 'require_cuda', 'cuda_context', 'device_arch', 'device_limits', 'EngineStream', 'engine_stream',
-           'Kernel', 'load_kernel', 'releasing_on_oom', 'unfinished_dropped']
+           'release_of', 'nvcc_release', 'nvcc_compile', 'kernel_archs', 'check_kernels', 'kernel_defines',
+           'KernelLimitError', 'check_limits', 'cuda_ok', 'require_cuda', 'cuda_context', 'device_arch',
+           'device_limits', 'EngineStream', 'engine_stream', 'Kernel', 'load_kernel', 'releasing_on_oom',
+           'unfinished_dropped']
 
 # %% ../nbs/00a_runtime.ipynb #feedfc0a
 class CudaUnavailable(RuntimeError):
@@ -78,6 +79,16 @@ def nvcc_version(nvcc: str|None=None) -> str:
             raise CudaUnavailable(f"nvcc at {nvcc} does not run: `nvcc --version` exited with {r.returncode}: {_last_line(r.stderr or r.stdout)}")
         _nvcc_versions[k] = _last_line(r.stdout)
     return _nvcc_versions[k]
+
+# %% ../nbs/00a_runtime.ipynb #c9ff0159
+def release_of(version_line: str) -> tuple|None:
+    "(major, minor) of the CUDA release named in an `nvcc --version` line ('Build cuda_13.0.r13.0/...' -> (13, 0)); None if it names none."
+    m = re.search(r'cuda_(\d+)\.(\d+)', version_line)
+    return (int(m[1]), int(m[2])) if m else None
+
+def nvcc_release(nvcc: str|None=None) -> tuple|None:
+    "(major, minor) of the nvcc `find_nvcc` finds (or `nvcc`); `CudaUnavailable` as `nvcc_version` when there is none."
+    return release_of(nvcc_version(nvcc))
 
 # %% ../nbs/00a_runtime.ipynb #a435d68f
 _diag_re = re.compile(r'^(?P<file>.+?)\((?P<line>\d+)\): (?P<kind>error|warning|catastrophic error)(?P<rest>.*)$')

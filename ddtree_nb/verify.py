@@ -7,13 +7,13 @@ from __future__ import annotations
 import math, numbers
 import torch
 from .tree import vis_words, pack_visibility as vis_to_bits, unpack_visibility as bits_to_vis
-from .runtime import load_kernel, require_cuda, engine_stream, device_arch, device_limits, CudaUnavailable
+from .runtime import load_kernel, require_cuda, engine_stream, device_arch, device_limits, nvcc_release, CudaUnavailable
 
 # %% auto #0
-__all__ = ['DC', 'DR', 'DQK', 'MAX_SPLITS', 'H200_BW', 'H200_BF16', 'V2_CONFIGS', 'SM90_KERNELS', 'SM90_PV_N', 'IMPLS', 'SIG_V1',
-           'SIG_V2', 'SIG_COMBINE', 'verify_cost', 'check_aligned', 'check_verify_inputs', 'tree_visible',
-           'tree_attention_torch', 'v2_smem', 'pick_config', 'choose_splits', 'sm90_smem', 'sm90_fits', 'combine_shape',
-           'verify_plan', 'verify_workspace', 'check_workspace', 'mla_tree_attention']
+__all__ = ['DC', 'DR', 'DQK', 'MAX_SPLITS', 'H200_BW', 'H200_BF16', 'V2_CONFIGS', 'SM90_KERNELS', 'SM90_PV_N', 'SM90_MIN_CUDA',
+           'IMPLS', 'SIG_V1', 'SIG_V2', 'SIG_COMBINE', 'verify_cost', 'check_aligned', 'check_verify_inputs',
+           'tree_visible', 'tree_attention_torch', 'v2_smem', 'pick_config', 'choose_splits', 'sm90_smem', 'sm90_fits',
+           'combine_shape', 'verify_plan', 'verify_workspace', 'check_workspace', 'mla_tree_attention']
 
 # %% ../nbs/03_verify.ipynb #2e46cf25
 DC, DR = 512, 64                      # latent and rope widths the kernel is built for
@@ -163,6 +163,7 @@ def choose_splits(m_tiles: int, n_tiles: int, slots: int, max_splits: int=MAX_SP
 # %% ../nbs/03_verify.ipynb #0f4403c5
 SM90_KERNELS = {256: 'verify_attn_sm90_n256', 64: 'verify_attn_sm90_n64'}  # PV wgmma width -> kernel
 SM90_PV_N = 256          # the default PV issue width of the sm_90a kernel
+SM90_MIN_CUDA = (12, 0)  # the oldest nvcc with sm_90a targets and wgmma: impl='auto' takes v2 below it
 IMPLS = ('v2', 'sm90', 'auto')
 
 def sm90_smem() -> int:
@@ -233,7 +234,8 @@ def _pick_impl(impl: str, dev: int, version: int, config) -> str:
     if impl not in IMPLS: raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
     if impl == 'v2': return impl                      # costs no device query
     fits = sm90_fits(device_arch(dev), device_limits(dev)['smem_block'])
-    if impl == 'auto': return 'sm90' if fits and version == 2 and config is None else 'v2'
+    if impl == 'auto':   # the sm_90a kernel where it runs and nvcc can build it (sm_90a targets and wgmma: CUDA 12.0)
+        return 'sm90' if fits and version == 2 and config is None and (nvcc_release() or (0, 0)) >= SM90_MIN_CUDA else 'v2'
     if impl == 'sm90':
         if version != 2 or config is not None: raise ValueError("impl='sm90' has one tile config and no version=1; leave version and config unset")
         if not fits: raise CudaUnavailable(f"impl='sm90' needs an sm_90 GPU (H100/H200) with {sm90_smem()} B of shared memory per block; device {dev} is {device_arch(dev)}")
