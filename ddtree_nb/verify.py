@@ -229,13 +229,19 @@ def check_workspace(workspace, splits: int, M: int, device):
         if not w.is_contiguous(): raise ValueError(f"{k} must be contiguous")
         check_aligned(k, w)
 
+_auto_impl = {}   # device -> what impl='auto' resolved to there (once per process: the nvcc query runs a subprocess)
+
 def _pick_impl(impl: str, dev: int, version: int, config) -> str:
     "'v2' or 'sm90' for the requested `impl` on CUDA device `dev`; 'sm90' on a GPU that cannot run it raises `CudaUnavailable`."
     if impl not in IMPLS: raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
     if impl == 'v2': return impl                      # costs no device query
-    fits = sm90_fits(device_arch(dev), device_limits(dev)['smem_block'])
     if impl == 'auto':   # the sm_90a kernel where it runs and nvcc can build it (sm_90a targets and wgmma: CUDA 12.0)
-        return 'sm90' if fits and version == 2 and config is None and (nvcc_release() or (0, 0)) >= SM90_MIN_CUDA else 'v2'
+        if version != 2 or config is not None: return 'v2'
+        if dev not in _auto_impl:
+            ok = sm90_fits(device_arch(dev), device_limits(dev)['smem_block']) and (nvcc_release() or (0, 0)) >= SM90_MIN_CUDA
+            _auto_impl[dev] = 'sm90' if ok else 'v2'
+        return _auto_impl[dev]
+    fits = sm90_fits(device_arch(dev), device_limits(dev)['smem_block'])
     if impl == 'sm90':
         if version != 2 or config is not None: raise ValueError("impl='sm90' has one tile config and no version=1; leave version and config unset")
         if not fits: raise CudaUnavailable(f"impl='sm90' needs an sm_90 GPU (H100/H200) with {sm90_smem()} B of shared memory per block; device {dev} is {device_arch(dev)}")
