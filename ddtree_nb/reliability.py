@@ -16,7 +16,7 @@ from .bench import first_difference
 from .drafter import Drafter, DrafterConfig, save_drafter
 from .model import build_target, tiny_config
 from .checkpoint import save_target
-from .verify import DC, DR, DQK, mla_tree_attention
+from .verify import DC, DR, DQK, IMPLS, mla_tree_attention
 from .moe import PackedExperts, KINDS
 
 # %% auto #0
@@ -597,8 +597,8 @@ def _check_verify(case, backend):
 def fuzz_verify(seconds: float=5.0, seed: int=0, backend: str='ref', out_dir=None, max_cases: int|None=None, impl: str='v2') -> dict:
     "Fuzz tree-masked MLA attention: `'ref'` checks the torch face against brute force; `'cuda'` the kernel `impl` ('v2', 'sm90', 'auto') against fp64."
     if backend not in ('ref', 'cuda'): raise ValueError(f"backend must be 'ref' or 'cuda', got {backend!r}")
-    if impl not in ('v2', 'sm90', 'auto') or (backend == 'ref' and impl != 'v2'):
-        raise ValueError(f"impl must be 'v2', 'sm90' or 'auto' (a kernel: backend='cuda'), got {impl!r} with backend={backend!r}")
+    if impl not in IMPLS or (backend == 'ref' and impl != 'v2'):
+        raise ValueError(f"impl must be one of {IMPLS} (a kernel: backend='cuda'), got {impl!r} with backend={backend!r}")
     make = lambda g: {**_verify_case(g, backend == 'ref'), **({} if impl == 'v2' else {'impl': impl})}   # a saved case replays on its kernel
     return _fuzz(f'verify_{backend}' + ('' if impl == 'v2' else f'_{impl}'), make, lambda c: _check_verify(c, backend), seconds, seed, out_dir, max_cases)
 
