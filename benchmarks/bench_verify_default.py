@@ -5,6 +5,7 @@ Each variant is checked against fp64 first (`bench_verify.bench_shape`); CUDA-gr
     python benchmarks/bench_verify_default.py --out DIR      # writes DIR/bench_verify_default.json, prints a markdown table
 """
 import argparse, json, os, sys
+import torch
 sys.path.insert(0, os.path.dirname(__file__))
 import bench_verify as bv
 from ddtree_nb.bench import git_commit
@@ -19,4 +20,4 @@ if __name__ == '__main__':
         v, s = r['impls']['v2'], r['impls']['sm90']
         if v.get('ok') and s.get('ok'): print(f"| {r['T']} | {r['H']} | {r['P']} | {v['us']:.1f} | {s['us']:.1f} | {v['us'] / s['us']:.2f}x |")
         else: print(f"| {r['T']} | {r['H']} | {r['P']} | {'ok' if v.get('ok') else 'WRONG'} | {'ok' if s.get('ok') else 'WRONG'} | |")
-    json.dump(dict(commit=git_commit(), gpu=bv.torch.cuda.get_device_name(), rows=rows), open(os.path.join(a.out, 'bench_verify_default.json'), 'w'), indent=1, default=str)
+    json.dump(dict(commit=git_commit(), gpu=torch.cuda.get_device_name(), rows=rows), open(os.path.join(a.out, 'bench_verify_default.json'), 'w'), indent=1, default=str)

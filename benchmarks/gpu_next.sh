@@ -78,7 +78,7 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
   tree)
     step tree_tests 120 nbdev_test --flags cuda --do_print --path nbs/02_tree_builder.ipynb
     step bench_tree 90 python benchmarks/bench_tree.py --iters 100 --commit "$commit" --out "$out/bench_tree.md" ;;
-  moe)   # the W4A16 MoE kernel (issue 20): MOE_VERSIONS="14 15" to compare; validation first, then the timings, nbs/03a's cuda cells, the sanitizer
+  moe)   # the W4A16 MoE kernel (issue 20): MOE_VERSIONS="13 14" (say) to compare; validation first, then the timings, nbs/03a's cuda cells, the sanitizer
     v=${MOE_VERSIONS:-14}
     step moe_val_small 90 python benchmarks/bench_moe.py --validate small --versions $v --json "$out/moe_val_small.json" --commit "$commit"
     step moe_val_kimi 120 python benchmarks/bench_moe.py --validate kimi --versions $v --json "$out/moe_val_kimi.json" --commit "$commit"

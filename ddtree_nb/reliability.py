@@ -599,7 +599,7 @@ def fuzz_verify(seconds: float=5.0, seed: int=0, backend: str='ref', out_dir=Non
     if backend not in ('ref', 'cuda'): raise ValueError(f"backend must be 'ref' or 'cuda', got {backend!r}")
     if impl not in IMPLS or (backend == 'ref' and impl != 'v2'):
         raise ValueError(f"impl must be one of {IMPLS} (a kernel: backend='cuda'), got {impl!r} with backend={backend!r}")
-    make = lambda g: {**_verify_case(g, backend == 'ref'), **({} if impl == 'v2' else {'impl': impl})}   # a saved case replays on its kernel
+    make = lambda g: {**_verify_case(g, backend == 'ref'), 'impl': impl}   # a saved case replays on its kernel
     return _fuzz(f'verify_{backend}' + ('' if impl == 'v2' else f'_{impl}'), make, lambda c: _check_verify(c, backend), seconds, seed, out_dir, max_cases)
 
 # %% ../nbs/08_reliability.ipynb #1e8717db

@@ -55,10 +55,14 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1
 __device__ __forceinline__ uint32_t bf2u(__nv_bfloat162 v) { return *reinterpret_cast<uint32_t *>(&v); }
 __device__ __forceinline__ __nv_bfloat162 u2bf(uint32_t u) { return *reinterpret_cast<__nv_bfloat162 *>(&u); }
 
-// pair i (0..3) of packed word w as bf16x2: ((n_i - 8) * s, (n_{i+4} - 8) * s); 128 + n and 136 are exact in bf16
-__device__ __forceinline__ uint32_t dq_pair(uint32_t w, int i, __nv_bfloat162 s2) {
-    const uint32_t v = ((w >> (4 * i)) & 0x000F000Fu) | 0x43004300u;
+// (128 + n_lo, 128 + n_hi) as bf16x2 -> ((n_lo - 8) * s, (n_hi - 8) * s); 128 + n and 136 are exact in bf16
+__device__ __forceinline__ uint32_t dq_scale(uint32_t v, __nv_bfloat162 s2) {
     return bf2u(__hmul2(__hsub2(u2bf(v), u2bf(0x43084308u)), s2));
+}
+
+// pair i (0..3) of packed word w as bf16x2: ((n_i - 8) * s, (n_{i+4} - 8) * s)
+__device__ __forceinline__ uint32_t dq_pair(uint32_t w, int i, __nv_bfloat162 s2) {
+    return dq_scale(((w >> (4 * i)) & 0x000F000Fu) | 0x43004300u, s2);
 }
 
 // the same pair with the mask and the exponent in one lop3, ((w >> 4i) & 0x000F000F) | 0x43004300 (v12): ptxas
@@ -66,7 +70,7 @@ __device__ __forceinline__ uint32_t dq_pair(uint32_t w, int i, __nv_bfloat162 s2
 __device__ __forceinline__ uint32_t dq_pair_l3(uint32_t w, int i, __nv_bfloat162 s2) {
     uint32_t v;
     asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(v) : "r"(w >> (4 * i)), "r"(0x000F000Fu), "r"(0x43004300u));
-    return bf2u(__hmul2(__hsub2(u2bf(v), u2bf(0x43084308u)), s2));
+    return dq_scale(v, s2);
 }
 
 template <int NT> struct StageV2 { uint4 w[NT][2]; uint32_t s[NT][2]; uint4 x[4]; };
