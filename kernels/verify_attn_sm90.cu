@@ -99,7 +99,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_tb(float *d, uint64_t da, uint6
 }
 
 
-template <int PVN, bool SKIP>
+template <int PVN>
 __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, const bf16 *__restrict__ q_pe,
                                             const bf16 *__restrict__ kv, const uint32_t *__restrict__ vis, int W,
                                             int T, int H, int P, const int *__restrict__ p_dev, int S, float scale,
@@ -141,8 +141,8 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
         cp_async_wait_all();
         fence_async_smem();
         __syncthreads();  // tile `it` (and Q) visible to the tensor cores; every PV of tile it-1 has completed
-        if (it + 1 < tile1) load_k(it + 1, buf ^ 1);  // as early as the 2-stage ring allows (issued behind the QK wgmmas
-        cp_async_commit();                            // instead, tiles ran 3-6% slower: verify_attn.md, session 15)
+        if (it + 1 < tile1) load_k(it + 1, buf ^ 1);
+        cp_async_commit();
         const uint32_t sK = sK0 + buf * TILE;
         const bool need_mask = (it + 1) * BN > P;  // tile reaches the tree part or the tail
 
@@ -203,12 +203,8 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
             *reinterpret_cast<bf162 *>(pt + lr0 * 128 + off) = __floats2bfloat162_rn(p0, p1);
             *reinterpret_cast<bf162 *>(pt + (lr0 + 8) * 128 + off) = __floats2bfloat162_rn(p2, p3);
         }
-        // rescale O; once a row's max has settled alpha is exactly 1 (exp2f(0)), so SKIP skips the 128 multiplies
-        // when all 16 rows of the warp have alpha = 1 (a warp-uniform branch; multiplying by 1 changes no bit)
-        if (!SKIP || !__all_sync(0xffffffffu, al[0] == 1.f && al[1] == 1.f)) {
 #pragma unroll
-            for (int i = 0; i < 128; ++i) o[i] *= al[(i >> 1) & 1];
-        }
+        for (int i = 0; i < 128; ++i) o[i] *= al[(i >> 1) & 1];
         fence_async_smem();
         __syncthreads();  // all of P written (both halves) before either warpgroup's PV reads it
 
@@ -258,17 +254,14 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
 }
 
 // Same arguments as verify_attn_v2_*; grid (ceil(M / 64), splits), block 256, dynamic shared memory SMEM.
-#define VERIFY_SM90(NAME, PVN, SKIP)                                                                             \
+#define VERIFY_SM90(NAME, PVN)                                                                                  \
     extern "C" __global__ void __launch_bounds__(256, 1)                                                        \
     NAME(const bf16 *__restrict__ q_lat, const bf16 *__restrict__ q_pe, const bf16 *__restrict__ kv,             \
          const uint32_t *__restrict__ vis, int W, int T, int H, int P, const int *__restrict__ p_dev, int S,      \
          float scale, bf16 *__restrict__ out, float *__restrict__ lse, bf16 *__restrict__ ws_o,                  \
          float *__restrict__ ws_lse, int splits) {                                                               \
-        verify_sm90<PVN, SKIP>(q_lat, q_pe, kv, vis, W, T, H, P, p_dev, S, scale, out, lse, ws_o, ws_lse, splits); \
+        verify_sm90<PVN>(q_lat, q_pe, kv, vis, W, T, H, P, p_dev, S, scale, out, lse, ws_o, ws_lse, splits);     \
     }
 
-VERIFY_SM90(verify_attn_sm90_n256, 256, true)  // PV as 4 x wgmma.m64n256k16 (uses the MN-major LBO)
-VERIFY_SM90(verify_attn_sm90_n64, 64, true)    // PV as 16 x wgmma.m64n64k16 (one swizzle atom each: LBO-independent)
-// the first version (session 14: O rescaled every tile), kept for the A/B in benchmarks/bench_verify.py and
-// bench_verify_default.py; the same sums in the same order, so the same bits
-VERIFY_SM90(verify_attn_sm90_v1_n256, 256, false)
+VERIFY_SM90(verify_attn_sm90_n256, 256)  // PV as 4 x wgmma.m64n256k16 (uses the MN-major LBO)
+VERIFY_SM90(verify_attn_sm90_n64, 64)    // PV as 16 x wgmma.m64n64k16 (one swizzle atom each: LBO-independent)
