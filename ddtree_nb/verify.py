@@ -161,15 +161,15 @@ def choose_splits(m_tiles: int, n_tiles: int, slots: int, max_splits: int=MAX_SP
     return best[1]
 
 # %% ../nbs/03_verify.ipynb #0f4403c5
-SM90_KERNELS = {256: 'verify_attn_sm90_pipe', 64: 'verify_attn_sm90_n64'}  # PV wgmma width -> kernel (n64: the first version's loop)
+SM90_KERNELS = {256: 'verify_attn_sm90_n256', 64: 'verify_attn_sm90_n64'}  # PV wgmma width -> kernel
 SM90_PV_N = 256          # the default PV issue width of the sm_90a kernel
 SM90_MIN_CUDA = (12, 0)  # the oldest nvcc with sm_90a targets and wgmma: impl='auto' takes v2 below it
 IMPLS = ('v2', 'sm90', 'auto')
 
 def sm90_smem() -> int:
     "Dynamic shared memory (bytes) of the sm_90a kernel; mirrors `SMEM` in `verify_attn_sm90.cu`."
-    q, k = 64 * DQK * 2, 32 * DQK * 2                                # Q [64 x 576] bf16; a key tile [32 x 576], 4 stages
-    return q + 4 * k + 64 * 64 * 2 + 64 * 4 * (1 + 2 + 2 + 1) + 8 + 1024   # + P, running max, alpha x 2, row sums x 2, final max, bad keys, 1024-B slack
+    tile = 64 * DQK * 2                                              # a [64 x 576] bf16 tile: Q, and each of 2 K/V stages
+    return 3 * tile + 64 * 64 * 2 + 2 * 64 * 4 * 2 + 64 * 4 + 8 + 1024   # + P, row max/sum x 2 warpgroups, final max, bad keys, 1024-B alignment slack
 
 def sm90_fits(arch: str, smem_per_block: int) -> bool:
     "True when a GPU of compute arch `arch` (e.g. `'sm_90'`) with `smem_per_block` opt-in bytes can run the sm_90a kernel."

@@ -48,15 +48,7 @@ constexpr int TILE = 9 * CBLK;                       // 73,728 B: a [64 x 576] b
 constexpr int Q_OFF = 0, K_OFF = TILE, P_OFF = K_OFF + 2 * TILE;           // Q | 2 K/V stages | P [64 x 64] bf16
 constexpr int RMAX_OFF = P_OFF + BM * BN * 2, RSUM_OFF = RMAX_OFF + 2 * BM * 4, MFIN_OFF = RSUM_OFF + 2 * BM * 4;
 constexpr int BAD_OFF = MFIN_OFF + BM * 4, SMEM_USED = BAD_OFF + 8;
-// the pipelined version (verify_sm90_pipe, below): 32-key tiles in a 4-stage ring beside Q
-constexpr int BN2 = 32, NST = 4;
-constexpr int CBLK2 = 32 * 128;                      // one 64-column block of a 32-row key tile (bytes)
-constexpr int TILE2 = 9 * CBLK2;                     // 36,864 B: a [32 x 576] bf16 key tile
-constexpr int K2_OFF = TILE, P2_OFF = K2_OFF + NST * TILE2;  // Q | 4 key stages | P: one 64 x 64 tile, a 32-key half per warpgroup
-constexpr int M2_OFF = P2_OFF + BM * 64 * 2, A2_OFF = M2_OFF + BM * 4, RSUM2_OFF = A2_OFF + 2 * BM * 4;
-constexpr int MFIN2_OFF = RSUM2_OFF + 2 * BM * 4, BAD2_OFF = MFIN2_OFF + BM * 4, SMEM2_USED = BAD2_OFF + 8;
-constexpr int SMEM = SMEM2_USED + 1024;              // 231,944 B for either kernel, with the slack that aligns the base to 1024 B
-static_assert(SMEM_USED + 1024 <= SMEM, "the first layout must fit the shared allowance too");
+constexpr int SMEM = SMEM_USED + 1024;               // 231,688 B with the slack that aligns the base to 1024 B
 static_assert(SMEM <= 232448, "over the 227 KB a block may opt in to on sm_90");
 }
 
@@ -107,7 +99,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_tb(float *d, uint64_t da, uint6
 }
 
 
-template <int PVN>
+template <int PVN, bool CH2>
 __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, const bf16 *__restrict__ q_pe,
                                             const bf16 *__restrict__ kv, const uint32_t *__restrict__ vis, int W,
                                             int T, int H, int P, const int *__restrict__ p_dev, int S, float scale,
@@ -162,21 +154,28 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
             __syncthreads();
         }
 
-        // S = Q K^T: this warpgroup's 32 keys, 36 k16 steps over the 576-deep rows
-        float s[16];
+        // S = Q K^T: this warpgroup's 32 keys, 36 k16 steps over the 576-deep rows; CH2: two accumulator sets (even and
+        // odd column blocks), two independent chains of 18 wgmmas instead of one of 36, added at the end
+        float s[16], s2[16];
 #pragma unroll
-        for (int i = 0; i < 16; ++i) s[i] = 0.f;
+        for (int i = 0; i < 16; ++i) s[i] = s2[i] = 0.f;
         reg_fence<16>(s);
+        if (CH2) reg_fence<16>(s2);
         wgmma_fence();
 #pragma unroll
         for (int cb = 0; cb < 9; ++cb)
 #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-                wgmma_m64n32k16(s, gdesc(sQ + cb * CBLK + kk * 32, 16, 1024),
+                wgmma_m64n32k16(CH2 && (cb & 1) ? s2 : s, gdesc(sQ + cb * CBLK + kk * 32, 16, 1024),
                                 gdesc(sK + cb * CBLK + wg * 32 * 128 + kk * 32, 16, 1024));
         wgmma_commit();
         wgmma_wait0();
         reg_fence<16>(s);
+        if (CH2) {
+            reg_fence<16>(s2);
+#pragma unroll
+            for (int i = 0; i < 16; ++i) s[i] += s2[i];
+        }
 
         // scale to log2 units, mask, row max (quad, then the two warpgroups through shared memory)
         const int kb = it * BN + wg * 32 + 2 * t4;
@@ -262,211 +261,15 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
 }
 
 // Same arguments as verify_attn_v2_*; grid (ceil(M / 64), splits), block 256, dynamic shared memory SMEM.
-#define VERIFY_SM90(NAME, PVN)                                                                                  \
+#define VERIFY_SM90(NAME, PVN, CH2)                                                                             \
     extern "C" __global__ void __launch_bounds__(256, 1)                                                        \
     NAME(const bf16 *__restrict__ q_lat, const bf16 *__restrict__ q_pe, const bf16 *__restrict__ kv,             \
          const uint32_t *__restrict__ vis, int W, int T, int H, int P, const int *__restrict__ p_dev, int S,      \
          float scale, bf16 *__restrict__ out, float *__restrict__ lse, bf16 *__restrict__ ws_o,                  \
          float *__restrict__ ws_lse, int splits) {                                                               \
-        verify_sm90<PVN>(q_lat, q_pe, kv, vis, W, T, H, P, p_dev, S, scale, out, lse, ws_o, ws_lse, splits);     \
+        verify_sm90<PVN, CH2>(q_lat, q_pe, kv, vis, W, T, H, P, p_dev, S, scale, out, lse, ws_o, ws_lse, splits);     \
     }
 
-VERIFY_SM90(verify_attn_sm90_n256, 256)  // PV as 4 x wgmma.m64n256k16 (uses the MN-major LBO)
-VERIFY_SM90(verify_attn_sm90_n64, 64)    // PV as 16 x wgmma.m64n64k16 (one swizzle atom each: LBO-independent)
-
-
-// =========================================================================================================
-// The pipelined version (session 15). The first version keeps one 64-key tile in flight behind the one being
-// computed, and its tiles wait on their loads (issuing the loads later made every tile slower: verify_attn.md,
-// "Session 15"); its two warpgroups also meet three times a tile (row maxima, P, the next tile).
-// Here the key tiles are 32 rows in a 4-stage ring, and the warpgroups own alternate tiles:
-// - the owner of tile i loads it (its 128 threads), scrubs its tree rows, computes S = Q K^T for all 32 keys
-//   (36 x wgmma.m64n32k16, as before) and the whole softmax step: a row's 32 keys sit in one quad, so no
-//   row-max exchange. It writes P (bf16) into its 32-key half of a 64 x 64 swizzled tile, and alpha and the
-//   running max per row into shared memory;
-// - both warpgroups then rescale O by alpha and run O += P V for their 256 columns (2 x wgmma.m64n256k16);
-// - while the tensor cores run PV(i), the owner of tile i + 1 (the other warpgroup) has already issued
-//   QK(i + 1) and does its softmax step; it also issues the cp.async of tile i + 3 into the stage PV(i - 1)
-//   freed, two tiles ahead of its use.
-// One barrier of both warpgroups per tile (named barrier 1: "P(i) ready, PV(i - 1) done"), one of the owner's
-// 128 threads before its QK (its loads and scrub visible to its wgmma). Each thread keeps its running row sum
-// l: the owner folds alpha and its p's in, the other warpgroup only rescales. The epilogue adds both
-// warpgroups' quads. The splits are cut in 64-key units, as the first version does (the same partials).
-// =========================================================================================================
-__device__ __forceinline__ uint32_t toff32(int row, int ch) {   // a 32-row key tile: 9 blocks of 4 KB
-    return (uint32_t)((ch >> 3) * CBLK2 + row * 128 + (((ch & 7) ^ (row & 7)) << 4));
-}
-__device__ __forceinline__ void bar_named(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
-__device__ __forceinline__ void wgmma_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
-
-__device__ __forceinline__ void verify_sm90_pipe(const bf16 *__restrict__ q_lat, const bf16 *__restrict__ q_pe,
-                                                 const bf16 *__restrict__ kv, const uint32_t *__restrict__ vis, int W,
-                                                 int T, int H, int P, const int *__restrict__ p_dev, int S, float scale,
-                                                 bf16 *__restrict__ out, float *__restrict__ lse, bf16 *__restrict__ ws_o,
-                                                 float *__restrict__ ws_lse, int splits) {
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    const uint32_t raw = smem_u32(smem_raw), base = (raw + 1023u) & ~1023u;
-    unsigned char *smem = smem_raw + (base - raw);
-    const int tid = threadIdx.x, wg = tid >> 7, wt = tid & 127, wq = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
-    const int M = T * H, m0 = blockIdx.x * BM, split = blockIdx.y;
-    if (p_dev) P = clamp_prefix(*p_dev, T, S);
-    const int n_keys = P + T;
-    int c0, c1;   // this split's 64-key tiles, as the first version cuts them; then in 32-key tiles
-    split_tiles((n_keys + BN - 1) / BN, splits, split, c0, c1);
-    const int tile0 = 2 * c0, tile1 = min((n_keys + BN2 - 1) / BN2, 2 * c1);
-    const uint32_t sQ = base + Q_OFF, sK0 = base + K2_OFF, sP = base + P2_OFF;
-    float *sM = reinterpret_cast<float *>(smem + M2_OFF), *sA = reinterpret_cast<float *>(smem + A2_OFF);
-    float *sRsum = reinterpret_cast<float *>(smem + RSUM2_OFF), *sMfin = reinterpret_cast<float *>(smem + MFIN2_OFF);
-    uint32_t *sBad = reinterpret_cast<uint32_t *>(smem + BAD2_OFF);   // word w: key rows of warpgroup w's tile with a non-finite V chunk
-    if (tid < BM) sM[tid] = -INFINITY;
-    if (tid < 2) sBad[tid] = 0u;
-
-    auto stage = [&](int it) { return (it - tile0) & (NST - 1); };
-    auto load_k = [&](int it) { load_kv_tile(sK0 + stage(it) * TILE2, kv, it * BN2, n_keys, BN2, wt, 128, toff32); };
-    load_q_tile(sQ, q_lat, q_pe, m0, M, BM, tid, 256, toff);
-    if (tile0 + wg < tile1) load_k(tile0 + wg);   // each warpgroup's first tile
-    cp_async_commit();
-    cp_async_wait_all();
-    fence_async_smem();
-    __syncthreads();   // Q, the first two tiles and sM / sBad's initial values visible to both warpgroups
-
-    const int lr0 = wq * 16 + g;
-    int tq[2];
-#pragma unroll
-    for (int e = 0; e < 2; ++e) { const int gr = m0 + lr0 + 8 * e; tq[e] = gr < M ? gr / H : -1; }
-    const float sl2 = scale * LOG2E;
-    float o[128], s[16], l[2] = {0.f, 0.f};
-#pragma unroll
-    for (int i = 0; i < 128; ++i) o[i] = 0.f;
-
-    // owner of tile it: its loads landed and visible to its wgmma, its tree rows scrubbed, QK(it) issued; then tile
-    // it + 2 (its next) requested into the stage PV(it - 2) freed
-    auto qk_issue = [&](int it) {
-        cp_async_wait_all();   // only tile it is outstanding here
-        if (wt == 0) sBad[wg] = 0u;   // the last reads of it (this warpgroup's tile it - 2) came before the last pair barrier
-        fence_async_smem();
-        bar_named(2 + wg, 128);
-        if ((it + 1) * BN2 > P) {   // the tile reaches the tree part or the tail: zero non-finite V chunks, mark their keys
-            scrub_tree_rows(smem + K2_OFF + stage(it) * TILE2, max(P - it * BN2, 0), min(n_keys - it * BN2, BN2), wt, 128, sBad + wg, toff32);
-            fence_async_smem();
-            bar_named(2 + wg, 128);
-        }
-        const uint32_t sK = sK0 + stage(it) * TILE2;
-#pragma unroll
-        for (int i = 0; i < 16; ++i) s[i] = 0.f;
-        reg_fence<16>(s);
-        wgmma_fence();
-#pragma unroll
-        for (int cb = 0; cb < 9; ++cb)
-#pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-                wgmma_m64n32k16(s, gdesc(sQ + cb * CBLK + kk * 32, 16, 1024), gdesc(sK + cb * CBLK2 + kk * 32, 16, 1024));
-        wgmma_commit();
-        if (it + 2 < tile1) load_k(it + 2);   // issued while the tensor cores run QK(it)
-        cp_async_commit();
-    };
-    // owner of tile it, once S is in registers: mask, row max (a quad holds a row's 32 keys), the online-softmax step on the
-    // shared running max, P into this warpgroup's half of the P tile, alpha and the new max for both warpgroups
-    auto softmax = [&](int it) {
-        reg_fence<16>(s);
-        const bool need_mask = (it + 1) * BN2 > P;
-        const int kb = it * BN2 + 2 * t4;
-        float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-        for (int i = 0; i < 16; ++i) {
-            const int row = (i >> 1) & 1;
-            float v = s[i] * sl2;
-            if (need_mask) {
-                const int key = kb + 8 * (i >> 2) + (i & 1);
-                v = mask_score(v, key, key - it * BN2, P, n_keys, tq[row], vis, W, sBad + wg);
-            }
-            s[i] = v;
-            mx[row] = fmaxf(mx[row], v);
-        }
-        float al[2], mu[2], mn[2];
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            mn[e] = sM[lr0 + 8 * e];
-            mu[e] = softmax_step(mn[e], l[e], quad_max(mx[e]), al[e]);
-        }
-        unsigned char *pt = smem + P2_OFF;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const float p0 = exp2f(s[4 * j] - mu[0]), p1 = exp2f(s[4 * j + 1] - mu[0]);
-            const float p2 = exp2f(s[4 * j + 2] - mu[1]), p3 = exp2f(s[4 * j + 3] - mu[1]);
-            l[0] += p0 + p1;
-            l[1] += p2 + p3;
-            // key 8 j + 2 t4 -> chunk 4 wg + j of the 128-byte row; rows lr0 and lr0 + 8 share (row & 7)
-            const uint32_t off = (uint32_t)((((4 * wg + j) ^ (lr0 & 7)) << 4) + 4 * t4);
-            *reinterpret_cast<bf162 *>(pt + lr0 * 128 + off) = __floats2bfloat162_rn(p0, p1);
-            *reinterpret_cast<bf162 *>(pt + (lr0 + 8) * 128 + off) = __floats2bfloat162_rn(p2, p3);
-        }
-        __syncwarp();   // every lane of the quad has read sM before lane 0 overwrites it
-        if (t4 == 0) {
-#pragma unroll
-            for (int e = 0; e < 2; ++e) { sA[wg * BM + lr0 + 8 * e] = al[e]; sM[lr0 + 8 * e] = mn[e]; }
-        }
-        fence_async_smem();   // P visible to both warpgroups' wgmma after the pair barrier
-    };
-
-    if (wg == 0 && tile0 < tile1) { qk_issue(tile0); wgmma_wait0(); softmax(tile0); }
-    for (int it = tile0; it < tile1; ++it) {
-        bar_named(1, 256);   // P(it), alpha(it), the running max after tile it ready; PV(it - 1) done in both warpgroups
-        const int own = (it - tile0) & 1;
-        auto pv = [&]() {   // O = alpha(it) O + P(it) V(it), this warpgroup's 256 columns
-            const float a0 = sA[own * BM + lr0], a1 = sA[own * BM + lr0 + 8];
-            if (wg != own) { l[0] *= a0; l[1] *= a1; }   // the owner folded alpha(it) into its sums in its softmax step
-#pragma unroll
-            for (int i = 0; i < 128; ++i) o[i] *= ((i >> 1) & 1) ? a1 : a0;
-            reg_fence<128>(o);
-            wgmma_fence();
-            const uint32_t sV = sK0 + stage(it) * TILE2 + 4 * wg * CBLK2;
-#pragma unroll
-            for (int ks = 0; ks < 2; ++ks)
-                wgmma_m64n256k16_tb(o, gdesc(sP + own * 64 + ks * 32, 16, 1024), gdesc(sV + ks * 2048, CBLK2, 1024));
-            wgmma_commit();
-        };
-        if (wg != own && it + 1 < tile1) {   // straight-line, so ptxas sees that wait_group 1 retires QK(it + 1)
-            qk_issue(it + 1);
-            pv();
-            wgmma_wait1();   // S(it + 1) complete; PV(it) may still run
-            softmax(it + 1);
-        } else pv();
-        wgmma_wait0();
-        reg_fence<128>(o);
-    }
-    cp_async_wait_all();
-
-    // epilogue: both warpgroups' row sums, the final running max, normalise, write bf16 (direct) or a partial + lse
-    float mr[2] = {sM[lr0], sM[lr0 + 8]};   // written before the last pair barrier (or the first __syncthreads)
-    publish_row_stats(sRsum, sMfin, wg, BM, lr0, l, mr, t4 == 0);
-    const bool direct = splits == 1;
-    bf16 *dst = row_dst(out, ws_o, splits, split, M);
-#pragma unroll
-    for (int h2 = 0; h2 < 2; ++h2) {
-        const int lrow = lr0 + 8 * h2, gr = m0 + lrow;
-        if (gr >= M) continue;
-        const float L = sRsum[lrow] + sRsum[BM + lrow];
-        const float inv = L == 0.f ? 0.f : 1.f / L;
-#pragma unroll
-        for (int j = 0; j < 32; ++j) {
-            const int col = 256 * wg + 8 * j + 2 * t4;
-            *reinterpret_cast<bf162 *>(dst + (size_t)gr * DC + col) =
-                __floats2bfloat162_rn(o[4 * j + 2 * h2] * inv, o[4 * j + 2 * h2 + 1] * inv);
-        }
-    }
-    if (tid < BM && m0 + tid < M) {
-        const float L = sRsum[tid] + sRsum[BM + tid];
-        const float ls = row_lse(sMfin[tid], L);
-        if (direct) lse[m0 + tid] = ls;
-        else ws_lse[(size_t)split * M + m0 + tid] = ls;
-    }
-}
-
-extern "C" __global__ void __launch_bounds__(256, 1)
-verify_attn_sm90_pipe(const bf16 *__restrict__ q_lat, const bf16 *__restrict__ q_pe, const bf16 *__restrict__ kv,
-                      const uint32_t *__restrict__ vis, int W, int T, int H, int P, const int *__restrict__ p_dev, int S,
-                      float scale, bf16 *__restrict__ out, float *__restrict__ lse, bf16 *__restrict__ ws_o,
-                      float *__restrict__ ws_lse, int splits) {
-    verify_sm90_pipe(q_lat, q_pe, kv, vis, W, T, H, P, p_dev, S, scale, out, lse, ws_o, ws_lse, splits);
-}
+VERIFY_SM90(verify_attn_sm90_n256, 256, false)  // PV as 4 x wgmma.m64n256k16 (uses the MN-major LBO)
+VERIFY_SM90(verify_attn_sm90_n64, 64, false)    // PV as 16 x wgmma.m64n64k16 (one swizzle atom each: LBO-independent)
+VERIFY_SM90(verify_attn_sm90_n256c2, 256, true) // QK as two independent accumulator chains (session 15's A/B)
