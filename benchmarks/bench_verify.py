@@ -14,26 +14,15 @@ reads its cache from HBM, not L2 (as in a real forward, where every layer has it
 Writes DIR/bench_verify.json and DIR/bench_verify.md after every shape (a run cut short keeps what it measured),
 DIR/validate_sm90.json (the child's checks), DIR/ptxas_sm90.txt and, where cuobjdump exists, DIR/sass_sm90.txt.
 """
-import argparse, contextlib, json, math, shutil, statistics, subprocess, sys, tempfile, time
+import argparse, json, math, shutil, statistics, subprocess, sys, tempfile, time
 from pathlib import Path
 import torch
-import ddtree_nb.verify as verify
 from ddtree_nb.verify import (DC, DQK, H200_BW, H200_BF16, SM90_KERNELS, mla_tree_attention, vis_to_bits, verify_cost, verify_plan,
                               verify_workspace, sm90_fits)
 from ddtree_nb.reliability import (SM90_CASES, SM90_BRUTE_CASES, VERIFY_CASES, brute_case, verify_error, first_mismatch,
                                    verify_selftest_case, tree_parents, edge_case_inputs, check_edge_case)
 from ddtree_nb.reference import ancestor_mask, mla_tree_attention_ref
 from ddtree_nb.runtime import engine_stream, device_arch, device_limits, find_nvcc, kernel_path
-
-SM90_TRY = 'verify_attn_sm90_n256c2'   # a variant of the sm_90a kernel timed beside it (session 15: QK as two accumulator chains)
-
-@contextlib.contextmanager
-def sm90_kernel(name: str|None):
-    "Run impl='sm90', pv_n=256 as kernel `name` (same arguments, launch and shared memory) inside the block: how the A/B times a variant."
-    old = SM90_KERNELS[256]
-    if name: verify.SM90_KERNELS[256] = name
-    try: yield
-    finally: verify.SM90_KERNELS[256] = old
 
 SHAPES = [  # (T, H, P, kind): the AR step and trees at H = 64, then H = 16 / 8 (a Kimi layer over 4 / 8 GPUs)
     (1, 64, 4096, 'chain'), (1, 64, 32768, 'chain'), (1, 64, 131072, 'chain'),
@@ -105,22 +94,20 @@ def bench_shape(T, H, P, kind, impls: dict, seed=0, with_torch=True, v1=False, c
     seq = [kvs[i % nbuf] for i in range(max(calls_min, nbuf))]
     res = dict(T=T, H=H, P=P, kind=kind, n_caches=nbuf, impls={})
     for name, kw in impls.items():
-        kw = dict(kw); swap = kw.pop('kernel', None)   # 'kernel': a variant of the sm_90a kernel under the pv_n=256 name
-        with sm90_kernel(swap):
-            plan = verify_plan(T, H, P, **{k: v for k, v in kw.items() if k in ('config', 'splits', 'impl', 'pv_n')})
-            ws = verify_workspace(T, H, plan['splits'], 'cuda') if plan['splits'] > 1 else None
-            out.fill_(float('nan')); lse.fill_(float('nan'))
-            mla_tree_attention(ql, qp, kvs[0], P, bits, scale, out=out, lse=lse, workspace=ws, **kw)
-            torch.cuda.synchronize()
-            rel, dl = verify_error(out, lse, ro, rl)
-            r = dict(kw={k: str(v) for k, v in kw.items()}, plan={k: plan[k] for k in ('kernel', 'splits', 'grid', 'smem')}, rel_err=rel, lse_err=dl)
-            if not (rel <= 1e-2 and dl <= 1e-2):
-                r.update(ok=False, first_bad=first_mismatch(out, ro) or first_mismatch(lse, rl), note='wrong on this shape: not timed')
-            else:
-                us, mode = gpu_time_us([lambda kv=kv: mla_tree_attention(ql, qp, kv, P, bits, scale, out=out, lse=lse, workspace=ws, **kw) for kv in seq])
-                r.update(ok=True, us=us, timing=mode, **rates(T, H, P, us))
-            res['impls'][name] = r
-            print(f"  {name:10s} {r['plan']['kernel']:24s} x{plan['splits']:<4d} " + (f"{r['us']:9.1f} us  {r['pct_bw']:5.1f}% bw  {r['pct_flop']:5.1f}% flop" if r['ok'] else f"WRONG rel={rel:.2e} first_bad={r['first_bad']}") + f"  rel={rel:.1e}", flush=True)
+        plan = verify_plan(T, H, P, **{k: v for k, v in kw.items() if k in ('config', 'splits', 'impl', 'pv_n')})
+        ws = verify_workspace(T, H, plan['splits'], 'cuda') if plan['splits'] > 1 else None
+        out.fill_(float('nan')); lse.fill_(float('nan'))
+        mla_tree_attention(ql, qp, kvs[0], P, bits, scale, out=out, lse=lse, workspace=ws, **kw)
+        torch.cuda.synchronize()
+        rel, dl = verify_error(out, lse, ro, rl)
+        r = dict(kw={k: str(v) for k, v in kw.items()}, plan={k: plan[k] for k in ('kernel', 'splits', 'grid', 'smem')}, rel_err=rel, lse_err=dl)
+        if not (rel <= 1e-2 and dl <= 1e-2):
+            r.update(ok=False, first_bad=first_mismatch(out, ro) or first_mismatch(lse, rl), note='wrong on this shape: not timed')
+        else:
+            us, mode = gpu_time_us([lambda kv=kv: mla_tree_attention(ql, qp, kv, P, bits, scale, out=out, lse=lse, workspace=ws, **kw) for kv in seq])
+            r.update(ok=True, us=us, timing=mode, **rates(T, H, P, us))
+        res['impls'][name] = r
+        print(f"  {name:10s} {r['plan']['kernel']:24s} x{plan['splits']:<4d} " + (f"{r['us']:9.1f} us  {r['pct_bw']:5.1f}% bw  {r['pct_flop']:5.1f}% flop" if r['ok'] else f"WRONG rel={rel:.2e} first_bad={r['first_bad']}") + f"  rel={rel:.1e}", flush=True)
     if with_torch:
         to, tl = torch_path(ql, qp, kvs[0], P, vis, scale)
         res['torch_rel_err'] = verify_error(to, tl, ro, rl)[0]
@@ -214,7 +201,7 @@ def kernel_report(out: Path):
 # ------------------------------------------------------------------------------------------ report
 def write_report(out: Path, res: dict):
     (out / 'bench_verify.json').write_text(json.dumps(res, indent=1, default=str))
-    names = [n for n in ('v2', 'sm90_n256', 'sm90_c2', 'sm90_n64') if any(n in r['impls'] for r in res['bench'])]
+    names = [n for n in ('v2', 'sm90_n256', 'sm90_n64') if any(n in r['impls'] for r in res['bench'])]
     lines = ['| shape | ' + ' | '.join(f'{n} µs (% of 4.27 TB/s, % of 799 TFLOP/s)' for n in names) + ' | floor bw / flop µs | sm90 vs v2 | torch µs | rel err |',
              '|---|' + '---|' * len(names) + '---|---|---|---|']
     for r in res['bench']:
@@ -278,7 +265,6 @@ def main():
             for n, r in v.get('by_pv_n', {}).items():
                 if r['ok']: impls[f'sm90_n{n}'] = dict(impl='sm90', pv_n=int(n))
                 else: print(f"sm_90a pv_n={n}: {r['failed']} of {r['checks']} checks failed: not timed (validate_sm90.json has each)", flush=True)
-            impls['sm90_c2'] = dict(impl='sm90', pv_n=256, kernel=SM90_TRY)   # checked on each shape's inputs before timing
     print(f"timing: {sorted(impls)}", flush=True)
     shapes = SHAPES[:2] if a.quick else SHAPES if a.impl != 'v2' else SHAPES[:6]
     for T, H, P, kind in shapes:

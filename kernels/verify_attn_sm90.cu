@@ -99,7 +99,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_tb(float *d, uint64_t da, uint6
 }
 
 
-template <int PVN, bool CH2>
+template <int PVN>
 __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, const bf16 *__restrict__ q_pe,
                                             const bf16 *__restrict__ kv, const uint32_t *__restrict__ vis, int W,
                                             int T, int H, int P, const int *__restrict__ p_dev, int S, float scale,
@@ -154,28 +154,21 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
             __syncthreads();
         }
 
-        // S = Q K^T: this warpgroup's 32 keys, 36 k16 steps over the 576-deep rows; CH2: two accumulator sets (even and
-        // odd column blocks), two independent chains of 18 wgmmas instead of one of 36, added at the end
-        float s[16], s2[16];
+        // S = Q K^T: this warpgroup's 32 keys, 36 k16 steps over the 576-deep rows
+        float s[16];
 #pragma unroll
-        for (int i = 0; i < 16; ++i) s[i] = s2[i] = 0.f;
+        for (int i = 0; i < 16; ++i) s[i] = 0.f;
         reg_fence<16>(s);
-        if (CH2) reg_fence<16>(s2);
         wgmma_fence();
 #pragma unroll
         for (int cb = 0; cb < 9; ++cb)
 #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-                wgmma_m64n32k16(CH2 && (cb & 1) ? s2 : s, gdesc(sQ + cb * CBLK + kk * 32, 16, 1024),
+                wgmma_m64n32k16(s, gdesc(sQ + cb * CBLK + kk * 32, 16, 1024),
                                 gdesc(sK + cb * CBLK + wg * 32 * 128 + kk * 32, 16, 1024));
         wgmma_commit();
         wgmma_wait0();
         reg_fence<16>(s);
-        if (CH2) {
-            reg_fence<16>(s2);
-#pragma unroll
-            for (int i = 0; i < 16; ++i) s[i] += s2[i];
-        }
 
         // scale to log2 units, mask, row max (quad, then the two warpgroups through shared memory)
         const int kb = it * BN + wg * 32 + 2 * t4;
@@ -261,15 +254,14 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
 }
 
 // Same arguments as verify_attn_v2_*; grid (ceil(M / 64), splits), block 256, dynamic shared memory SMEM.
-#define VERIFY_SM90(NAME, PVN, CH2)                                                                             \
+#define VERIFY_SM90(NAME, PVN)                                                                                  \
     extern "C" __global__ void __launch_bounds__(256, 1)                                                        \
     NAME(const bf16 *__restrict__ q_lat, const bf16 *__restrict__ q_pe, const bf16 *__restrict__ kv,             \
          const uint32_t *__restrict__ vis, int W, int T, int H, int P, const int *__restrict__ p_dev, int S,      \
          float scale, bf16 *__restrict__ out, float *__restrict__ lse, bf16 *__restrict__ ws_o,                  \
          float *__restrict__ ws_lse, int splits) {                                                               \
-        verify_sm90<PVN, CH2>(q_lat, q_pe, kv, vis, W, T, H, P, p_dev, S, scale, out, lse, ws_o, ws_lse, splits);     \
+        verify_sm90<PVN>(q_lat, q_pe, kv, vis, W, T, H, P, p_dev, S, scale, out, lse, ws_o, ws_lse, splits);     \
     }
 
-VERIFY_SM90(verify_attn_sm90_n256, 256, false)  // PV as 4 x wgmma.m64n256k16 (uses the MN-major LBO)
-VERIFY_SM90(verify_attn_sm90_n64, 64, false)    // PV as 16 x wgmma.m64n64k16 (one swizzle atom each: LBO-independent)
-VERIFY_SM90(verify_attn_sm90_n256c2, 256, true) // QK as two independent accumulator chains (session 15's A/B)
+VERIFY_SM90(verify_attn_sm90_n256, 256)  // PV as 4 x wgmma.m64n256k16 (uses the MN-major LBO)
+VERIFY_SM90(verify_attn_sm90_n64, 64)    // PV as 16 x wgmma.m64n64k16 (one swizzle atom each: LBO-independent)
