@@ -79,14 +79,24 @@ def main():
             gu, dn = summary(st_gu.cpu(), n_sm), summary(st_dn.cpu(), n_sm)
             gap = (dn['base_ns'] - gu['base_ns']) / 1e3 - gu['span_us']
             runs.append(dict(gate_up=gu, down=dn, gap_us=round(gap, 2)))
+        raw = dict(gate_up=st_gu.cpu().tolist(), down=st_dn.cpu().tolist())   # the last replay's stamps: start, end (ns), SM, row tiles
     keys = ('span_us', 'ramp_us', 'tail_us', 'sm_busy', 'first_end_us', 'median_end_us')
     med = {kn: {key: round(statistics.median(r[kn][key] for r in runs), 3) for key in keys} for kn in ('gate_up', 'down')}
     res = dict(tokens=a.tokens, grid=grid, same_bits_as_shipped=same, median=med, gap_us=statistics.median(r['gap_us'] for r in runs),
                last=runs[-1], gpu=torch.cuda.get_device_name())
     print(json.dumps(res, indent=1))
+    for kn in ('gate_up', 'down'):   # block time against its SM's load (row tiles of the SM's blocks): contention or not
+        st = torch.tensor(raw[kn], dtype=torch.float64)
+        d, sm, it = (st[:, 1] - st[:, 0]) / 1e3, st[:, 2].long(), st[:, 3]
+        load = torch.zeros(n_sm, dtype=torch.float64).index_add_(0, sm, it)[sm]
+        for n in it.unique().tolist():
+            for L in load[it == n].unique().tolist():
+                m = (it == n) & (load == L)
+                print(f"{kn}: blocks of {int(n)} tiles on SMs holding {int(L)} tiles: {int(m.sum())} blocks, "
+                      f"{d[m].median():.2f} µs median, {d[m].min():.2f}-{d[m].max():.2f}")
     if a.out:
         os.makedirs(a.out, exist_ok=True)
-        json.dump(dict(res, runs=runs), open(os.path.join(a.out, f'stamp_moe_t{a.tokens}.json'), 'w'), indent=1)
+        json.dump(dict(res, runs=runs, raw=raw), open(os.path.join(a.out, f'stamp_moe_t{a.tokens}.json'), 'w'), indent=1)
 
 
 if __name__ == '__main__': main()
