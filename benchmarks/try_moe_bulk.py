@@ -10,7 +10,7 @@ import argparse, json, os, statistics, sys
 import torch
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_moe import H, I, CEIL, rand_packed, routing, make_flush
-from ddtree_nb.moe import (MoEWorkspace, moe_w4a16, moe_group_launch, _SIG_GU, _SIG_DOWN, _SIG_COMB, _combine_grid,
+from ddtree_nb.moe import (MoEWorkspace, moe_w4a16, moe_cuda_launch, moe_group_launch, _SIG_GU, _SIG_DOWN, _SIG_COMB, _combine_grid,
                            BLOCKS_PER_SM)
 from ddtree_nb.runtime import load_kernel, device_limits, engine_stream
 
@@ -83,7 +83,7 @@ def main():
         ws, out = MoEWorkspace(T, k, 384, H, I, dev), torch.empty_like(x)
         hit = idx.unique().numel()
         mb = hit * ex.bytes_per_expert / 1e6
-        t13 = graph_us(lambda: moe_w4a16(x, idx, w, ex, 2.827, out=out, backend='cuda', ws=ws, version=13), a.reps, flush, es)
+        t13 = graph_us(lambda: moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, 13), a.reps, flush, es)
         t20 = graph_us(lambda: launches_v20(x, idx, w, ex, ws, out, n_sm), a.reps, flush, es)
         row = dict(T=T, hit=hit, MB=round(mb, 1), v13_us=round(t13, 1), v20_us=round(t20, 1),
                    v13_pct=round(100 * mb * 1e6 / (t13 * 1e-6) / CEIL, 1), v20_pct=round(100 * mb * 1e6 / (t20 * 1e-6) / CEIL, 1))
