@@ -295,8 +295,8 @@ ROUTER_GROUP(moe_router_group_e1024, 32)
 // 4. combine: each token sums its k pair rows in order (deterministic), scaled, to bf16
 // ---------------------------------------------------------------------------------------------------------
 // grid (ceil(H/256), min(T, 65535)): block y takes tokens y, y + gridDim.y, ... (grid.y caps at 65,535: a long prefill)
-extern "C" __global__ void __launch_bounds__(256)
-moe_combine(const float *__restrict__ ybuf, const int *__restrict__ pos, int T, int k, int H, float rsf, bf16 *__restrict__ out) {
+__device__ __forceinline__ void combine_tokens(const float *__restrict__ ybuf, const int *__restrict__ pos, int T, int k, int H, float rsf,
+                                               bf16 *__restrict__ out) {
     const int n = blockIdx.x * 256 + threadIdx.x;
     if (n >= H) return;
     for (int t = blockIdx.y; t < T; t += gridDim.y) {
@@ -307,6 +307,10 @@ moe_combine(const float *__restrict__ ybuf, const int *__restrict__ pos, int T, 
         }
         out[(size_t)t * H + n] = __float2bfloat16(rsf * s);
     }
+}
+extern "C" __global__ void __launch_bounds__(256)
+moe_combine(const float *__restrict__ ybuf, const int *__restrict__ pos, int T, int k, int H, float rsf, bf16 *__restrict__ out) {
+    combine_tokens(ybuf, pos, T, k, H, rsf, out);
 }
 
 // =========================================================================================================
@@ -492,9 +496,25 @@ template <bool L3, bool TM, bool BAL> __device__ __forceinline__ void gate_up_v1
     });
 }
 
-template <bool L3, bool TM, bool BAL> __device__ __forceinline__ void down_v11(DN_ARGS) {
+// programmatic dependent launch (sm_90+; kernels/dev/moe_w4a16_pdl.cu): wait for the grid this one depends on (its memory
+// visible), and let this grid's dependent launch. Both are no-ops under a plain launch.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// PDL: launched as gate/up's dependent, a block requests its first weight chunk (and reads the grouping, complete before
+// gate/up let this grid launch) before it waits for gate/up's act
+template <bool L3, bool TM, bool BAL, bool PDL = false> __device__ __forceinline__ void down_v11(DN_ARGS) {
     __shared__ float red[2 * 4 * 2 * 4 * 32];
     const int G = I / 32;
+    bool waited = false;
     share_items<BAL>(n_hit[0], (H + 31) >> 5, hit, offsets, [&](int y, int r0, int R) {
         const int e = hit[y];
         const size_t base = (size_t)e * H * G;
@@ -503,7 +523,10 @@ template <bool L3, bool TM, bool BAL> __device__ __forceinline__ void down_v11(D
                                             reinterpret_cast<const unsigned short *>(down_scale) + base};
         const int n0 = r0 * 32, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
         v11_run<2, 4, 32, 16, L3, TM>(W, S, n0, H, G, R, offsets + e, red,
-            [&](int s0, int mt) { return g < mt ? reinterpret_cast<const uint4 *>(act + (size_t)(s0 + g) * I) : nullptr; },
+            [&](int s0, int mt) {
+                if constexpr (PDL) { if (!waited) { pdl_wait(); waited = true; } }   // called right before the first act load
+                return g < mt ? reinterpret_cast<const uint4 *>(act + (size_t)(s0 + g) * I) : nullptr;
+            },
             [&](int r, int t0, int mt, const float (&s)[2][4]) {
                 const int slot0 = offsets[e] + t0;
 #pragma unroll
@@ -515,6 +538,10 @@ template <bool L3, bool TM, bool BAL> __device__ __forceinline__ void down_v11(D
                     }
             });
     });
+    if constexpr (PDL) {
+        if (!waited) pdl_wait();   // a block with no items still orders its exit after gate/up (the combine reads ybuf)
+        pdl_launch_dependents();
+    }
 }
 
 // v12 = v11 with the dequantisation's mask and exponent in one lop3 (dq_pair_l3): the same bits, 64 fewer integer
