@@ -112,12 +112,13 @@ def main():
         ws, out, ref = MoEWorkspace(T, k, E, H, I, dev), torch.empty_like(x), torch.empty_like(x)
         with es: moe_cuda_launch(x, idx, w, ex, 2.827, ref, ws, 13)
         for pdl in (False, True):
-            out.fill_(float('nan'))
-            with es: launches_pdl(x, idx, w, ex, ws, out, n_sm, es, pdl)
+            with es:   # the poison on the launches' stream, or nothing orders it before them
+                out.fill_(float('nan'))
+                launches_pdl(x, idx, w, ex, ws, out, n_sm, es, pdl)
             torch.cuda.synchronize()
             res['checks'].append(dict(T=T, pdl=pdl, graph=False, same_bits=torch.equal(out, ref)))
         t13, _ = graph_us(lambda: moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, 13), a.reps, flush, es)
-        out.fill_(float('nan'))
+        with es: out.fill_(float('nan'))
         tp, _ = graph_us(lambda: launches_pdl(x, idx, w, ex, ws, out, n_sm, es), a.reps, flush, es)
         torch.cuda.synchronize()
         res['checks'].append(dict(T=T, pdl=True, graph=True, same_bits=torch.equal(out, ref)))
