@@ -70,6 +70,7 @@ def main():
                 idx, w = routing(T, E, min(k, E), how, dev, seed=T)
                 ref = moe_w4a16(x, idx, w, ex, 2.827, backend='cuda', version=13)
                 ws, out = MoEWorkspace(T, idx.shape[1], E, hidden, inter, dev), torch.full_like(x, float('nan'))
+                torch.cuda.synchronize()   # the poison (default stream) before the launches (engine stream)
                 with es: launches_v20(x, idx, w, ex, ws, out, n_sm)
                 torch.cuda.synchronize()
                 ok = torch.equal(out, ref)
