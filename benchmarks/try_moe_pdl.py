@@ -100,12 +100,46 @@ def main():
     ap.add_argument('--reps', type=int, default=20)
     ap.add_argument('--tokens', type=int, nargs='+', default=[1, 2, 4, 8])
     ap.add_argument('--out', default=None)
+    ap.add_argument('--stress', type=int, default=0, help='only the checks, this many eager and graph-replayed PDL runs per T')
     a = ap.parse_args()
     dev, k, E = torch.device('cuda'), 8, 384
     n_sm = device_limits(dev.index or 0)['sms']
     es, flush = engine_stream(dev.index or 0), make_flush(dev, 'read')
     ex = rand_packed(E, dev)
     res = dict(gpu=torch.cuda.get_device_name(), commit=os.environ.get('DDTREE_COMMIT', '?'), checks=[], bench=[])
+    if a.stress:
+        for T in a.tokens:
+            x = torch.randn(T, H, device=dev, generator=torch.Generator(device=dev).manual_seed(1)).bfloat16()
+            idx, w = routing(T, E, k, 'spread', dev, seed=1)
+            ws, out, ref = MoEWorkspace(T, k, E, H, I, dev), torch.empty_like(x), torch.empty_like(x)
+            with es: moe_cuda_launch(x, idx, w, ex, 2.827, ref, ws, 13)
+            torch.cuda.synchronize()
+            refs = []
+            for _ in range(4):   # is v13 itself the same every time?
+                r2 = torch.empty_like(x)
+                with es: moe_cuda_launch(x, idx, w, ex, 2.827, r2, ws, 13)
+                torch.cuda.synchronize(); refs.append(torch.equal(r2, ref))
+            bad_e = bad_g = 0
+            for i in range(a.stress):
+                with es:
+                    out.fill_(float('nan')); launches_pdl(x, idx, w, ex, ws, out, n_sm, es)
+                torch.cuda.synchronize()
+                if not torch.equal(out, ref):
+                    bad_e += 1
+                    d = (out.float() - ref.float()).abs()
+                    if bad_e <= 3: print(f"  eager T={T} run {i}: {int(d.isnan().sum())} NaN, {int((d > 0).sum())} differ, max {d.nan_to_num().max().item():.3e}", flush=True)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, stream=es.torch): launches_pdl(x, idx, w, ex, ws, out, n_sm, es)
+            for i in range(a.stress):
+                with es:
+                    out.fill_(float('nan')); g.replay()
+                torch.cuda.synchronize()
+                if not torch.equal(out, ref):
+                    bad_g += 1
+                    d = (out.float() - ref.float()).abs()
+                    if bad_g <= 3: print(f"  graph T={T} run {i}: {int(d.isnan().sum())} NaN, {int((d > 0).sum())} differ, max {d.nan_to_num().max().item():.3e}", flush=True)
+            print(f"stress T={T}: v13 repeatable {refs}; PDL eager {bad_e}/{a.stress} differ, graph {bad_g}/{a.stress} differ", flush=True)
+        return
     for T in a.tokens:
         x = torch.randn(T, H, device=dev, generator=torch.Generator(device=dev).manual_seed(1)).bfloat16()
         idx, w = routing(T, E, k, 'spread', dev, seed=1)
