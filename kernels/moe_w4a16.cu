@@ -509,12 +509,22 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #endif
 }
 
+// a pointer the compiler cannot see through: loads from it depend on this point of the program. After pdl_wait it keeps
+// the loads of the grid-before's output (x chunks are read with ld.global.nc, which the compiler may hoist: its data is
+// promised constant for the kernel's life, and under PDL it is not) from moving above the wait
+template <class T> __device__ __forceinline__ T *after_here(T *p) {
+    uint64_t u = reinterpret_cast<uint64_t>(p);
+    asm volatile("mov.b64 %0, %0;\n" : "+l"(u)::"memory");
+    return reinterpret_cast<T *>(u);
+}
+
 // PDL: launched as gate/up's dependent, a block requests its first weight chunk (and reads the grouping, complete before
 // gate/up let this grid launch) before it waits for gate/up's act
 template <bool L3, bool TM, bool BAL, bool PDL = false> __device__ __forceinline__ void down_v11(DN_ARGS) {
     __shared__ float red[2 * 4 * 2 * 4 * 32];
     const int G = I / 32;
     bool waited = false;
+    const bf16 *actp = act;   // under PDL: re-read after the wait, so no act load is hoisted above it
     share_items<BAL>(n_hit[0], (H + 31) >> 5, hit, offsets, [&](int y, int r0, int R) {
         const int e = hit[y];
         const size_t base = (size_t)e * H * G;
@@ -524,8 +534,8 @@ template <bool L3, bool TM, bool BAL, bool PDL = false> __device__ __forceinline
         const int n0 = r0 * 32, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
         v11_run<2, 4, 32, 16, L3, TM>(W, S, n0, H, G, R, offsets + e, red,
             [&](int s0, int mt) {
-                if constexpr (PDL) { if (!waited) { pdl_wait(); waited = true; } }   // called right before the first act load
-                return g < mt ? reinterpret_cast<const uint4 *>(act + (size_t)(s0 + g) * I) : nullptr;
+                if constexpr (PDL) { if (!waited) { pdl_wait(); waited = true; actp = after_here(act); } }   // before the first act load
+                return g < mt ? reinterpret_cast<const uint4 *>(actp + (size_t)(s0 + g) * I) : nullptr;
             },
             [&](int r, int t0, int mt, const float (&s)[2][4]) {
                 const int slot0 = offsets[e] + t0;

@@ -6,13 +6,17 @@
 //   down:    v13's down with PDL: a block requests its first weight chunk before waiting for gate/up (down_v11<..., true>),
 //            then launch_dependents;
 //   combine: wait, then the combine.
-// Under a plain launch every wait returns at once: the same kernels, the same bits.
+// Under a plain launch every wait returns at once: the same kernels, the same bits. Data the grid before writes is read
+// through pointers taken after the wait (after_here): the x chunks are ld.global.nc loads, which the compiler may hoist above
+// the wait (their data is promised constant for the kernel's life). Without that, down read act rows of the previous run at
+// T = 8 in 16-40% of runs (session 15's first try).
 #include "moe_w4a16.cu"
 
 extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v13_pdl(GU_ARGS) {
     pdl_wait();
-    pdl_launch_dependents();
-    gate_up_v11<true, true, false>(GU_PASS);
+    pdl_launch_dependents();   // the grouping's output is read through pointers taken after the wait (after_here)
+    gate_up_v11<true, true, false>(x, H, I, k, after_here(sorted_pair), after_here(offsets), after_here(hit), after_here(n_hit),
+                                   gate_packed, gate_scale, up_packed, up_scale, act);
 }
 extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v13_pdl(DN_ARGS) { down_v11<true, true, false, true>(DN_PASS); }
 extern "C" __global__ void __launch_bounds__(256)
