@@ -8,8 +8,8 @@
 //   combine: wait, then the combine.
 // Under a plain launch every wait returns at once: the same kernels, the same bits. Data the grid before writes is read
 // through pointers taken after the wait (after_here): the x chunks are ld.global.nc loads, which the compiler may hoist above
-// the wait (their data is promised constant for the kernel's life). Without that, down read act rows of the previous run at
-// T = 8 in 16-40% of runs (session 15's first try).
+// the wait (their data is promised constant for the kernel's life). Without that, outputs at T = 8 differed from v13 in 16-40%
+// of runs (session 15: the combine read ybuf rows of the previous run, whose slot order the grouping's atomics change).
 #include "moe_w4a16.cu"
 
 extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v13_pdl(GU_ARGS) {
@@ -22,5 +22,5 @@ extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v13_pdl(DN_ARGS) {
 extern "C" __global__ void __launch_bounds__(256)
 moe_combine_pdl(const float *__restrict__ ybuf, const int *__restrict__ pos, int T, int k, int H, float rsf, bf16 *__restrict__ out) {
     pdl_wait();
-    combine_tokens(ybuf, pos, T, k, H, rsf, out);
+    combine_tokens(after_here(ybuf), after_here(pos), T, k, H, rsf, out);
 }
