@@ -68,17 +68,19 @@ def drv_kernel(name, sig, device) -> DrvKernel:
     return _kernels[name, device]
 
 
+PDL_ON = {'gu', 'dn', 'comb'}   # which launches carry the PDL attribute (--pdl-on narrows it, to find a racing edge)
+
 def launches_pdl(x, idx, w, ex, ws, out, n_sm, es, pdl=True):
     "moe_cuda_launch's four launches at T <= 8; gate/up, down and the combine as PDL dependents of the launch before."
     E, k, d = ex.n_experts, idx.shape[1], x.device.index
     h = es.pycuda.handle
     moe_group_launch(x, idx, w, E, ws)
     drv_kernel('moe_gate_up_v13_pdl', _SIG_GU, d)(x, H, I, k, ws.sorted_pair, ws.offsets, ws.hit, ws.n_hit, ex.gate_packed, ex.gate_scale,
-        ex.up_packed, ex.up_scale, ws.act, grid=(BLOCKS_PER_SM * n_sm,), block=128, stream=h, pdl=pdl)
+        ex.up_packed, ex.up_scale, ws.act, grid=(BLOCKS_PER_SM * n_sm,), block=128, stream=h, pdl=pdl and 'gu' in PDL_ON)
     drv_kernel('moe_down_v13_pdl', _SIG_DOWN, d)(ws.act, I, H, ws.sorted_pair, w, ws.offsets, ws.hit, ws.n_hit, ex.down_packed,
-        ex.down_scale, ws.ybuf, grid=(BLOCKS_PER_SM * n_sm,), block=128, stream=h, pdl=pdl)
+        ex.down_scale, ws.ybuf, grid=(BLOCKS_PER_SM * n_sm,), block=128, stream=h, pdl=pdl and 'dn' in PDL_ON)
     drv_kernel('moe_combine_pdl', _SIG_COMB, d)(ws.ybuf, ws.pos, idx.shape[0], k, H, 2.827, out, grid=_combine_grid(idx.shape[0], H),
-        block=256, stream=h, pdl=pdl)
+        block=256, stream=h, pdl=pdl and 'comb' in PDL_ON)
 
 
 def graph_us(fn, reps, flush, es):
@@ -101,7 +103,9 @@ def main():
     ap.add_argument('--tokens', type=int, nargs='+', default=[1, 2, 4, 8])
     ap.add_argument('--out', default=None)
     ap.add_argument('--stress', type=int, default=0, help='only the checks, this many eager and graph-replayed PDL runs per T')
+    ap.add_argument('--pdl-on', default='gu,dn,comb', help='the launches that get the PDL attribute (comma list of gu, dn, comb)')
     a = ap.parse_args()
+    PDL_ON.clear(); PDL_ON.update(a.pdl_on.split(','))
     dev, k, E = torch.device('cuda'), 8, 384
     n_sm = device_limits(dev.index or 0)['sms']
     es, flush = engine_stream(dev.index or 0), make_flush(dev, 'read')
@@ -138,7 +142,7 @@ def main():
                     bad_g += 1
                     d = (out.float() - ref.float()).abs()
                     if bad_g <= 3: print(f"  graph T={T} run {i}: {int(d.isnan().sum())} NaN, {int((d > 0).sum())} differ, max {d.nan_to_num().max().item():.3e}", flush=True)
-            print(f"stress T={T}: v13 repeatable {refs}; PDL eager {bad_e}/{a.stress} differ, graph {bad_g}/{a.stress} differ", flush=True)
+            print(f"stress T={T} PDL on {sorted(PDL_ON)}: v13 repeatable {refs}; PDL eager {bad_e}/{a.stress} differ, graph {bad_g}/{a.stress} differ", flush=True)
         return
     for T in a.tokens:
         x = torch.randn(T, H, device=dev, generator=torch.Generator(device=dev).manual_seed(1)).bfloat16()
