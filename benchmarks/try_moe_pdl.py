@@ -103,6 +103,7 @@ def main():
     ap.add_argument('--tokens', type=int, nargs='+', default=[1, 2, 4, 8])
     ap.add_argument('--out', default=None)
     ap.add_argument('--stress', type=int, default=0, help='only the checks, this many eager and graph-replayed PDL runs per T')
+    ap.add_argument('--vary', action='store_true', help='with --stress: a new routing every run (v13 recomputed each time, plain launches)')
     ap.add_argument('--pdl-on', default='gu,dn,comb', help='the launches that get the PDL attribute (comma list of gu, dn, comb)')
     a = ap.parse_args()
     PDL_ON.clear(); PDL_ON.update(a.pdl_on.split(','))
@@ -125,6 +126,11 @@ def main():
                 torch.cuda.synchronize(); refs.append(torch.equal(r2, ref))
             bad_e = bad_g = 0
             for i in range(a.stress):
+                if a.vary:   # new picks and weights in the same buffers, then v13's answer for them
+                    i2, w2 = routing(T, E, k, 'spread', dev, seed=100 + i)
+                    idx.copy_(i2); w.copy_(w2)
+                    with es: moe_cuda_launch(x, idx, w, ex, 2.827, ref, ws, 13)
+                    torch.cuda.synchronize()
                 with es:
                     out.fill_(float('nan')); launches_pdl(x, idx, w, ex, ws, out, n_sm, es)
                 torch.cuda.synchronize()
@@ -135,6 +141,11 @@ def main():
             g = torch.cuda.CUDAGraph()
             with torch.cuda.graph(g, stream=es.torch): launches_pdl(x, idx, w, ex, ws, out, n_sm, es)
             for i in range(a.stress):
+                if a.vary:
+                    i2, w2 = routing(T, E, k, 'spread', dev, seed=1000 + i)
+                    idx.copy_(i2); w.copy_(w2)
+                    with es: moe_cuda_launch(x, idx, w, ex, 2.827, ref, ws, 13)
+                    torch.cuda.synchronize()
                 with es:
                     out.fill_(float('nan')); g.replay()
                 torch.cuda.synchronize()
