@@ -148,6 +148,21 @@ def gpu_time(fn, reps, flush, warm=5):
     return statistics.median(ts)
 
 
+def graph_time(fn, reps, flush, es, warm=5):
+    "Median µs of `fn`'s launches captured as one CUDA graph on engine stream `es`, replayed after `flush` (and a sleep that hides the host)."
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=es.torch): fn()
+    ts = []
+    with es:
+        for i in range(warm + reps):
+            flush()
+            torch.cuda._sleep(1_000_000)
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record(); g.replay(); e.record(); e.synchronize()
+            if i >= warm: ts.append(s.elapsed_time(e) * 1e3)
+    return statistics.median(ts)
+
+
 def split_time(x, idx, w, ex, ws, out, v, reps, flush):
     "Median µs of each of the four launches."
     ts = [[] for _ in range(4)]

@@ -6,10 +6,10 @@ median µs, % of 4.27 TB/s for the hit experts' bytes.
 
     python benchmarks/try_moe_bulk.py [--reps 20] [--tokens 1 2 4 8] [--out DIR]
 """
-import argparse, json, os, statistics, sys
+import argparse, json, os, sys
 import torch
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_moe import H, I, CEIL, rand_packed, routing, make_flush
+from bench_moe import H, I, CEIL, rand_packed, routing, make_flush, graph_time
 from ddtree_nb.moe import (MoEWorkspace, moe_w4a16, moe_cuda_launch, moe_group_launch, _SIG_GU, _SIG_DOWN, _SIG_COMB, _combine_grid,
                            BLOCKS_PER_SM)
 from ddtree_nb.runtime import load_kernel, device_limits, engine_stream
@@ -36,20 +36,6 @@ def launches_v20(x, idx, w, ex, ws, out, n_sm):
        grid=(BULK_BLOCKS_PER_SM * n_sm, 1), block=128, shared=smem)
     load_kernel('moe_w4a16.cu', 'moe_combine', _SIG_COMB, device=d)(ws.ybuf, ws.pos, idx.shape[0], k, Hd, 2.827, out,
         grid=_combine_grid(idx.shape[0], Hd), block=256)
-
-
-def graph_us(fn, reps, flush, es):
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=es.torch): fn()
-    ts = []
-    with es:
-        for i in range(5 + reps):
-            flush()
-            torch.cuda._sleep(1_000_000)
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record(); g.replay(); e.record(); e.synchronize()
-            if i >= 5: ts.append(s.elapsed_time(e) * 1e3)
-    return statistics.median(ts)
 
 
 def main():
@@ -84,8 +70,8 @@ def main():
         ws, out = MoEWorkspace(T, k, 384, H, I, dev), torch.empty_like(x)
         hit = idx.unique().numel()
         mb = hit * ex.bytes_per_expert / 1e6
-        t13 = graph_us(lambda: moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, 13), a.reps, flush, es)
-        t20 = graph_us(lambda: launches_v20(x, idx, w, ex, ws, out, n_sm), a.reps, flush, es)
+        t13 = graph_time(lambda: moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, 13), a.reps, flush, es)
+        t20 = graph_time(lambda: launches_v20(x, idx, w, ex, ws, out, n_sm), a.reps, flush, es)
         row = dict(T=T, hit=hit, MB=round(mb, 1), v13_us=round(t13, 1), v20_us=round(t20, 1),
                    v13_pct=round(100 * mb * 1e6 / (t13 * 1e-6) / CEIL, 1), v20_pct=round(100 * mb * 1e6 / (t20 * 1e-6) / CEIL, 1))
         res['bench'].append(row)

@@ -7,15 +7,19 @@ graphs with bench_moe.py's L2 flush (a 256 MB read) ahead of each rep: median µ
 
     python benchmarks/try_moe_pdl.py [--reps 20] [--tokens 1 2 4 8] [--out DIR]
 """
-import argparse, ctypes, json, os, statistics, sys
+import argparse, ctypes, json, os, sys
 import torch
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_moe import H, I, CEIL, rand_packed, routing, make_flush
+from bench_moe import H, I, CEIL, rand_packed, routing, make_flush, graph_time
 from ddtree_nb.moe import MoEWorkspace, moe_cuda_launch, moe_group_launch, _SIG_GU, _SIG_DOWN, _SIG_COMB, _combine_grid, BLOCKS_PER_SM
 from ddtree_nb.runtime import nvcc_compile, kernels_dir, device_arch, device_limits, engine_stream, cuda_context
 
 SRC = 'dev/moe_w4a16_pdl.cu'
-_cu = ctypes.CDLL('libcuda.so.1')
+class _Driver:   # libcuda, opened on first use (so the module imports on a machine without a GPU)
+    def __getattr__(self, name):
+        lib = self.__dict__.setdefault('lib', ctypes.CDLL('libcuda.so.1'))
+        return getattr(lib, name)
+_cu = _Driver()
 PROGRAMMATIC_STREAM_SERIALIZATION = 6   # CUlaunchAttributeID
 
 
@@ -81,20 +85,6 @@ def launches_pdl(x, idx, w, ex, ws, out, n_sm, es, pdl=True):
         ex.down_scale, ws.ybuf, grid=(BLOCKS_PER_SM * n_sm,), block=128, stream=h, pdl=pdl and 'dn' in PDL_ON)
     drv_kernel('moe_combine_pdl', _SIG_COMB, d)(ws.ybuf, ws.pos, idx.shape[0], k, H, 2.827, out, grid=_combine_grid(idx.shape[0], H),
         block=256, stream=h, pdl=pdl and 'comb' in PDL_ON)
-
-
-def graph_us(fn, reps, flush, es):
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=es.torch): fn()
-    ts = []
-    with es:
-        for i in range(5 + reps):
-            flush()
-            torch.cuda._sleep(1_000_000)
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record(); g.replay(); e.record(); e.synchronize()
-            if i >= 5: ts.append(s.elapsed_time(e) * 1e3)
-    return statistics.median(ts), g
 
 
 def main():
@@ -166,9 +156,9 @@ def main():
                 launches_pdl(x, idx, w, ex, ws, out, n_sm, es, pdl)
             torch.cuda.synchronize()
             res['checks'].append(dict(T=T, pdl=pdl, graph=False, same_bits=torch.equal(out, ref)))
-        t13, _ = graph_us(lambda: moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, 13), a.reps, flush, es)
+        t13 = graph_time(lambda: moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, 13), a.reps, flush, es)
         with es: out.fill_(float('nan'))
-        tp, _ = graph_us(lambda: launches_pdl(x, idx, w, ex, ws, out, n_sm, es), a.reps, flush, es)
+        tp = graph_time(lambda: launches_pdl(x, idx, w, ex, ws, out, n_sm, es), a.reps, flush, es)
         torch.cuda.synchronize()
         res['checks'].append(dict(T=T, pdl=True, graph=True, same_bits=torch.equal(out, ref)))
         hit = idx.unique().numel(); mb = hit * ex.bytes_per_expert / 1e6

@@ -332,6 +332,19 @@ moe_combine(const float *__restrict__ ybuf, const int *__restrict__ pos, int T, 
 // Launch: grid (resident blocks, 1), 128 threads; an expert's tokens beyond 8 take more 8-token passes over its tiles.
 // =========================================================================================================
 
+// a tile's sums: the NW warps' partials of this lane's accumulators in one reduction slot, added in warp order
+template <int NT, int NW> __device__ __forceinline__ void slot_sums(const float *slot, int lane, float (&s)[NT][4]) {
+#pragma unroll
+    for (int i = 0; i < NT; ++i)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            float v = 0.f;
+#pragma unroll
+            for (int w = 0; w < NW; ++w) v += slot[((w * NT + i) * 4 + q) * 32 + lane];
+            s[i][q] = v;
+        }
+}
+
 // One run of R consecutive row tiles (starting at row n0) of one expert with m tokens: tile r's sub-tile i is rows
 // n0 + r*RS + i*IS + {g, g + 8} of matrix W[i] (clamped to N - 1, outputs past N masked by `epi`). `xrow_of(t0, mt)`
 // gives this lane's x row for the 8-token tile at t0 (nullptr past mt); `epi(r, t0, mt, acc)` writes tile r.
@@ -395,15 +408,7 @@ __device__ __forceinline__ void v11_run(const uint4 *const (&W)[NT], const unsig
         __syncthreads();
         if (warp == (cp & (NW - 1))) {
             float s[NT][4];
-#pragma unroll
-            for (int i = 0; i < NT; ++i)
-#pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    float v = 0.f;
-#pragma unroll
-                    for (int w = 0; w < NW; ++w) v += slot[((w * NT + i) * 4 + q) * 32 + lane];
-                    s[i][q] = v;
-                }
+            slot_sums<NT, NW>(slot, lane, s);
             epi(cr, 8 * cq, min(8, m - 8 * cq), s);
         }
         ++cp;

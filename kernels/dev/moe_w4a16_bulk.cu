@@ -101,15 +101,14 @@ extern "C" __global__ void __launch_bounds__(128, 2) moe_down_v20(DN_ARGS) {
             issue(i + 2);
         }
         if (warp == (i & (NW - 1))) {
+            float v[NT][4];
+            slot_sums<NT, NW>(slot, lane, v);
 #pragma unroll
             for (int k2 = 0; k2 < NT; ++k2)
 #pragma unroll
                 for (int qq = 0; qq < 4; ++qq) {
-                    float v = 0.f;
-#pragma unroll
-                    for (int w = 0; w < NW; ++w) v += slot[((w * NT + k2) * 4 + qq) * 32 + lane];
                     const int nn = 32 * r + 16 * k2 + g + (qq >= 2 ? 8 : 0), tok = 2 * t + (qq & 1);
-                    if (tok < m) ybuf[(size_t)(slot0 + tok) * H + nn] = topk_w[sorted_pair[slot0 + tok]] * v;
+                    if (tok < m) ybuf[(size_t)(slot0 + tok) * H + nn] = topk_w[sorted_pair[slot0 + tok]] * v[k2][qq];
                 }
         }
     }
