@@ -295,6 +295,12 @@ ROUTER_GROUP(moe_router_group_e1024, 32)
 // 4. combine: each token sums its k pair rows in order (deterministic), scaled, to bf16
 // ---------------------------------------------------------------------------------------------------------
 // grid (ceil(H/256), min(T, 65535)): block y takes tokens y, y + gridDim.y, ... (grid.y caps at 65,535: a long prefill)
+__device__ __forceinline__ float ldcg(const float *p) {
+    float v;
+    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p) : "memory");
+    return v;
+}
+template <bool NC = true>   // false: ybuf read coherently (ldcg), as a PDL dependent of the down launch must
 __device__ __forceinline__ void combine_tokens(const float *__restrict__ ybuf, const int *__restrict__ pos, int T, int k, int H, float rsf,
                                                bf16 *__restrict__ out) {
     const int n = blockIdx.x * 256 + threadIdx.x;
@@ -303,7 +309,7 @@ __device__ __forceinline__ void combine_tokens(const float *__restrict__ ybuf, c
         float s = 0.f;
         for (int j = 0; j < k; ++j) {
             const int slot = pos[(size_t)t * k + j];
-            if (slot >= 0) s += ybuf[(size_t)slot * H + n];
+            if (slot >= 0) s += NC ? ybuf[(size_t)slot * H + n] : ldcg(ybuf + (size_t)slot * H + n);
         }
         out[(size_t)t * H + n] = __float2bfloat16(rsf * s);
     }
@@ -348,7 +354,7 @@ template <int NT, int NW> __device__ __forceinline__ void slot_sums(const float 
 // One run of R consecutive row tiles (starting at row n0) of one expert with m tokens: tile r's sub-tile i is rows
 // n0 + r*RS + i*IS + {g, g + 8} of matrix W[i] (clamped to N - 1, outputs past N masked by `epi`). `xrow_of(t0, mt)`
 // gives this lane's x row for the 8-token tile at t0 (nullptr past mt); `epi(r, t0, mt, acc)` writes tile r.
-template <int NT, int NW, int RS, int IS, bool L3, bool TM, class XRow, class Epi>
+template <int NT, int NW, int RS, int IS, bool L3, bool TM, bool XNC = true, class XRow, class Epi>
 __device__ __forceinline__ void v11_run(const uint4 *const (&W)[NT], const unsigned short *const (&S)[NT], int n0, int N, int G,
                                         int R, const int *mp, float *red, XRow xrow_of, Epi epi) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -376,7 +382,7 @@ __device__ __forceinline__ void v11_run(const uint4 *const (&W)[NT], const unsig
     load_w(A, 4 * warp + t);                             // in flight while the token chain below resolves
     const int start = mp[0], m = mp[1] - start, J = (m + 7) >> 3, NP = R * J;
     const uint4 *xrow = xrow_of(start, min(8, m));
-    load_chunk_x<NT>(A, xrow, 4 * warp + t, G);
+    load_chunk_x<NT, XNC>(A, xrow, 4 * warp + t, G);
     float acc[NT][4];
 #pragma unroll
     for (int i = 0; i < NT; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
@@ -393,7 +399,7 @@ __device__ __forceinline__ void v11_run(const uint4 *const (&W)[NT], const unsig
         }
         if (np < NP) {
             const int q = 4 * (warp + nj * NW) + t;
-            load_w(st, q); load_chunk_x<NT>(st, xrow, q, G);
+            load_w(st, q); load_chunk_x<NT, XNC>(st, xrow, q, G);
         }
     };
     auto finish = [&](const StageV2<NT> &st) {
@@ -515,9 +521,10 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #endif
 }
 
-// a pointer the compiler cannot see through: loads from it depend on this point of the program. After pdl_wait it keeps
-// the loads of the grid-before's output (x chunks are read with ld.global.nc, which the compiler may hoist: its data is
-// promised constant for the kernel's life, and under PDL it is not) from moving above the wait
+// a pointer the compiler cannot see through: loads from it depend on this point of the program (after pdl_wait). Under PDL
+// the grid before may still be writing its output while this grid runs its prologue, so that output must be read with
+// coherent loads (ldcg), never through the read-only path (ld.global.nc / __ldg), whose data must not change during the
+// kernel's life
 template <class T> __device__ __forceinline__ T *after_here(T *p) {
     uint64_t u = reinterpret_cast<uint64_t>(p);
     asm volatile("mov.b64 %0, %0;\n" : "+l"(u)::"memory");
@@ -538,7 +545,7 @@ template <bool L3, bool TM, bool BAL, bool PDL = false> __device__ __forceinline
         const unsigned short *const S[2] = {reinterpret_cast<const unsigned short *>(down_scale) + base,
                                             reinterpret_cast<const unsigned short *>(down_scale) + base};
         const int n0 = r0 * 32, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-        v11_run<2, 4, 32, 16, L3, TM>(W, S, n0, H, G, R, offsets + e, red,
+        v11_run<2, 4, 32, 16, L3, TM, !PDL>(W, S, n0, H, G, R, offsets + e, red,
             [&](int s0, int mt) {
                 if constexpr (PDL) { if (!waited) { pdl_wait(); waited = true; actp = after_here(act); } }   // before the first act load
                 return g < mt ? reinterpret_cast<const uint4 *>(actp + (size_t)(s0 + g) * I) : nullptr;

@@ -89,11 +89,17 @@ __device__ __forceinline__ void load_chunk_w(StageV2<NT> &st, const PtrsV2<NT> &
             st.s[i][r] = ok ? (uint32_t)__ldg(p.s[i][r] + q) : 0u;
         }
 }
-template <int NT>
+__device__ __forceinline__ uint4 ldcg(const uint4 *p) {   // coherent at L2 (not the read-only path): for data another grid may
+    uint4 v;                                                // still be writing while this one runs (programmatic dependent launch)
+    asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+    return v;
+}
+// NC: through the read-only path (__ldg), whose data must not change while the kernel runs; false: ldcg
+template <int NT, bool NC = true>
 __device__ __forceinline__ void load_chunk_x(StageV2<NT> &st, const uint4 *xrow, int q, int G) {
     const bool okx = q < G && xrow != nullptr;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) st.x[j] = okx ? __ldg(xrow + 4 * q + j) : make_uint4(0, 0, 0, 0);
+    for (int j = 0; j < 4; ++j) st.x[j] = okx ? (NC ? __ldg(xrow + 4 * q + j) : ldcg(xrow + 4 * q + j)) : make_uint4(0, 0, 0, 0);
 }
 
 template <int NT, bool L3 = false>   // L3: dequantise with dq_pair_l3 (bit-identical, fewer instructions)

@@ -6,10 +6,11 @@
 //   down:    v13's down with PDL: a block requests its first weight chunk before waiting for gate/up (down_v11<..., true>),
 //            then launch_dependents;
 //   combine: wait, then the combine.
-// Under a plain launch every wait returns at once: the same kernels, the same bits. Data the grid before writes is read
-// through pointers taken after the wait (after_here): the x chunks are ld.global.nc loads, which the compiler may hoist above
-// the wait (their data is promised constant for the kernel's life). Without that, outputs at T = 8 differed from v13 in 16-40%
-// of runs (session 15: the combine read ybuf rows of the previous run, whose slot order the grouping's atomics change).
+// Under a plain launch every wait returns at once: the same kernels, the same bits. Data the grid before writes (down's act,
+// the combine's ybuf) is read after the wait and with coherent loads (ldcg), not through the read-only path: that grid may
+// still be writing it while this one runs its prologue, and ld.global.nc promises the data does not change during the
+// kernel's life. Session 15's first version read act with __ldg: at T = 8, 23-26 of 100 runs differed from v13, with PDL on
+// the down launch alone as well (benchmarks/moe_w4a16.md, "Session 15"); this version has not run on a GPU yet.
 #include "moe_w4a16.cu"
 
 extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v13_pdl(GU_ARGS) {
@@ -22,5 +23,5 @@ extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v13_pdl(DN_ARGS) {
 extern "C" __global__ void __launch_bounds__(256)
 moe_combine_pdl(const float *__restrict__ ybuf, const int *__restrict__ pos, int T, int k, int H, float rsf, bf16 *__restrict__ out) {
     pdl_wait();
-    combine_tokens(after_here(ybuf), after_here(pos), T, k, H, rsf, out);
+    combine_tokens<false>(after_here(ybuf), after_here(pos), T, k, H, rsf, out);
 }
