@@ -295,11 +295,6 @@ ROUTER_GROUP(moe_router_group_e1024, 32)
 // 4. combine: each token sums its k pair rows in order (deterministic), scaled, to bf16
 // ---------------------------------------------------------------------------------------------------------
 // grid (ceil(H/256), min(T, 65535)): block y takes tokens y, y + gridDim.y, ... (grid.y caps at 65,535: a long prefill)
-__device__ __forceinline__ float ldcg(const float *p) {
-    float v;
-    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p) : "memory");
-    return v;
-}
 template <bool NC = true>   // false: ybuf read coherently (ldcg), as a PDL dependent of the down launch must
 __device__ __forceinline__ void combine_tokens(const float *__restrict__ ybuf, const int *__restrict__ pos, int T, int k, int H, float rsf,
                                                bf16 *__restrict__ out) {
@@ -431,11 +426,15 @@ __device__ __forceinline__ void v11_run(const uint4 *const (&W)[NT], const unsig
 }
 
 // block b's share [a, b) of the n_hit x tiles work items, walked as runs within one expert: run(y, r0, R)
+// block b's items [a, b_end) of `items` cut into gridDim.x equal shares, in order
+__device__ __forceinline__ void v11_share(long long items, int &a, int &b) {
+    a = (int)(items * blockIdx.x / gridDim.x);
+    b = (int)(items * (blockIdx.x + 1) / gridDim.x);
+}
 template <class Run>
 __device__ __forceinline__ void v11_items(int nh, int tiles, Run run) {
-    const long long items = (long long)nh * tiles;
-    int a = (int)(items * blockIdx.x / gridDim.x);
-    const int b = (int)(items * (blockIdx.x + 1) / gridDim.x);
+    int a, b;
+    v11_share((long long)nh * tiles, a, b);
     while (a < b) {
         const int y = a / tiles, r0 = a - y * tiles, R = min(b - a, tiles - r0);
         run(y, r0, R);

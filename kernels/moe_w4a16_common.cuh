@@ -94,6 +94,11 @@ __device__ __forceinline__ uint4 ldcg(const uint4 *p) {   // coherent at L2 (not
     asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
     return v;
 }
+__device__ __forceinline__ float ldcg(const float *p) {
+    float v;
+    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p) : "memory");
+    return v;
+}
 // NC: through the read-only path (__ldg), whose data must not change while the kernel runs; false: ldcg
 template <int NT, bool NC = true>
 __device__ __forceinline__ void load_chunk_x(StageV2<NT> &st, const uint4 *xrow, int q, int G) {

@@ -7,8 +7,6 @@
 // reduction order are v13's, so the output is v13's bit for bit. 2 blocks per SM (82 KB of shared memory each).
 #include "moe_w4a16.cu"
 
-__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
 __device__ __forceinline__ void mbar_init(uint32_t a, int n) { asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(a), "r"(n) : "memory"); }
 __device__ __forceinline__ void mbar_expect(uint32_t a, uint32_t bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(a), "r"(bytes) : "memory");
@@ -31,11 +29,12 @@ extern "C" __global__ void __launch_bounds__(128, 2) moe_down_v20(DN_ARGS) {
     extern __shared__ __align__(128) unsigned char sm[];
     const int G = I / 32, stage_w = 32 * G * 16, stage = stage_w + 32 * G * 2;
     float *red = reinterpret_cast<float *>(sm + 2 * stage);
-    const uint32_t s_base = smem_u32(sm), s_mbar = s_base + 2 * stage + 2 * NW * NT * 4 * 32 * 4;
+    const uint32_t s_base = (uint32_t)__cvta_generic_to_shared(sm), s_mbar = s_base + 2 * stage + 2 * NW * NT * 4 * 32 * 4;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int tiles = H / 32, nloc = ((G + 3) / 4 + NW - 1) / NW;
-    const long long items = (long long)n_hit[0] * tiles;
-    const int a = (int)(items * blockIdx.x / gridDim.x), n = (int)(items * (blockIdx.x + 1) / gridDim.x) - a;
+    int a, n;
+    v11_share((long long)n_hit[0] * tiles, a, n);   // the share v11_items walks: items [a, n), then n = their count
+    n -= a;
     if (threadIdx.x == 0) {
         mbar_init(s_mbar, 1); mbar_init(s_mbar + 8, 1);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
