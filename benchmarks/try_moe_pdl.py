@@ -12,7 +12,7 @@ import torch
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_moe import H, I, CEIL, rand_packed, routing, make_flush, graph_time
 from ddtree_nb.moe import MoEWorkspace, moe_cuda_launch, moe_group_launch, _SIG_GU, _SIG_DOWN, _SIG_COMB, _combine_grid, BLOCKS_PER_SM
-from ddtree_nb.runtime import nvcc_compile, kernels_dir, device_arch, device_limits, engine_stream, cuda_context
+from ddtree_nb.runtime import Kernel, nvcc_compile, kernels_dir, device_arch, device_limits, engine_stream, cuda_context
 
 SRC = 'dev/moe_w4a16_pdl.cu'
 class _Driver:   # libcuda, opened on first use (so the module imports on a machine without a GPU)
@@ -38,6 +38,10 @@ def check(r, what):
         raise RuntimeError(f"{what}: CUDA driver error {r} ({s.value.decode() if s.value else '?'})")
 
 
+_CTYPES = {'P': ctypes.c_uint64, 'i': ctypes.c_int32, 'I': ctypes.c_uint32, 'q': ctypes.c_int64, 'Q': ctypes.c_uint64,
+           'f': ctypes.c_float, 'd': ctypes.c_double}
+
+
 class DrvKernel:
     "A kernel of `SRC` loaded with the driver API (cuModuleLoadData in torch's primary context), launched by cuLaunchKernelEx."
     _mods = {}
@@ -52,12 +56,8 @@ class DrvKernel:
         check(_cu.cuModuleGetFunction(ctypes.byref(self.fn), self._mods[device], name.encode()), f'cuModuleGetFunction {name}')
         self.sig, self.name = sig, name
     def __call__(self, *args, grid, block, stream, pdl):
-        vals = []
-        for a, k in zip(args, self.sig):
-            if k == 'P': vals.append(ctypes.c_uint64(a.data_ptr() if isinstance(a, torch.Tensor) else int(a)))
-            elif k == 'i': vals.append(ctypes.c_int32(int(a)))
-            elif k == 'f': vals.append(ctypes.c_float(float(a)))
-            else: raise ValueError(k)
+        # runtime.Kernel's own argument checks and conversion (CUDA, contiguous; the signature's scalar types), as ctypes values
+        vals = [_CTYPES[k](Kernel._arg(self, i, a, k)) for i, (a, k) in enumerate(zip(args, self.sig))]
         params = (ctypes.c_void_p * len(vals))(*[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in vals])
         attr = Attr(id=PROGRAMMATIC_STREAM_SERIALIZATION); attr.value.i = 1
         g = tuple(grid) + (1,) * (3 - len(grid)); b = (block, 1, 1)
