@@ -483,27 +483,29 @@ __device__ __forceinline__ void share_items(int nh, int tiles, const int *hit, c
     if constexpr (BAL) v14_items(nh, tiles, hit, offsets, run); else v11_items(nh, tiles, run);
 }
 
+// gate/up item: R row tiles of hit expert y from tile r0 (red: the block's reduction slots)
+template <bool L3, bool TM> __device__ __forceinline__ void gate_up_item(GU_ARGS, int G, int y, int r0, int R, float *red) {
+    const int e = hit[y];
+    const size_t base = (size_t)e * I * G;
+    const uint4 *const W[2] = {gate_packed + base, up_packed + base};
+    const unsigned short *const S[2] = {reinterpret_cast<const unsigned short *>(gate_scale) + base,
+                                        reinterpret_cast<const unsigned short *>(up_scale) + base};
+    const int n0 = r0 * 16, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+    v11_run<2, 4, 16, 0, L3, TM>(W, S, n0, I, G, R, offsets + e, red,
+        [&](int s0, int mt) { return g < mt ? reinterpret_cast<const uint4 *>(x + (size_t)(sorted_pair[s0 + g] / k) * H) : nullptr; },
+        [&](int r, int t0, int mt, const float (&s)[2][4]) {
+            const int slot0 = offsets[e] + t0;
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {   // c0,c1: row g, tokens 2t, 2t+1; c2,c3: row g+8
+                const int n = n0 + 16 * r + g + (q >= 2 ? 8 : 0), tok = 2 * t + (q & 1);
+                if (n < I && tok < mt) act[(size_t)(slot0 + tok) * I + n] = __float2bfloat16(s[0][q] / (1.f + __expf(-s[0][q])) * s[1][q]);
+            }
+        });
+}
 template <bool L3, bool TM, bool BAL> __device__ __forceinline__ void gate_up_v11(GU_ARGS) {
     __shared__ float red[2 * 4 * 2 * 4 * 32];
-    const int G = H / 32;
-    share_items<BAL>(n_hit[0], (I + 15) >> 4, hit, offsets, [&](int y, int r0, int R) {
-        const int e = hit[y];
-        const size_t base = (size_t)e * I * G;
-        const uint4 *const W[2] = {gate_packed + base, up_packed + base};
-        const unsigned short *const S[2] = {reinterpret_cast<const unsigned short *>(gate_scale) + base,
-                                            reinterpret_cast<const unsigned short *>(up_scale) + base};
-        const int n0 = r0 * 16, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-        v11_run<2, 4, 16, 0, L3, TM>(W, S, n0, I, G, R, offsets + e, red,
-            [&](int s0, int mt) { return g < mt ? reinterpret_cast<const uint4 *>(x + (size_t)(sorted_pair[s0 + g] / k) * H) : nullptr; },
-            [&](int r, int t0, int mt, const float (&s)[2][4]) {
-                const int slot0 = offsets[e] + t0;
-#pragma unroll
-                for (int q = 0; q < 4; ++q) {   // c0,c1: row g, tokens 2t, 2t+1; c2,c3: row g+8
-                    const int n = n0 + 16 * r + g + (q >= 2 ? 8 : 0), tok = 2 * t + (q & 1);
-                    if (n < I && tok < mt) act[(size_t)(slot0 + tok) * I + n] = __float2bfloat16(s[0][q] / (1.f + __expf(-s[0][q])) * s[1][q]);
-                }
-            });
-    });
+    const int G = H / 32;   // groups per row
+    share_items<BAL>(n_hit[0], (I + 15) >> 4, hit, offsets, [&](int y, int r0, int R) { gate_up_item<L3, TM>(GU_PASS, G, y, r0, R, red); });
 }
 
 // programmatic dependent launch (sm_90+), used only by the experiment in kernels/dev/moe_w4a16_pdl.cu (a race at T = 8 is
@@ -530,6 +532,33 @@ template <class T> __device__ __forceinline__ T *after_here(T *p) {
     return reinterpret_cast<T *>(u);
 }
 
+// down item: R row tiles of hit expert y from tile r0. `act_ready()` is called once per 8-token pass, after the pass's first
+// weight chunk is requested and before act is read, and returns the act pointer to read (XNC false: through ld.global.cg)
+template <bool L3, bool TM, bool XNC, class Ready> __device__ __forceinline__ void down_item(DN_ARGS, int G, int y, int r0, int R,
+                                                                                           float *red, Ready act_ready) {
+    const int e = hit[y];
+    const size_t base = (size_t)e * H * G;
+    const uint4 *const W[2] = {down_packed + base, down_packed + base};
+    const unsigned short *const S[2] = {reinterpret_cast<const unsigned short *>(down_scale) + base,
+                                        reinterpret_cast<const unsigned short *>(down_scale) + base};
+    const int n0 = r0 * 32, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+    v11_run<2, 4, 32, 16, L3, TM, XNC>(W, S, n0, H, G, R, offsets + e, red,
+        [&](int s0, int mt) {
+            const bf16 *a = act_ready();
+            return g < mt ? reinterpret_cast<const uint4 *>(a + (size_t)(s0 + g) * I) : nullptr;
+        },
+        [&](int r, int t0, int mt, const float (&s)[2][4]) {
+            const int slot0 = offsets[e] + t0;
+#pragma unroll
+            for (int i = 0; i < 2; ++i)
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    const int n = n0 + 32 * r + 16 * i + g + (q >= 2 ? 8 : 0), tok = 2 * t + (q & 1);
+                    if (n < H && tok < mt) ybuf[(size_t)(slot0 + tok) * H + n] = topk_w[sorted_pair[slot0 + tok]] * s[i][q];
+                }
+        });
+}
+
 // PDL: launched as gate/up's dependent, a block requests its first weight chunk (and reads the grouping, complete before
 // gate/up let this grid launch) before it waits for gate/up's act
 template <bool L3, bool TM, bool BAL, bool PDL = false> __device__ __forceinline__ void down_v11(DN_ARGS) {
@@ -538,27 +567,10 @@ template <bool L3, bool TM, bool BAL, bool PDL = false> __device__ __forceinline
     bool waited = false;
     const bf16 *actp = act;   // under PDL: re-read after the wait, so no act load is hoisted above it
     share_items<BAL>(n_hit[0], (H + 31) >> 5, hit, offsets, [&](int y, int r0, int R) {
-        const int e = hit[y];
-        const size_t base = (size_t)e * H * G;
-        const uint4 *const W[2] = {down_packed + base, down_packed + base};
-        const unsigned short *const S[2] = {reinterpret_cast<const unsigned short *>(down_scale) + base,
-                                            reinterpret_cast<const unsigned short *>(down_scale) + base};
-        const int n0 = r0 * 32, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-        v11_run<2, 4, 32, 16, L3, TM, !PDL>(W, S, n0, H, G, R, offsets + e, red,
-            [&](int s0, int mt) {
-                if constexpr (PDL) { if (!waited) { pdl_wait(); waited = true; actp = after_here(act); } }   // before the first act load
-                return g < mt ? reinterpret_cast<const uint4 *>(actp + (size_t)(s0 + g) * I) : nullptr;
-            },
-            [&](int r, int t0, int mt, const float (&s)[2][4]) {
-                const int slot0 = offsets[e] + t0;
-#pragma unroll
-                for (int i = 0; i < 2; ++i)
-#pragma unroll
-                    for (int q = 0; q < 4; ++q) {
-                        const int n = n0 + 32 * r + 16 * i + g + (q >= 2 ? 8 : 0), tok = 2 * t + (q & 1);
-                        if (n < H && tok < mt) ybuf[(size_t)(slot0 + tok) * H + n] = topk_w[sorted_pair[slot0 + tok]] * s[i][q];
-                    }
-            });
+        down_item<L3, TM, !PDL>(DN_PASS, G, y, r0, R, red, [&]() {
+            if constexpr (PDL) { if (!waited) { pdl_wait(); waited = true; actp = after_here(act); } }   // before the first act load
+            return actp;
+        });
     });
     if constexpr (PDL) {
         if (!waited) pdl_wait();   // a block with no items still orders its exit after gate/up (the combine reads ybuf)

@@ -1,0 +1,99 @@
+// moe_w4a16_fused.cu: issue 20, T <= 8: gate/up and down as one persistent launch (v21), a try against the shipped four
+// launches (v13's loop, moe_w4a16.cu). Session 15 measured that each streaming launch reads at what a 25-40 µs read gets
+// on the H200 (a ramp, and a tail of 10-18% from blocks with the same work): 132 MB + 66 MB in two launches took 64 µs
+// where one 198 MB read takes 56-60. Here both stream in one launch:
+//   * the work is a list of items claimed at run time (one global counter): first every gate/up item (GR row tiles of
+//     one hit expert), expert-major, then every down item (DR row tiles); a block claims its next item while it
+//     streams the current one, so a block that finishes early takes more, and the launch ends within one item;
+//   * a down item of expert y may start only when all of y's gate/up tiles are written: a block that finishes a gate/up
+//     item adds its tiles to done[y] (after the run's barrier: thread 0 fences, then the atomic, so the whole block's act
+//     stores are visible first); a down item requests its first weight chunk, then each thread waits for done[y] with
+//     an acquire load before it reads act, and reads act with ld.global.cg (it is written during this launch, so not
+//     through the read-only path);
+//   * no deadlock without co-residency: items are claimed in order and every gate/up item precedes every down item, so
+//     the gate/up items a waiting block needs were claimed by blocks that are running them, and those never wait.
+// Each tile is computed and reduced as v13 does, so the output is v13's bit for bit. moe_group_fused also zeroes the
+// counters (sync[0] = claims, sync[1 + y] = done[y]) for the launch after it. Not shipped; runs from a checkout.
+#include "moe_w4a16.cu"
+
+extern "C" __global__ void __launch_bounds__(MAXE)
+moe_group_fused(const int *__restrict__ topk_idx, int P, int E, int *__restrict__ counts, int *__restrict__ offsets,
+                int *__restrict__ hit, int *__restrict__ n_hit, int *__restrict__ sorted_pair, int *__restrict__ pos, int *__restrict__ sync) {
+    group_pairs(topk_idx, P, E, counts, offsets, hit, n_hit, sorted_pair, pos);
+    for (int i = threadIdx.x; i <= E; i += MAXE) sync[i] = 0;
+}
+
+__device__ __forceinline__ int ld_acquire(const int *p) {
+    int v;
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ unsigned long long gtime() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+// one gate/up item and one down item, inlined into the loop (NI false) or as calls (NI true: each gets its own register
+// allocation, and only the loop's few values live across the call)
+template <bool NI> struct Items;
+#define GU_ITEM_BODY { gate_up_item<true, true>(GU_PASS, H / 32, y, r0, R, red); }
+#define DN_ITEM_BODY { down_item<true, true, false>(DN_PASS, I / 32, y, r0, R, red, [&]() {   /* first weight chunk requested */ \
+        if (ld_acquire(done) < need) { while (ld_acquire(done) < need) __nanosleep(100); }                                      \
+        return act; }); }
+template <> struct Items<false> {
+    static __device__ __forceinline__ void gu(GU_ARGS, int y, int r0, int R, float *red) GU_ITEM_BODY
+    static __device__ __forceinline__ void dn(DN_ARGS, int y, int r0, int R, float *red, const int *done, int need) DN_ITEM_BODY
+};
+template <> struct Items<true> {
+    static __device__ __noinline__ void gu(GU_ARGS, int y, int r0, int R, float *red) GU_ITEM_BODY
+    static __device__ __noinline__ void dn(DN_ARGS, int y, int r0, int R, float *red, const int *done, int need) DN_ITEM_BODY
+};
+
+#define FUSED_ARGS const bf16 *__restrict__ x, int H, int I, int k, const int *__restrict__ sorted_pair, const float *__restrict__ topk_w, \
+    const int *__restrict__ offsets, const int *__restrict__ hit, const int *__restrict__ n_hit, const uint4 *__restrict__ gate_packed, \
+    const bf16 *__restrict__ gate_scale, const uint4 *__restrict__ up_packed, const bf16 *__restrict__ up_scale, \
+    const uint4 *__restrict__ down_packed, const bf16 *__restrict__ down_scale, bf16 *act, float *__restrict__ ybuf, int *sync, int GR, int DR, \
+    unsigned long long *st
+#define FUSED_PASS x, H, I, k, sorted_pair, topk_w, offsets, hit, n_hit, gate_packed, gate_scale, up_packed, up_scale, down_packed, \
+    down_scale, act, ybuf, sync, GR, DR, st
+
+// ST: stamps into st, per block its start and end (%globaltimer, ns) and the gate/up and down tiles it did
+template <bool NI, bool ST> __device__ __forceinline__ void fused_v21(FUSED_ARGS) {
+    __shared__ float red[2 * 4 * 2 * 4 * 32];
+    __shared__ int s_next;
+    const unsigned long long t0 = ST ? gtime() : 0ull;
+    const int tid = threadIdx.x, nh = n_hit[0], TG = (I + 15) >> 4, TD = (H + 31) >> 5;
+    const int ug = (TG + GR - 1) / GR, ud = (TD + DR - 1) / DR, NG = nh * ug, NTOT = NG + nh * ud;
+    int *ctr = sync, *done = sync + 1;
+    int n_gu = 0, n_dn = 0;
+    if (tid == 0) s_next = atomicAdd(ctr, 1);
+    __syncthreads();
+    int cur = s_next;
+    while (cur < NTOT) {
+        int nxt = 0;
+        if (tid == 0) nxt = atomicAdd(ctr, 1);   // the next claim, in flight while this item streams
+        if (cur < NG) {
+            const int y = cur / ug, r0 = (cur - y * ug) * GR, R = min(GR, TG - r0);
+            Items<NI>::gu(x, H, I, k, sorted_pair, offsets, hit, n_hit, gate_packed, gate_scale, up_packed, up_scale, act, y, r0, R, red);
+            // the item's run ended with a barrier: the block's act stores come before thread 0's fence and count
+            if (tid == 0) { s_next = nxt; __threadfence(); atomicAdd(done + y, R); }
+            if (ST) n_gu += R;
+        } else {
+            const int c = cur - NG, y = c / ud, r0 = (c - y * ud) * DR, R = min(DR, TD - r0);
+            Items<NI>::dn(act, I, H, sorted_pair, topk_w, offsets, hit, n_hit, down_packed, down_scale, ybuf, y, r0, R, red, done + y, TG);
+            if (tid == 0) s_next = nxt;
+            if (ST) n_dn += R;
+        }
+        __syncthreads();
+        cur = s_next;
+    }
+    if (ST && tid == 0) {
+        unsigned long long *p = st + 4 * blockIdx.x;
+        p[0] = t0; p[1] = gtime(); p[2] = (unsigned long long)n_gu; p[3] = (unsigned long long)n_dn;
+    }
+}
+extern "C" __global__ void __launch_bounds__(128, 4) moe_fused_v21(FUSED_ARGS) { fused_v21<false, false>(FUSED_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) moe_fused_v21n(FUSED_ARGS) { fused_v21<true, false>(FUSED_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) moe_fused_v21_stamps(FUSED_ARGS) { fused_v21<false, true>(FUSED_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) moe_fused_v21n_stamps(FUSED_ARGS) { fused_v21<true, true>(FUSED_PASS); }
