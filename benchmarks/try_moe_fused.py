@@ -14,31 +14,40 @@ import argparse, json, os, statistics, sys
 import torch
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_moe import H, I, CEIL, rand_packed, routing, make_flush, graph_time
-from ddtree_nb.moe import MoEWorkspace, moe_w4a16, moe_cuda_launch, _SIG_GROUP, _SIG_COMB, _combine_grid, BLOCKS_PER_SM, MAX_EXPERTS
+from ddtree_nb.moe import MoEWorkspace, moe_w4a16, moe_cuda_launch, _SIG_GROUP, _SIG_GU, _SIG_COMB, _combine_grid, BLOCKS_PER_SM, MAX_EXPERTS
 from ddtree_nb.runtime import load_kernel, device_limits, engine_stream
 
 SRC = 'dev/moe_w4a16_fused.cu'
-_SIG_FUSED = 'Piii' + 'P' * 14 + 'iiP'
+_SIG_FUSED = 'Piii' + 'P' * 14 + 'iiPi'
 
 
-def launches_v21(x, idx, w, ex, ws, sync, out, n_sm, gr=1, dr=2, name='moe_fused_v21', st=None):
-    "The three launches: grouping (+ counters zeroed), gate/up and down fused with gr / dr row tiles per item, the combine."
+def launches_v21(x, idx, w, ex, ws, sync, out, n_sm, gr=1, dr=2, name='moe_fused_v21', st=None, mode=0):
+    "The three launches: grouping (+ counters zeroed), gate/up and down fused with gr / dr row tiles per item, the combine. mode: see fused_v21."
     (T, k), E, d = idx.shape, ex.n_experts, x.device.index
     load_kernel(SRC, 'moe_group_fused', _SIG_GROUP + 'P', device=d)(idx, T * k, E, ws.counts, ws.offsets, ws.hit, ws.n_hit,
         ws.sorted_pair, ws.pos, sync, grid=1, block=MAX_EXPERTS)
     load_kernel(SRC, name, _SIG_FUSED, device=d)(x, ex.hidden, ex.inter, k, ws.sorted_pair, w, ws.offsets, ws.hit, ws.n_hit,
         ex.gate_packed, ex.gate_scale, ex.up_packed, ex.up_scale, ex.down_packed, ex.down_scale, ws.act, ws.ybuf, sync, gr, dr,
-        0 if st is None else st, grid=(BLOCKS_PER_SM * n_sm, 1), block=128)
+        0 if st is None else st, mode, grid=((3 if name.endswith('lb3') else BLOCKS_PER_SM) * n_sm, 1), block=128)
     load_kernel('moe_w4a16.cu', 'moe_combine', _SIG_COMB, device=d)(ws.ybuf, ws.pos, T, k, ex.hidden, 2.827, out,
         grid=_combine_grid(T, ex.hidden), block=256)
+
+
+def gate_up_v13(x, idx, w, ex, ws, n_sm):
+    "The shipped grouping and gate/up launches alone (to compare with the fused kernel's gate/up items, mode 1)."
+    (T, k), d = idx.shape, x.device.index
+    load_kernel('moe_w4a16.cu', 'moe_group', _SIG_GROUP, device=d)(idx, T * k, ex.n_experts, ws.counts, ws.offsets, ws.hit, ws.n_hit,
+        ws.sorted_pair, ws.pos, grid=1, block=MAX_EXPERTS)
+    load_kernel('moe_w4a16.cu', 'moe_gate_up_v13', _SIG_GU, device=d)(x, ex.hidden, ex.inter, k, ws.sorted_pair, ws.offsets, ws.hit,
+        ws.n_hit, ex.gate_packed, ex.gate_scale, ex.up_packed, ex.up_scale, ws.act, grid=(BLOCKS_PER_SM * n_sm, 1), block=128)
 
 
 def check_one(x, idx, w, ex, ref, es, n_sm, variant, reps=1):
     "How many of `reps` eager runs and `reps` graph replays of `variant` (name, gr, dr) differ from `ref`."
     E, (T, k) = ex.n_experts, idx.shape
     ws, sync, out = MoEWorkspace(T, k, E, ex.hidden, ex.inter, x.device), torch.zeros(E + 1, dtype=torch.int32, device=x.device), torch.empty_like(x)
-    name, gr, dr = variant
-    run = lambda: launches_v21(x, idx, w, ex, ws, sync, out, n_sm, gr, dr, name)
+    name, gr, dr, mode = variant
+    run = lambda: launches_v21(x, idx, w, ex, ws, sync, out, n_sm, gr, dr, name, mode=mode)
     bad_e = bad_g = 0
     for _ in range(reps):
         with es: out.fill_(float('nan')); ws.act.fill_(float('nan')); run()   # poison on the launches' stream
@@ -63,7 +72,8 @@ def main():
     n_sm = device_limits(dev.index or 0)['sms']
     es, flush = engine_stream(dev.index or 0), make_flush(dev, 'read')
     items = [tuple(map(int, s.split(','))) for s in a.items]
-    variants = [('moe_fused_v21', *it) for it in items] + [('moe_fused_v21n', *items[0])]
+    variants = ([('moe_fused_v21', *it, 0) for it in items] + [('moe_fused_v21n', *items[0], 0), ('moe_fused_v21', 1, 1, 2),
+                ('moe_fused_v21_lb3', *items[0], 0)])
     res = dict(gpu=torch.cuda.get_device_name(), commit=os.environ.get('DDTREE_COMMIT', '?'), checks=[], bench=[], stamps=[])
     for hidden, inter, E in ((96, 160, 8), (H, I, 384)):
         ex = rand_packed(E, dev, seed=E, hidden=hidden, inter=inter)
@@ -91,21 +101,23 @@ def main():
             for rnd in range(2):   # the variants alternate twice: a drift of the GPU shows as a difference between rounds
                 t13 = graph_time(lambda: moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, 13), a.reps, flush, es)
                 row.setdefault('v13_us', []).append(round(t13, 1))
-                for name, gr, dr in variants:
-                    t = graph_time(lambda: launches_v21(x, idx, w, ex, ws, sync, out, n_sm, gr, dr, name), a.reps, flush, es)
-                    row.setdefault(f'{name}_{gr},{dr}_us', []).append(round(t, 1))
+                for name, gr, dr, mode in variants + [(n, g, d, m | 1) for n, g, d, m in variants[:1] + variants[-2:-1]]:
+                    t = graph_time(lambda: launches_v21(x, idx, w, ex, ws, sync, out, n_sm, gr, dr, name, mode=mode), a.reps, flush, es)
+                    row.setdefault(f'{name}_{gr},{dr}_m{mode}_us', []).append(round(t, 1))
+                t = graph_time(lambda: gate_up_v13(x, idx, w, ex, ws, n_sm), a.reps, flush, es)   # the gate/up part alone
+                row.setdefault('v13_group_gate_up_us', []).append(round(t, 1))
             row['pct'] = {key[:-3]: pct(min(v)) for key, v in row.items() if key.endswith('_us')}
             res['bench'].append(row)
             print(row, flush=True)
             if T == 1:   # where the fused launch's blocks spend their time
                 st = torch.zeros(BLOCKS_PER_SM * n_sm, 4, dtype=torch.int64, device=dev)
-                for gr, dr in items:
+                for gr, dr, mode in [(g, d, 0) for g, d in items] + [(1, 1, 2)]:
                     with es:
-                        flush(); launches_v21(x, idx, w, ex, ws, sync, out, n_sm, gr, dr, 'moe_fused_v21_stamps', st)
+                        flush(); launches_v21(x, idx, w, ex, ws, sync, out, n_sm, gr, dr, 'moe_fused_v21_stamps', st, mode)
                     torch.cuda.synchronize()
                     s = st.double(); t0 = s[:, 0].min()
                     beg, end = (s[:, 0] - t0) / 1e3, (s[:, 1] - t0) / 1e3
-                    d = dict(items=[gr, dr], span_us=round(end.max().item(), 2), median_end_us=round(end.median().item(), 2),
+                    d = dict(items=[gr, dr], mode=mode, span_us=round(end.max().item(), 2), median_end_us=round(end.median().item(), 2),
                              first_end_us=round(end.min().item(), 2), ramp_us=round(beg.max().item(), 2),
                              gu_tiles=sorted(set(s[:, 2].long().tolist())), dn_tiles=sorted(set(s[:, 3].long().tolist())))
                     res['stamps'].append(d); print('stamps', d, flush=True)

@@ -58,42 +58,52 @@ template <> struct Items<true> {
 #define FUSED_PASS x, H, I, k, sorted_pair, topk_w, offsets, hit, n_hit, gate_packed, gate_scale, up_packed, up_scale, down_packed, \
     down_scale, act, ybuf, sync, GR, DR, st
 
-// ST: stamps into st, per block its start and end (%globaltimer, ns) and the gate/up and down tiles it did
-template <bool NI, bool ST> __device__ __forceinline__ void fused_v21(FUSED_ARGS) {
+// ST: stamps into st, per block its start and end (%globaltimer, ns) and the gate/up and down tiles it did.
+// mode bit 0: gate/up items only (no down: to time the gate/up part against v13's gate/up launch); bit 1: static shares
+// instead of claims (block b takes v11_items' b-th share of the gate/up tiles, then of the down tiles, as v13's two launches do)
+template <bool NI, bool ST> __device__ __forceinline__ void fused_v21(FUSED_ARGS, int mode) {
     __shared__ float red[2 * 4 * 2 * 4 * 32];
     __shared__ int s_next;
     const unsigned long long t0 = ST ? gtime() : 0ull;
     const int tid = threadIdx.x, nh = n_hit[0], TG = (I + 15) >> 4, TD = (H + 31) >> 5;
-    const int ug = (TG + GR - 1) / GR, ud = (TD + DR - 1) / DR, NG = nh * ug, NTOT = NG + nh * ud;
     int *ctr = sync, *done = sync + 1;
     int n_gu = 0, n_dn = 0;
-    if (tid == 0) s_next = atomicAdd(ctr, 1);
-    __syncthreads();
-    int cur = s_next;
-    while (cur < NTOT) {
-        int nxt = 0;
-        if (tid == 0) nxt = atomicAdd(ctr, 1);   // the next claim, in flight while this item streams
-        if (cur < NG) {
-            const int y = cur / ug, r0 = (cur - y * ug) * GR, R = min(GR, TG - r0);
-            Items<NI>::gu(x, H, I, k, sorted_pair, offsets, hit, n_hit, gate_packed, gate_scale, up_packed, up_scale, act, y, r0, R, red);
-            // the item's run ended with a barrier: the block's act stores come before thread 0's fence and count
-            if (tid == 0) { s_next = nxt; __threadfence(); atomicAdd(done + y, R); }
-            if (ST) n_gu += R;
-        } else {
-            const int c = cur - NG, y = c / ud, r0 = (c - y * ud) * DR, R = min(DR, TD - r0);
-            Items<NI>::dn(act, I, H, sorted_pair, topk_w, offsets, hit, n_hit, down_packed, down_scale, ybuf, y, r0, R, red, done + y, TG);
-            if (tid == 0) s_next = nxt;
-            if (ST) n_dn += R;
-        }
+    auto gu = [&](int y, int r0, int R) {
+        Items<NI>::gu(x, H, I, k, sorted_pair, offsets, hit, n_hit, gate_packed, gate_scale, up_packed, up_scale, act, y, r0, R, red);
+        // the item's run ended with a barrier: the block's act stores come before thread 0's fence and count
+        if (tid == 0) { __threadfence(); atomicAdd(done + y, R); }
+        if (ST) n_gu += R;
+    };
+    auto dn = [&](int y, int r0, int R) {
+        Items<NI>::dn(act, I, H, sorted_pair, topk_w, offsets, hit, n_hit, down_packed, down_scale, ybuf, y, r0, R, red, done + y, TG);
+        if (ST) n_dn += R;
+    };
+    if (mode & 2) {
+        v11_items(nh, TG, gu);
+        if (!(mode & 1)) v11_items(nh, TD, dn);
+    } else {
+        const int ug = (TG + GR - 1) / GR, ud = (TD + DR - 1) / DR, NG = nh * ug, NTOT = (mode & 1) ? NG : NG + nh * ud;
+        if (tid == 0) s_next = atomicAdd(ctr, 1);
         __syncthreads();
-        cur = s_next;
+        int cur = s_next;
+        while (cur < NTOT) {
+            int nxt = 0;
+            if (tid == 0) nxt = atomicAdd(ctr, 1);   // the next claim, in flight while this item streams
+            if (cur < NG) { const int y = cur / ug, r0 = (cur - y * ug) * GR; gu(y, r0, min(GR, TG - r0)); }
+            else { const int c = cur - NG, y = c / ud, r0 = (c - y * ud) * DR; dn(y, r0, min(DR, TD - r0)); }
+            if (tid == 0) s_next = nxt;
+            __syncthreads();
+            cur = s_next;
+        }
     }
     if (ST && tid == 0) {
         unsigned long long *p = st + 4 * blockIdx.x;
         p[0] = t0; p[1] = gtime(); p[2] = (unsigned long long)n_gu; p[3] = (unsigned long long)n_dn;
     }
 }
-extern "C" __global__ void __launch_bounds__(128, 4) moe_fused_v21(FUSED_ARGS) { fused_v21<false, false>(FUSED_PASS); }
-extern "C" __global__ void __launch_bounds__(128, 4) moe_fused_v21n(FUSED_ARGS) { fused_v21<true, false>(FUSED_PASS); }
-extern "C" __global__ void __launch_bounds__(128, 4) moe_fused_v21_stamps(FUSED_ARGS) { fused_v21<false, true>(FUSED_PASS); }
-extern "C" __global__ void __launch_bounds__(128, 4) moe_fused_v21n_stamps(FUSED_ARGS) { fused_v21<true, true>(FUSED_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) moe_fused_v21(FUSED_ARGS, int mode) { fused_v21<false, false>(FUSED_PASS, mode); }
+extern "C" __global__ void __launch_bounds__(128, 4) moe_fused_v21n(FUSED_ARGS, int mode) { fused_v21<true, false>(FUSED_PASS, mode); }
+extern "C" __global__ void __launch_bounds__(128, 4) moe_fused_v21_stamps(FUSED_ARGS, int mode) { fused_v21<false, true>(FUSED_PASS, mode); }
+extern "C" __global__ void __launch_bounds__(128, 4) moe_fused_v21n_stamps(FUSED_ARGS, int mode) { fused_v21<true, true>(FUSED_PASS, mode); }
+// three blocks an SM (170 registers: no spills) with the grid sized to match
+extern "C" __global__ void __launch_bounds__(128, 3) moe_fused_v21_lb3(FUSED_ARGS, int mode) { fused_v21<false, false>(FUSED_PASS, mode); }
