@@ -66,6 +66,7 @@ def main():
     ap.add_argument('--tokens', type=int, nargs='+', default=[1, 2, 4, 8])
     ap.add_argument('--items', nargs='+', default=['1,2', '1,1', '2,2'], help='gate/up,down row tiles per claimed item')
     ap.add_argument('--stress', type=int, default=1)
+    ap.add_argument('--modes', type=int, nargs='+', default=None, help='time only moe_fused_v21 (items from --items[0]) in these modes, and v13')
     ap.add_argument('--out', default=None)
     a = ap.parse_args()
     dev, k = torch.device('cuda'), 8
@@ -74,6 +75,7 @@ def main():
     items = [tuple(map(int, s.split(','))) for s in a.items]
     variants = ([('moe_fused_v21', *it, 0) for it in items] + [('moe_fused_v21n', *items[0], 0), ('moe_fused_v21', 1, 1, 2),
                 ('moe_fused_v21_lb3', *items[0], 0)])
+    if a.modes: variants = [('moe_fused_v21', *items[0], m) for m in a.modes if not m & 1]
     res = dict(gpu=torch.cuda.get_device_name(), commit=os.environ.get('DDTREE_COMMIT', '?'), checks=[], bench=[], stamps=[])
     for hidden, inter, E in ((96, 160, 8), (H, I, 384)):
         ex = rand_packed(E, dev, seed=E, hidden=hidden, inter=inter)
@@ -101,7 +103,9 @@ def main():
             for rnd in range(2):   # the variants alternate twice: a drift of the GPU shows as a difference between rounds
                 t13 = graph_time(lambda: moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, 13), a.reps, flush, es)
                 row.setdefault('v13_us', []).append(round(t13, 1))
-                for name, gr, dr, mode in variants + [(n, g, d, m | 1) for n, g, d, m in variants[:1] + variants[-2:-1]]:
+                timed = [('moe_fused_v21', *items[0], m) for m in a.modes] if a.modes else \
+                        variants + [(n, g, d, m | 1) for n, g, d, m in variants[:1] + variants[-2:-1]]
+                for name, gr, dr, mode in timed:
                     t = graph_time(lambda: launches_v21(x, idx, w, ex, ws, sync, out, n_sm, gr, dr, name, mode=mode), a.reps, flush, es)
                     row.setdefault(f'{name}_{gr},{dr}_m{mode}_us', []).append(round(t, 1))
                 t = graph_time(lambda: gate_up_v13(x, idx, w, ex, ws, n_sm), a.reps, flush, es)   # the gate/up part alone
@@ -111,7 +115,7 @@ def main():
             print(row, flush=True)
             if T == 1:   # where the fused launch's blocks spend their time
                 st = torch.zeros(BLOCKS_PER_SM * n_sm, 4, dtype=torch.int64, device=dev)
-                for gr, dr, mode in [(g, d, 0) for g, d in items] + [(1, 1, 2)]:
+                for gr, dr, mode in ([(*items[0], m) for m in a.modes] if a.modes else [(g, d, 0) for g, d in items] + [(1, 1, 2)]):
                     with es:
                         flush(); launches_v21(x, idx, w, ex, ws, sync, out, n_sm, gr, dr, 'moe_fused_v21_stamps', st, mode)
                     torch.cuda.synchronize()

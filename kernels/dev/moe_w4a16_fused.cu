@@ -60,7 +60,9 @@ template <> struct Items<true> {
 
 // ST: stamps into st, per block its start and end (%globaltimer, ns) and the gate/up and down tiles it did.
 // mode bit 0: gate/up items only (no down: to time the gate/up part against v13's gate/up launch); bit 1: static shares
-// instead of claims (block b takes v11_items' b-th share of the gate/up tiles, then of the down tiles, as v13's two launches do)
+// instead of claims (block b takes v11_items' b-th share of the gate/up tiles, then of the down tiles, as v13's two launches do);
+// bit 2: claims without the prefetch (thread 0 claims after its item); bit 3 with bit 1: static in the claims' order (block b
+// takes items b, b + grid, ...: the order the claims give, without the atomics)
 template <bool NI, bool ST> __device__ __forceinline__ void fused_v21(FUSED_ARGS, int mode) {
     __shared__ float red[2 * 4 * 2 * 4 * 32];
     __shared__ int s_next;
@@ -78,7 +80,13 @@ template <bool NI, bool ST> __device__ __forceinline__ void fused_v21(FUSED_ARGS
         Items<NI>::dn(act, I, H, sorted_pair, topk_w, offsets, hit, n_hit, down_packed, down_scale, ybuf, y, r0, R, red, done + y, TG);
         if (ST) n_dn += R;
     };
-    if (mode & 2) {
+    if ((mode & 10) == 10) {
+        const int ug = (TG + GR - 1) / GR, ud = (TD + DR - 1) / DR, NG = nh * ug, NTOT = (mode & 1) ? NG : NG + nh * ud;
+        for (int cur = blockIdx.x; cur < NTOT; cur += gridDim.x) {
+            if (cur < NG) { const int y = cur / ug, r0 = (cur - y * ug) * GR; gu(y, r0, min(GR, TG - r0)); }
+            else { const int c = cur - NG, y = c / ud, r0 = (c - y * ud) * DR; dn(y, r0, min(DR, TD - r0)); }
+        }
+    } else if (mode & 2) {
         v11_items(nh, TG, gu);
         if (!(mode & 1)) v11_items(nh, TD, dn);
     } else {
@@ -88,10 +96,10 @@ template <bool NI, bool ST> __device__ __forceinline__ void fused_v21(FUSED_ARGS
         int cur = s_next;
         while (cur < NTOT) {
             int nxt = 0;
-            if (tid == 0) nxt = atomicAdd(ctr, 1);   // the next claim, in flight while this item streams
+            if (tid == 0 && !(mode & 4)) nxt = atomicAdd(ctr, 1);   // the next claim, in flight while this item streams
             if (cur < NG) { const int y = cur / ug, r0 = (cur - y * ug) * GR; gu(y, r0, min(GR, TG - r0)); }
             else { const int c = cur - NG, y = c / ud, r0 = (c - y * ud) * DR; dn(y, r0, min(DR, TD - r0)); }
-            if (tid == 0) s_next = nxt;
+            if (tid == 0) s_next = (mode & 4) ? atomicAdd(ctr, 1) : nxt;
             __syncthreads();
             cur = s_next;
         }
