@@ -62,7 +62,12 @@ template <> struct Items<true> {
 // mode bit 0: gate/up items only (no down: to time the gate/up part against v13's gate/up launch); bit 1: static shares
 // instead of claims (block b takes v11_items' b-th share of the gate/up tiles, then of the down tiles, as v13's two launches do);
 // bit 2: claims without the prefetch (thread 0 claims after its item); bit 3 with bit 1: static in the claims' order (block b
-// takes items b, b + grid, ...: the order the claims give, without the atomics)
+// takes items b, b + grid, ...: the order the claims give, without the atomics); bit 4: claims go round the experts (item c of
+// a phase is tile c / nh of hit expert c % nh); bit 5: claims take the even items of a phase first, then the odd ones
+__device__ __forceinline__ void item_of(int c, int n, int nh, int u, int mode, int &y, int &j) {
+    if (mode & 32) { const int half = (n + 1) >> 1; c = c < half ? 2 * c : 2 * (c - half) + 1; }
+    if (mode & 16) { y = c % nh; j = c / nh; } else { y = c / u; j = c - y * u; }
+}
 template <bool NI, bool ST> __device__ __forceinline__ void fused_v21(FUSED_ARGS, int mode) {
     __shared__ float red[2 * 4 * 2 * 4 * 32];
     __shared__ int s_next;
@@ -97,8 +102,9 @@ template <bool NI, bool ST> __device__ __forceinline__ void fused_v21(FUSED_ARGS
         while (cur < NTOT) {
             int nxt = 0;
             if (tid == 0 && !(mode & 4)) nxt = atomicAdd(ctr, 1);   // the next claim, in flight while this item streams
-            if (cur < NG) { const int y = cur / ug, r0 = (cur - y * ug) * GR; gu(y, r0, min(GR, TG - r0)); }
-            else { const int c = cur - NG, y = c / ud, r0 = (c - y * ud) * DR; dn(y, r0, min(DR, TD - r0)); }
+            int y, j;
+            if (cur < NG) { item_of(cur, NG, nh, ug, mode, y, j); gu(y, j * GR, min(GR, TG - j * GR)); }
+            else { item_of(cur - NG, NTOT - NG, nh, ud, mode, y, j); dn(y, j * DR, min(DR, TD - j * DR)); }
             if (tid == 0) s_next = (mode & 4) ? atomicAdd(ctr, 1) : nxt;
             __syncthreads();
             cur = s_next;
