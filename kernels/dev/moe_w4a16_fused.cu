@@ -63,7 +63,8 @@ template <> struct Items<true> {
 // instead of claims (block b takes v11_items' b-th share of the gate/up tiles, then of the down tiles, as v13's two launches do);
 // bit 2: claims without the prefetch (thread 0 claims after its item); bit 3 with bit 1: static in the claims' order (block b
 // takes items b, b + grid, ...: the order the claims give, without the atomics); bit 4: claims go round the experts (item c of
-// a phase is tile c / nh of hit expert c % nh); bit 5: claims take the even items of a phase first, then the odd ones
+// a phase is tile c / nh of hit expert c % nh); bit 5: claims take the even items of a phase first, then the odd ones;
+// bits 6 and 7 (with bit 0 only: nothing waits): no fence before the done count (6), no done count at all (7)
 __device__ __forceinline__ void item_of(int c, int n, int nh, int u, int mode, int &y, int &j) {
     if (mode & 32) { const int half = (n + 1) >> 1; c = c < half ? 2 * c : 2 * (c - half) + 1; }
     if (mode & 16) { y = c % nh; j = c / nh; } else { y = c / u; j = c - y * u; }
@@ -78,7 +79,7 @@ template <bool NI, bool ST> __device__ __forceinline__ void fused_v21(FUSED_ARGS
     auto gu = [&](int y, int r0, int R) {
         Items<NI>::gu(x, H, I, k, sorted_pair, offsets, hit, n_hit, gate_packed, gate_scale, up_packed, up_scale, act, y, r0, R, red);
         // the item's run ended with a barrier: the block's act stores come before thread 0's fence and count
-        if (tid == 0) { __threadfence(); atomicAdd(done + y, R); }
+        if (tid == 0 && !(mode & 128)) { if (!(mode & 64)) __threadfence(); atomicAdd(done + y, R); }
         if (ST) n_gu += R;
     };
     auto dn = [&](int y, int r0, int R) {
