@@ -119,9 +119,11 @@ def main():
                     with es:
                         flush(); launches_v21(x, idx, w, ex, ws, sync, out, n_sm, gr, dr, 'moe_fused_v21_stamps', st, mode)
                     torch.cuda.synchronize()
+                    torch.save(st.cpu(), os.path.join(a.out or '.', f'stamps_m{mode}.pt'))
+                    sm = st[:, 2] >> 32; st[:, 2] &= 0xffffffff
                     s = st.double(); t0 = s[:, 0].min()
                     beg, end = (s[:, 0] - t0) / 1e3, (s[:, 1] - t0) / 1e3
-                    d = dict(items=[gr, dr], mode=mode, span_us=round(end.max().item(), 2), median_end_us=round(end.median().item(), 2),
+                    d = dict(items=[gr, dr], mode=mode, sms=int(sm.unique().numel()), span_us=round(end.max().item(), 2), median_end_us=round(end.median().item(), 2),
                              first_end_us=round(end.min().item(), 2), ramp_us=round(beg.max().item(), 2),
                              gu_tiles=sorted(set(s[:, 2].long().tolist())), dn_tiles=sorted(set(s[:, 3].long().tolist())))
                     res['stamps'].append(d); print('stamps', d, flush=True)

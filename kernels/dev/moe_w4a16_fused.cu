@@ -64,7 +64,17 @@ template <> struct Items<true> {
 // bit 2: claims without the prefetch (thread 0 claims after its item); bit 3 with bit 1: static in the claims' order (block b
 // takes items b, b + grid, ...: the order the claims give, without the atomics); bit 4: claims go round the experts (item c of
 // a phase is tile c / nh of hit expert c % nh); bit 5: claims take the even items of a phase first, then the odd ones;
-// bits 6 and 7 (with bit 0 only: nothing waits): no fence before the done count (6), no done count at all (7)
+// bits 6 and 7 (with bit 0 only: nothing waits): no fence before the done count (6), no done count at all (7); bits 8-9 with
+// bit 1: block b takes v11_items' share perm(b): (5 b) mod grid (8), (131 b) mod grid (9), both: grid - 1 - b (reversed)
+__device__ __forceinline__ int share_perm(int b, int G, int mode) {
+    const int m = (mode >> 8) & 3;
+    return m == 1 ? (int)((5ll * b) % G) : m == 2 ? (int)((131ll * b) % G) : m == 3 ? G - 1 - b : b;
+}
+template <class Run> __device__ __forceinline__ void items_of_share(int nh, int tiles, int sb, Run run) {   // v11_items for share sb
+    int a = (int)((long long)nh * tiles * sb / gridDim.x), b = (int)((long long)nh * tiles * (sb + 1) / gridDim.x);
+    while (a < b) { const int y = a / tiles, r0 = a - y * tiles, R = min(b - a, tiles - r0); run(y, r0, R); a += R; }
+}
+__device__ __forceinline__ unsigned smid() { unsigned s; asm volatile("mov.u32 %0, %%smid;" : "=r"(s)); return s; }
 __device__ __forceinline__ void item_of(int c, int n, int nh, int u, int mode, int &y, int &j) {
     if (mode & 32) { const int half = (n + 1) >> 1; c = c < half ? 2 * c : 2 * (c - half) + 1; }
     if (mode & 16) { y = c % nh; j = c / nh; } else { y = c / u; j = c - y * u; }
@@ -93,8 +103,9 @@ template <bool NI, bool ST> __device__ __forceinline__ void fused_v21(FUSED_ARGS
             else { const int c = cur - NG, y = c / ud, r0 = (c - y * ud) * DR; dn(y, r0, min(DR, TD - r0)); }
         }
     } else if (mode & 2) {
-        v11_items(nh, TG, gu);
-        if (!(mode & 1)) v11_items(nh, TD, dn);
+        const int sb = share_perm(blockIdx.x, gridDim.x, mode);
+        items_of_share(nh, TG, sb, gu);
+        if (!(mode & 1)) items_of_share(nh, TD, sb, dn);
     } else {
         const int ug = (TG + GR - 1) / GR, ud = (TD + DR - 1) / DR, NG = nh * ug, NTOT = (mode & 1) ? NG : NG + nh * ud;
         if (tid == 0) s_next = atomicAdd(ctr, 1);
@@ -113,7 +124,7 @@ template <bool NI, bool ST> __device__ __forceinline__ void fused_v21(FUSED_ARGS
     }
     if (ST && tid == 0) {
         unsigned long long *p = st + 4 * blockIdx.x;
-        p[0] = t0; p[1] = gtime(); p[2] = (unsigned long long)n_gu; p[3] = (unsigned long long)n_dn;
+        p[0] = t0; p[1] = gtime(); p[2] = (unsigned long long)n_gu | ((unsigned long long)smid() << 32); p[3] = (unsigned long long)n_dn;
     }
 }
 extern "C" __global__ void __launch_bounds__(128, 4) moe_fused_v21(FUSED_ARGS, int mode) { fused_v21<false, false>(FUSED_PASS, mode); }
