@@ -16,7 +16,7 @@ group 32), top-k routing drawn uniformly (distinct experts per token). For each 
   MB       bytes of packed words + scales of the hit experts (the bytes the kernel must stream at least once)
   kern_us  median µs of the four launches (grouping, gate/up, down, combine) between CUDA events, with a sleep
            kernel queued ahead so host enqueue time is hidden, L2 emptied before each rep (--flush: a 256 MB read; `write`, the method before 2026-12-04, adds 1 to 256 MB and leaves ~50 MB of dirty lines to be written back during the timed launches)
-  graph_us the same four launches replayed as one CUDA graph
+  graph_us the same four launches replayed as one CUDA graph (--pdl auto: v13/v14 at T <= 8 as programmatic dependents on sm_90+)
   TB/s, %  MB / graph_us, and against the measured H200 device-copy ceiling 4.27 TB/s (goal >= 70% at T <= 16)
   split    median µs of group / gate_up / down / combine (events between the launches)
   torch_us the dequantize-then-matmul torch face (bf16 weights materialised per hit expert, host loop), once per T
@@ -190,6 +190,7 @@ def main():
     ap.add_argument('--passed', nargs='*', default=None, help="keep only the versions that passed in these validation jsons")
     ap.add_argument('--bench', action='store_true', help="benchmark even when validating")
     ap.add_argument('--flush', choices=('read', 'write'), default='read', help="how L2 is emptied before each rep (see make_flush)")
+    ap.add_argument('--pdl', choices=('auto', 'off'), default='auto', help="programmatic dependent launch where a version has it (auto: on sm_90+) or never")
     ap.add_argument('--json', default=None)
     ap.add_argument('--commit', default='')
     a = ap.parse_args()
@@ -199,7 +200,7 @@ def main():
     if a.passed is not None:
         a.versions = passed_versions(a.passed, a.versions)
         log(f"versions that passed validation: {a.versions}")
-    res = dict(gpu=gpu, commit=a.commit, experts=a.experts, topk=a.topk, versions=a.versions, flush=a.flush)
+    res = dict(gpu=gpu, commit=a.commit, experts=a.experts, topk=a.topk, versions=a.versions, flush=a.flush, pdl=a.pdl)
     dump = lambda: a.json and json.dump(res, open(a.json, 'w'), indent=1)
     if a.validate is not None:
         validate(a.versions, dev, log, a.validate or ['small', 'kimi'], res, dump); dump()
@@ -221,10 +222,11 @@ def main():
         tor = gpu_time(lambda: moe_w4a16(x, idx, w, ex, 2.827), a.torch_reps, flush, warm=1) if a.torch_reps else float('nan')
         cases.append((T, x, idx, w, ref, tor, MoEWorkspace(T, a.topk, a.experts, H, I, dev)))
         log(f"T={T}: torch face {tor:.0f} us")
+    pdl = None if a.pdl == 'auto' else False
     for v in a.versions:          # versions outer: a crash in one version keeps the rows of the earlier ones
         for T, x, idx, w, ref, tor, ws in cases:
             out = torch.empty_like(x)
-            run = lambda: moe_w4a16(x, idx, w, ex, 2.827, out=out, backend='cuda', ws=ws, check_values=False, version=v)
+            run = lambda: moe_w4a16(x, idx, w, ex, 2.827, out=out, backend='cuda', ws=ws, check_values=False, version=v, pdl=pdl)
             with es:
                 run(); torch.cuda.synchronize()
                 kern = gpu_time(run, a.reps, flush)

@@ -70,7 +70,7 @@ def main():
         ws, out = MoEWorkspace(T, k, 384, H, I, dev), torch.empty_like(x)
         hit = idx.unique().numel()
         mb = hit * ex.bytes_per_expert / 1e6
-        t13 = graph_time(lambda: moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, 13), a.reps, flush, es)
+        t13 = graph_time(lambda: moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, 13, pdl=False), a.reps, flush, es)
         t20 = graph_time(lambda: launches_v20(x, idx, w, ex, ws, out, n_sm), a.reps, flush, es)
         row = dict(T=T, hit=hit, MB=round(mb, 1), v13_us=round(t13, 1), v20_us=round(t20, 1),
                    v13_pct=round(100 * mb * 1e6 / (t13 * 1e-6) / CEIL, 1), v20_pct=round(100 * mb * 1e6 / (t20 * 1e-6) / CEIL, 1))

@@ -101,7 +101,7 @@ def main():
             pct = lambda t: round(100 * mb * 1e6 / (t * 1e-6) / CEIL, 1)
             row = dict(T=T, hit=hit, MB=round(mb, 1))
             for rnd in range(2):   # the variants alternate twice: a drift of the GPU shows as a difference between rounds
-                t13 = graph_time(lambda: moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, 13), a.reps, flush, es)
+                t13 = graph_time(lambda: moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, 13, pdl=False), a.reps, flush, es)
                 row.setdefault('v13_us', []).append(round(t13, 1))
                 timed = [('moe_fused_v21', *items[0], m) for m in a.modes] if a.modes else \
                         variants + [(n, g, d, m | 1) for n, g, d, m in variants[:1] + variants[-2:-1]]

@@ -12,13 +12,13 @@ import torch.nn.functional as F
 from torch import nn
 from .model import MoE, Router, TargetModel, LatentCache, expert_loop, config_from_dict
 from .checkpoint import pack_int4, unpack_int4, dequant_int4, quantize_int4, Checkpoint, int4_args, load_target
-from .runtime import load_kernel, require_cuda, device_limits
+from .runtime import load_kernel, require_cuda, device_limits, pdl_supported
 
 
 # %% auto #0
 __all__ = ['GROUP', 'MAX_EXPERTS', 'KINDS', 'ROUTE_FUSED_MAX_T', 'ROUTER_WPE', 'ROUTER_NW4', 'ROUTER_MAX_H', 'ROUTER_EPB',
            'ROUTER_GEMV_MAX_T', 'MAX_GRID_Y', 'BLOCKS_PER_SM', 'MOE_VERSIONS', 'CUDA_VERSION', 'ONE_PASS_VERSION',
-           'MOE_SOURCES', 'PackedExperts', 'check_packed', 'pack_experts', 'Grouping', 'group_pairs_ref',
+           'MOE_SOURCES', 'PDL_KERNELS', 'PackedExperts', 'check_packed', 'pack_experts', 'Grouping', 'group_pairs_ref',
            'check_grouping', 'MoEWorkspace', 'workspace_for', 'live_workspaces', 'moe_group_launch', 'moe_cuda_launch',
            'check_moe_inputs', 'moe_w4a16', 'router_in_kernel', 'moe_w4a16_routed', 'PackedMoE',
            'packed_experts_from_checkpoint', 'pack_moe_experts', 'empty_packed', 'packed_placeholders',
@@ -204,6 +204,9 @@ ONE_PASS_VERSION = {14: 13}
 # where each version's gate/up and down live: the shipped one in kernels/moe_w4a16.cu (with moe_group and moe_combine,
 # which every version uses), the history in kernels/dev/ (llm.c style: still runs from a checkout, not in the wheel)
 MOE_SOURCES = {**{v: 'dev/moe_w4a16_v1_v10.cu' for v in range(1, 11)}, **{v: 'moe_w4a16.cu' for v in (11, 12, 13, 14)}}
+# versions whose gate/up, down and combine also come as programmatic dependents (moe_w4a16.cu's _pdl kernels, the same bits):
+# moe_cuda_launch launches those on sm_90+ (benchmarks/moe_w4a16.md, "Session 16")
+PDL_KERNELS = {13: ('moe_gate_up_v13_pdl', 'moe_down_v13_pdl', 'moe_combine_pdl')}
 _KERNEL_LIMITS = {'moe_w4a16.cu': dict(MAXE=MAX_EXPERTS, RT_MAXT=ROUTE_FUSED_MAX_T, RT_WPE=ROUTER_WPE, RT_NW4=ROUTER_NW4),   # the kernels' #defines,
                   'dev/moe_w4a16_v1_v10.cu': dict(MAXE=MAX_EXPERTS)}                                                        # checked on load
 
@@ -234,12 +237,14 @@ def moe_group_launch(x, topk_idx, topk_w, n_experts: int, ws: MoEWorkspace, rout
 
 # %% ../nbs/03a_moe_w4a16.ipynb #b7c1e2f3
 def moe_cuda_launch(x, topk_idx, topk_w, ex: PackedExperts, rsf: float, out: torch.Tensor, ws: MoEWorkspace, version: int=CUDA_VERSION,
-                    marks: list|None=None, route: tuple|None=None):
-    "The four launches (no checks, no host sync). v1 keeps act in fp32, v2+ as bf16 in the same workspace. `marks`: 5 CUDA events recorded around the launches (benchmark breakdown). `route`: see `moe_group_launch`."
+                    marks: list|None=None, route: tuple|None=None, pdl: bool|None=None):
+    "The four launches (no checks, no host sync). v1 keeps act in fp32, v2+ as bf16 in the same workspace. `marks`: 5 CUDA events recorded around the launches (benchmark breakdown). `route`: see `moe_group_launch`. `pdl`: the last three as programmatic dependents where the version has them (`PDL_KERNELS`); None: on sm_90+."
     T, k = topk_idx.shape
     P, E, H, I, d = T * k, ex.n_experts, ex.hidden, ex.inter, x.device.index
     if T <= 8: version = ONE_PASS_VERSION.get(version, version)
     (fu, tu, ru), (fd, td, rd) = MOE_VERSIONS[version]
+    fc, dep = 'moe_combine', version in PDL_KERNELS and (pdl_supported(d) if pdl is None else bool(pdl))
+    if dep: fu, fd, fc = PDL_KERNELS[version]
     n_sm = device_limits(d)['sms'] if None in (ru, rd) else 0
     ld = lambda fn, sig, src='moe_w4a16.cu': _kernel(fn, sig, d, src)
     mark = (lambda i: marks[i].record()) if marks is not None else (lambda i: None)
@@ -248,12 +253,12 @@ def moe_cuda_launch(x, topk_idx, topk_w, ex: PackedExperts, rsf: float, out: tor
     moe_group_launch(x, topk_idx, topk_w, E, ws, route)
     mark(1)
     ld(fu, _SIG_GU, MOE_SOURCES[version])(x, H, I, k, ws.sorted_pair, ws.offsets, ws.hit, ws.n_hit, ex.gate_packed, ex.gate_scale,
-                                     ex.up_packed, ex.up_scale, ws.act, grid=_launch_grid(ru, I, Y, n_sm), block=tu)
+                                     ex.up_packed, ex.up_scale, ws.act, grid=_launch_grid(ru, I, Y, n_sm), block=tu, pdl=dep)
     mark(2)
     ld(fd, _SIG_DOWN, MOE_SOURCES[version])(ws.act, I, H, ws.sorted_pair, topk_w, ws.offsets, ws.hit, ws.n_hit, ex.down_packed,
-                                    ex.down_scale, ws.ybuf, grid=_launch_grid(rd, H, Y, n_sm), block=td)
+                                    ex.down_scale, ws.ybuf, grid=_launch_grid(rd, H, Y, n_sm), block=td, pdl=dep)
     mark(3)
-    ld('moe_combine', _SIG_COMB)(ws.ybuf, ws.pos, T, k, H, float(rsf), out, grid=_combine_grid(T, H), block=256)
+    ld(fc, _SIG_COMB)(ws.ybuf, ws.pos, T, k, H, float(rsf), out, grid=_combine_grid(T, H), block=256, pdl=dep)
     mark(4)
 
 # %% ../nbs/03a_moe_w4a16.ipynb #e3b1d535
@@ -290,8 +295,9 @@ def _cuda_checks(x, topk_idx, topk_w, ex, out, ws):
 
 def moe_w4a16(x: torch.Tensor, topk_idx: torch.Tensor, topk_w: torch.Tensor, experts: PackedExperts,
               routed_scaling_factor: float=1.0, out: torch.Tensor|None=None, backend: str='torch',
-              ws: MoEWorkspace|None=None, check_values: bool=True, version: int|None=None, route: tuple|None=None) -> torch.Tensor:
-    "Routed-experts output `[T, hidden]` (x's dtype): `rsf * sum_j topk_w[t,j] * expert_{topk_idx[t,j]}(x_t)` with INT4 experts; `version` picks a cuda kernel version (default `CUDA_VERSION`); `route`: see `moe_w4a16_routed`."
+              ws: MoEWorkspace|None=None, check_values: bool=True, version: int|None=None, route: tuple|None=None,
+              pdl: bool|None=None) -> torch.Tensor:
+    "Routed-experts output `[T, hidden]` (x's dtype): `rsf * sum_j topk_w[t,j] * expert_{topk_idx[t,j]}(x_t)` with INT4 experts; `version` picks a cuda kernel version (default `CUDA_VERSION`); `route`: see `moe_w4a16_routed`; `pdl`: see `moe_cuda_launch`."
     if backend not in ('torch', 'cuda'): raise ValueError(f"backend must be 'torch' or 'cuda', got {backend!r}")
     version = CUDA_VERSION if version is None else version
     if version not in MOE_VERSIONS: raise ValueError(f"version must be one of {sorted(MOE_VERSIONS)}, got {version!r}")
@@ -302,7 +308,7 @@ def moe_w4a16(x: torch.Tensor, topk_idx: torch.Tensor, topk_w: torch.Tensor, exp
     out = torch.empty_like(x) if out is None else out
     ws = workspace_for(x.shape[0], topk_idx.shape[1], experts) if ws is None else ws
     _cuda_checks(x, topk_idx, topk_w, experts, out, ws)
-    if x.shape[0]: moe_cuda_launch(x, topk_idx, topk_w, experts, routed_scaling_factor, out, ws, version, route=route)   # each launch runs on its kernel's GPU
+    if x.shape[0]: moe_cuda_launch(x, topk_idx, topk_w, experts, routed_scaling_factor, out, ws, version, route=route, pdl=pdl)   # each launch runs on its kernel's GPU
     return out
 
 # %% ../nbs/03a_moe_w4a16.ipynb #69d0cad8

@@ -4,7 +4,7 @@
 
 # %% ../nbs/00a_runtime.ipynb #65407d02
 from __future__ import annotations
-import os, re, sys, ast, operator, json, shutil, hashlib, tempfile, warnings, threading, subprocess, atexit, contextlib, traceback, importlib.util
+import os, re, sys, ast, operator, json, shutil, hashlib, tempfile, warnings, threading, subprocess, atexit, contextlib, traceback, ctypes, importlib.util
 from pathlib import Path
 
 # %% auto #0
@@ -12,7 +12,7 @@ __all__ = ['ARCH_SPECIFIC', 'CudaUnavailable', 'KernelCompileError', 'kernels_di
            'release_of', 'nvcc_release', 'nvcc_compile', 'kernel_archs', 'check_kernels', 'kernel_defines',
            'KernelLimitError', 'check_limits', 'cuda_ok', 'require_cuda', 'cuda_context', 'device_arch',
            'device_limits', 'EngineStream', 'engine_stream', 'Kernel', 'load_kernel', 'releasing_on_oom',
-           'unfinished_dropped']
+           'unfinished_dropped', 'pdl_supported']
 
 # %% ../nbs/00a_runtime.ipynb #feedfc0a
 class CudaUnavailable(RuntimeError):
@@ -346,9 +346,10 @@ def engine_stream(device: int|None=None) -> EngineStream:
 
 # %% ../nbs/00a_runtime.ipynb #a956f746
 class Kernel:
-    "A compiled `__global__` function, launched on torch tensors on the engine stream."
-    def __init__(self, fn, name: str, signature: str, device: int):
+    "A compiled `__global__` function, launched on torch tensors on the engine stream; `cubin`: its module's image (for `pdl` launches)."
+    def __init__(self, fn, name: str, signature: str, device: int, cubin: bytes|None=None):
         self.fn, self.name, self.signature, self.device, self.max_dynamic_shared = fn, name, signature, device, 0
+        self.cubin, self._cufn = cubin, None
         fn.prepare(signature)
 
     def set_max_dynamic_shared(self, nbytes: int):
@@ -369,7 +370,8 @@ class Kernel:
             return int(a)
         return {'i': np.int32, 'I': np.uint32, 'q': np.int64, 'Q': np.uint64, 'f': np.float32, 'd': np.float64}[kind](a)
 
-    def __call__(self, *args, grid, block, shared: int=0):
+    def __call__(self, *args, grid, block, shared: int=0, pdl: bool=False):
+        "Launch; `pdl`: as a programmatic dependent of the launch before it on the stream (sm_90+; a plain launch below that)."
         import torch
         if len(args) != len(self.signature):
             raise TypeError(f"{self.name} takes {len(self.signature)} arguments ({self.signature}), got {len(args)}")
@@ -382,11 +384,12 @@ class Kernel:
         same = cur.cuda_stream == es.torch.cuda_stream
         if not same: es.torch.wait_stream(cur)
         with torch.cuda.device(self.device):   # PyCUDA launches in the current context: make it this kernel's GPU's
-            self.fn.prepared_async_call(grid, block, es.pycuda, *vals, shared_size=int(shared))
+            if pdl and pdl_supported(self.device): _launch_pdl(self, vals, grid, block, int(shared), es.pycuda.handle)
+            else: self.fn.prepared_async_call(grid, block, es.pycuda, *vals, shared_size=int(shared))
         if not same: cur.wait_stream(es.torch)
 
 # %% ../nbs/00a_runtime.ipynb #61049fb3
-_modules, _handles = {}, {}
+_modules, _handles, _cubins = {}, {}, {}
 
 def _handle_key(source, name: str, signature: str, options, device, arch) -> tuple:
     import torch
@@ -414,7 +417,8 @@ def load_kernel(source: str|Path, name: str, signature: str, options: tuple=(), 
             except drv.Error as e:
                 raise CudaUnavailable(f"the CUDA driver ({drv.get_driver_version()}) cannot load the cubin of {nm} for {arch} built by nvcc "
                                       f"({nvcc_version()}): {_last_line(str(e))}; a driver older than nvcc cannot load its cubins (update it or point DDTREE_NVCC at an older nvcc)") from None
-    _handles[hkey] = Kernel(_modules[key].get_function(name), name, signature, idx)
+        _cubins[key] = data
+    _handles[hkey] = Kernel(_modules[key].get_function(name), name, signature, idx, _cubins[key])
     return _handles[hkey]
 
 # %% ../nbs/00a_runtime.ipynb #e1a0c7d9
@@ -447,3 +451,54 @@ def unfinished_dropped(obj):
     except BaseException:
         obj.__dict__.clear()
         raise
+
+# %% ../nbs/00a_runtime.ipynb #dfeac08b
+class _LaunchValue(ctypes.Union): _fields_ = [('pad', ctypes.c_char * 64), ('i', ctypes.c_int)]   # CUlaunchAttributeValue
+class _LaunchAttr(ctypes.Structure): _fields_ = [('id', ctypes.c_int), ('pad', ctypes.c_char * 4), ('value', _LaunchValue)]
+class _LaunchConfig(ctypes.Structure):   # CUlaunchConfig
+    _fields_ = [('grid', ctypes.c_uint * 3), ('block', ctypes.c_uint * 3), ('smem', ctypes.c_uint), ('stream', ctypes.c_void_p),
+                ('attrs', ctypes.POINTER(_LaunchAttr)), ('n_attrs', ctypes.c_uint)]
+_PROGRAMMATIC_STREAM_SERIALIZATION, _MAX_DYNAMIC_SHARED = 6, 8   # CUlaunchAttributeID, CUfunction_attribute
+_CTYPE = {'P': ctypes.c_uint64, 'i': ctypes.c_int32, 'I': ctypes.c_uint32, 'q': ctypes.c_int64, 'Q': ctypes.c_uint64,
+          'f': ctypes.c_float, 'd': ctypes.c_double}
+_libcuda, _pdl_ok, _drv_modules = [], {}, {}
+
+def _cu(r: int, what: str):
+    "Raise on a CUDA driver error code, with the driver's name for it."
+    if r:
+        s = ctypes.c_char_p(); _libcuda[0].cuGetErrorString(r, ctypes.byref(s))
+        raise RuntimeError(f"{what}: CUDA driver error {r} ({s.value.decode() if s.value else '?'})")
+
+def pdl_supported(device: int) -> bool:
+    "Whether `device` launches programmatic dependents: sm_90+, unless the environment sets `DDTREE_PDL=0` (for A/B timings); asked once per device."
+    if device not in _pdl_ok:
+        import torch
+        _pdl_ok[device] = torch.cuda.get_device_capability(device)[0] >= 9 and os.environ.get('DDTREE_PDL', '1') != '0'
+    return _pdl_ok[device]
+
+# %% ../nbs/00a_runtime.ipynb #6c81a5d2
+def _driver_function(k: Kernel):
+    "`k`'s CUfunction through the driver API: its cubin loaded once per module and device (in the current context)."
+    if k._cufn is None:
+        if not _libcuda: _libcuda.append(ctypes.CDLL('libcuda.so.1'))
+        key = (hashlib.sha256(k.cubin).hexdigest(), k.device)
+        if key not in _drv_modules:
+            mod = ctypes.c_void_p()
+            _cu(_libcuda[0].cuModuleLoadData(ctypes.byref(mod), ctypes.c_char_p(k.cubin)), f'cuModuleLoadData (the module of {k.name})')
+            _drv_modules[key] = mod
+        fn = ctypes.c_void_p()
+        _cu(_libcuda[0].cuModuleGetFunction(ctypes.byref(fn), _drv_modules[key], k.name.encode()), f'cuModuleGetFunction {k.name}')
+        if k.max_dynamic_shared: _cu(_libcuda[0].cuFuncSetAttribute(fn, _MAX_DYNAMIC_SHARED, k.max_dynamic_shared), f'cuFuncSetAttribute {k.name}')
+        k._cufn = fn
+    return k._cufn
+
+def _launch_pdl(k: Kernel, vals: list, grid: tuple, block: tuple, shared: int, stream: int):
+    "One `cuLaunchKernelEx` of `k` on `stream` with the programmatic-stream-serialization attribute."
+    if k.cubin is None: raise ValueError(f"{k.name}: a pdl launch needs the kernel's cubin (load it with load_kernel)")
+    fn = _driver_function(k)
+    cv = [_CTYPE[kind](v) for v, kind in zip(vals, k.signature)]
+    params = (ctypes.c_void_p * len(cv))(*[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in cv])
+    attr = _LaunchAttr(id=_PROGRAMMATIC_STREAM_SERIALIZATION); attr.value.i = 1
+    g = (tuple(grid) + (1, 1, 1))[:3]
+    cfg = _LaunchConfig((ctypes.c_uint * 3)(*g), (ctypes.c_uint * 3)(*block), shared, ctypes.c_void_p(stream), ctypes.pointer(attr), 1)
+    _cu(_libcuda[0].cuLaunchKernelEx(ctypes.byref(cfg), fn, params, None), f'cuLaunchKernelEx {k.name}')

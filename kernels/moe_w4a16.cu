@@ -508,9 +508,8 @@ template <bool L3, bool TM, bool BAL> __device__ __forceinline__ void gate_up_v1
     share_items<BAL>(n_hit[0], (I + 15) >> 4, hit, offsets, [&](int y, int r0, int R) { gate_up_item<L3, TM>(GU_PASS, G, y, r0, R, red); });
 }
 
-// programmatic dependent launch (sm_90+), used only by the experiment in kernels/dev/moe_w4a16_pdl.cu (a race at T = 8 is
-// open: moe_w4a16.md, "Session 15"): wait for the grid this one depends on (its memory visible), and let this grid's
-// dependent launch. Both are no-ops under a plain launch; the shipped kernels do not call them.
+// programmatic dependent launch (sm_90+; the _pdl kernels at the end of this file): wait for the grid this one depends on (its
+// memory visible), and let this grid's dependent launch. Both are no-ops under a plain launch and below sm_90.
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
@@ -590,3 +589,30 @@ extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v13(DN_ARGS) { dow
 // v14 = v13 sharing the work out by cost (v14_items); launched only above 8 tokens (ONE_PASS_VERSION: v13 below)
 extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v14(GU_ARGS) { gate_up_v11<true, true, true>(GU_PASS); }
 extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v14(DN_ARGS) { down_v11<true, true, true>(DN_PASS); }
+
+// =========================================================================================================
+// The T <= 8 launches (v13's loop) as programmatic dependents (moe.py launches them with pdl=True on sm_90+, runtime.Kernel):
+// gate/up, down and the combine may each start while the launch before it drains, so down's blocks request their first
+// weights during gate/up's tail. Each lets its dependent launch only once past its own griddepcontrol.wait, so a dependent
+// never starts before the grouping launch two back is complete:
+//   gate/up: wait (for the grouping), launch_dependents, then v13's gate/up;
+//   down:    v13's down with PDL: a block requests its first weight chunk before waiting for gate/up (down_v11<..., true>),
+//            then launch_dependents;
+//   combine: wait, then the combine.
+// Under a plain launch every wait returns at once: the same kernels, the same bits as v13. Data the grid before writes (down's
+// act, the combine's ybuf) is read after the wait, through pointers taken after it (after_here), with coherent loads (ldcg):
+// that grid may still be writing it while this one runs its prologue, and ld.global.nc promises data that does not change
+// during the kernel's life. With __ldg there, 23-26 of 100 runs at T = 8 differed from v13 (benchmarks/moe_w4a16.md, "Session 15").
+// =========================================================================================================
+extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v13_pdl(GU_ARGS) {
+    pdl_wait();
+    pdl_launch_dependents();   // the grouping's output is read through pointers taken after the wait (after_here)
+    gate_up_v11<true, true, false>(x, H, I, k, after_here(sorted_pair), after_here(offsets), after_here(hit), after_here(n_hit),
+                                   gate_packed, gate_scale, up_packed, up_scale, act);
+}
+extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v13_pdl(DN_ARGS) { down_v11<true, true, false, true>(DN_PASS); }
+extern "C" __global__ void __launch_bounds__(256)
+moe_combine_pdl(const float *__restrict__ ybuf, const int *__restrict__ pos, int T, int k, int H, float rsf, bf16 *__restrict__ out) {
+    pdl_wait();
+    combine_tokens<false>(after_here(ybuf), after_here(pos), T, k, H, rsf, out);
+}
