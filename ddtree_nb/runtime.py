@@ -349,7 +349,7 @@ class Kernel:
     "A compiled `__global__` function, launched on torch tensors on the engine stream; `cubin`: its module's image (for `pdl` launches)."
     def __init__(self, fn, name: str, signature: str, device: int, cubin: bytes|None=None):
         self.fn, self.name, self.signature, self.device, self.max_dynamic_shared = fn, name, signature, device, 0
-        self.cubin, self._cufn = cubin, None
+        self.cubin, self._pdl = cubin, None
         fn.prepare(signature)
 
     def set_max_dynamic_shared(self, nbytes: int):
@@ -357,7 +357,7 @@ class Kernel:
         if int(nbytes) > self.max_dynamic_shared:
             import pycuda.driver as drv
             self.fn.set_attribute(drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, int(nbytes))
-            self.max_dynamic_shared = int(nbytes)
+            self.max_dynamic_shared, self._pdl = int(nbytes), None   # a pdl launch gets its function again, with the new allowance
         return self
 
     def _arg(self, i, a, kind):
@@ -477,28 +477,43 @@ def pdl_supported(device: int) -> bool:
     return _pdl_ok[device]
 
 # %% ../nbs/00a_runtime.ipynb #6c81a5d2
-def _driver_function(k: Kernel):
+def _driver_function(k: Kernel) -> ctypes.c_void_p:
     "`k`'s CUfunction through the driver API: its cubin loaded once per module and device (in the current context)."
-    if k._cufn is None:
-        if not _libcuda: _libcuda.append(ctypes.CDLL('libcuda.so.1'))
-        key = (hashlib.sha256(k.cubin).hexdigest(), k.device)
-        if key not in _drv_modules:
-            mod = ctypes.c_void_p()
-            _cu(_libcuda[0].cuModuleLoadData(ctypes.byref(mod), ctypes.c_char_p(k.cubin)), f'cuModuleLoadData (the module of {k.name})')
-            _drv_modules[key] = mod
-        fn = ctypes.c_void_p()
-        _cu(_libcuda[0].cuModuleGetFunction(ctypes.byref(fn), _drv_modules[key], k.name.encode()), f'cuModuleGetFunction {k.name}')
-        if k.max_dynamic_shared: _cu(_libcuda[0].cuFuncSetAttribute(fn, _MAX_DYNAMIC_SHARED, k.max_dynamic_shared), f'cuFuncSetAttribute {k.name}')
-        k._cufn = fn
-    return k._cufn
+    if not _libcuda:
+        lib = ctypes.CDLL('libcuda.so.1')
+        lib.cuLaunchKernelEx.argtypes, lib.cuLaunchKernelEx.restype = [ctypes.c_void_p] * 4, ctypes.c_int
+        _libcuda.append(lib)
+    key = (hashlib.sha256(k.cubin).hexdigest(), k.device)
+    if key not in _drv_modules:
+        mod = ctypes.c_void_p()
+        _cu(_libcuda[0].cuModuleLoadData(ctypes.byref(mod), ctypes.c_char_p(k.cubin)), f'cuModuleLoadData (the module of {k.name})')
+        _drv_modules[key] = mod
+    fn = ctypes.c_void_p()
+    _cu(_libcuda[0].cuModuleGetFunction(ctypes.byref(fn), _drv_modules[key], k.name.encode()), f'cuModuleGetFunction {k.name}')
+    if k.max_dynamic_shared: _cu(_libcuda[0].cuFuncSetAttribute(fn, _MAX_DYNAMIC_SHARED, k.max_dynamic_shared), f'cuFuncSetAttribute {k.name}')
+    return fn
+
+class _PdlLaunch:
+    "What a pdl launch of one kernel needs, built once: the function, an argument block laid out as the kernel's parameters (with the pointer array to its fields), the attribute and the config; a launch only writes values into them."
+    def __init__(self, k: Kernel):
+        if k.cubin is None: raise ValueError(f"{k.name}: a pdl launch needs the kernel's cubin (load it with load_kernel)")
+        self.fn, self.name = _driver_function(k), k.name
+        Args = type('Args', (ctypes.Structure,), {'_fields_': [(f'a{i}', _CTYPE[c]) for i, c in enumerate(k.signature)]})
+        self.args, self.names = Args(), [f'a{i}' for i in range(len(k.signature))]
+        self.conv = [float if c in 'fd' else int for c in k.signature]
+        base = ctypes.addressof(self.args)
+        self.params = (ctypes.c_void_p * len(self.names))(*[base + getattr(Args, n).offset for n in self.names])
+        self.attr = _LaunchAttr(id=_PROGRAMMATIC_STREAM_SERIALIZATION); self.attr.value.i = 1
+        self.cfg = _LaunchConfig(attrs=ctypes.pointer(self.attr), n_attrs=1)
+    def __call__(self, vals, grid: tuple, block: tuple, shared: int, stream: int):
+        for n, f, v in zip(self.names, self.conv, vals): setattr(self.args, n, f(v))
+        c = self.cfg
+        c.grid[0], c.grid[1], c.grid[2] = (tuple(grid) + (1, 1))[:3]
+        c.block[0], c.block[1], c.block[2] = block
+        c.smem, c.stream = shared, stream
+        _cu(_libcuda[0].cuLaunchKernelEx(ctypes.byref(c), self.fn, self.params, None), f'cuLaunchKernelEx {self.name}')
 
 def _launch_pdl(k: Kernel, vals: list, grid: tuple, block: tuple, shared: int, stream: int):
-    "One `cuLaunchKernelEx` of `k` on `stream` with the programmatic-stream-serialization attribute."
-    if k.cubin is None: raise ValueError(f"{k.name}: a pdl launch needs the kernel's cubin (load it with load_kernel)")
-    fn = _driver_function(k)
-    cv = [_CTYPE[kind](v) for v, kind in zip(vals, k.signature)]
-    params = (ctypes.c_void_p * len(cv))(*[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in cv])
-    attr = _LaunchAttr(id=_PROGRAMMATIC_STREAM_SERIALIZATION); attr.value.i = 1
-    g = (tuple(grid) + (1, 1, 1))[:3]
-    cfg = _LaunchConfig((ctypes.c_uint * 3)(*g), (ctypes.c_uint * 3)(*block), shared, ctypes.c_void_p(stream), ctypes.pointer(attr), 1)
-    _cu(_libcuda[0].cuLaunchKernelEx(ctypes.byref(cfg), fn, params, None), f'cuLaunchKernelEx {k.name}')
+    "One `cuLaunchKernelEx` of `k` on `stream` with the programmatic-stream-serialization attribute (the driver copies the arguments)."
+    if k._pdl is None: k._pdl = _PdlLaunch(k)
+    k._pdl(vals, grid, block, shared, stream)
