@@ -320,7 +320,7 @@ def _accept_edges():
 case('accept_edges', 'accept', ['tree_accept'], 'NaN rows (no-check path), rows past the cache (refused)')(_accept_edges)
 
 # ---- W4A16 MoE (nbs/03a)
-def _moe_run(T, E, H, I, k, how='spread', seed=0, versions=(None,)):
+def _moe_run(T, E, H, I, k, how='spread', seed=0, versions=(None,), pdl=False):
     import torch
     from ddtree_nb.moe import MoEWorkspace, moe_w4a16, check_grouping
     from ddtree_nb.reliability import random_packed_experts
@@ -336,7 +336,7 @@ def _moe_run(T, E, H, I, k, how='spread', seed=0, versions=(None,)):
     for v in versions:
         ws = MoEWorkspace(T, k, E, H, I, DEV)
         out = torch.full((T, H), float('nan'), dtype=torch.bfloat16, device=DEV)
-        try: moe_w4a16(x.to(DEV), idx.to(DEV), w.to(DEV), ex, 2.827, out=out, backend=BACKEND, ws=ws, version=v)
+        try: moe_w4a16(x.to(DEV), idx.to(DEV), w.to(DEV), ex, 2.827, out=out, backend=BACKEND, ws=ws, version=v, pdl=pdl)
         except ValueError as e:
             if 'version must be one of' in str(e): continue   # a version this checkout does not have
             raise
@@ -349,7 +349,9 @@ def _moe_run(T, E, H, I, k, how='spread', seed=0, versions=(None,)):
         ran.append(v)
     return f"versions run: {ran}"
 
-_MOE_DEFAULT = ('moe_group', 'moe_gate_up_v14', 'moe_down_v14', 'moe_gate_up_v13', 'moe_down_v13', 'moe_combine')   # CUDA_VERSION = 14 (v13's kernels at T <= 8)
+_MOE_DEFAULT = ('moe_group', 'moe_gate_up_v14', 'moe_down_v14', 'moe_gate_up_v13', 'moe_down_v13', 'moe_combine')   # CUDA_VERSION = 14 (v13's kernels at T <= 8), plain launches
+case('moe_pdl', 'moe', ('moe_group', 'moe_gate_up_v13_pdl', 'moe_down_v13_pdl', 'moe_combine_pdl'), 'T=1 and T=8, the T <= 8 launches as programmatic dependents (sm_90+)')(
+    lambda: (_moe_run(1, 64, 256, 128, 8, seed=21, pdl=True), _moe_run(8, 64, 256, 128, 8, seed=22, pdl=True))[-1])
 for _T in (1, 2, 16, 64, 257):
     case(f'moe_T{_T}', 'moe', _MOE_DEFAULT, f'T={_T} E=64 H=256 I=128 top-8, default version')(
         lambda _T=_T: _moe_run(_T, 64, 256, 128, 8, seed=_T))
