@@ -67,6 +67,8 @@ def main():
     ap.add_argument('--items', nargs='+', default=['1,2', '1,1', '2,2'], help='gate/up,down row tiles per claimed item')
     ap.add_argument('--stress', type=int, default=1)
     ap.add_argument('--modes', type=int, nargs='+', default=None, help='time only moe_fused_v21 (items from --items[0]) in these modes, and v13')
+    ap.add_argument('--once', type=int, nargs='+', default=None,
+                    help='only launch the fused kernel once in each of these modes at T = 1 after a warm-up (for ncu -k moe_fused_v21)')
     ap.add_argument('--out', default=None)
     a = ap.parse_args()
     dev, k = torch.device('cuda'), 8
@@ -77,6 +79,15 @@ def main():
                 ('moe_fused_v21_lb3', *items[0], 0)])
     if a.modes: variants = [('moe_fused_v21', *items[0], m) for m in a.modes if not m & 1]
     res = dict(gpu=torch.cuda.get_device_name(), commit=os.environ.get('DDTREE_COMMIT', '?'), checks=[], bench=[], stamps=[])
+    if a.once:   # e.g. ncu --clock-control none -k moe_fused_v21 --launch-skip 2 ... python benchmarks/try_moe_fused.py --once 3 139
+        ex = rand_packed(384, dev)
+        x = torch.randn(1, H, device=dev, generator=torch.Generator(device=dev).manual_seed(1)).bfloat16()
+        idx, w = routing(1, 384, k, 'spread', dev, seed=1)
+        ws, out, sync = MoEWorkspace(1, k, 384, H, I, dev), torch.empty_like(x), torch.zeros(385, dtype=torch.int32, device=dev)
+        for m in a.once[:1] * 2 + a.once:   # two warm-up launches, then one per mode
+            with es: flush(); launches_v21(x, idx, w, ex, ws, sync, out, n_sm, *items[0], mode=m)
+            torch.cuda.synchronize()
+        return
     for hidden, inter, E in ((96, 160, 8), (H, I, 384)):
         ex = rand_packed(E, dev, seed=E, hidden=hidden, inter=inter)
         for T in (1, 2, 4, 8):
