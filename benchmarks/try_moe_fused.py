@@ -67,6 +67,7 @@ def main():
     ap.add_argument('--items', nargs='+', default=['1,2', '1,1', '2,2'], help='gate/up,down row tiles per claimed item')
     ap.add_argument('--stress', type=int, default=1)
     ap.add_argument('--modes', type=int, nargs='+', default=None, help='time only moe_fused_v21 (items from --items[0]) in these modes, and v13')
+    ap.add_argument('--names', nargs='+', default=None, help='time these fused kernels (mode 0) with every --items; names ending in _gu do gate/up only (not checked)')
     ap.add_argument('--once', type=int, nargs='+', default=None,
                     help='only launch the fused kernel once in each of these modes at T = 1 after a warm-up (for ncu -k moe_fused_v21)')
     ap.add_argument('--out', default=None)
@@ -78,6 +79,7 @@ def main():
     variants = ([('moe_fused_v21', *it, 0) for it in items] + [('moe_fused_v21n', *items[0], 0), ('moe_fused_v21', 1, 1, 2),
                 ('moe_fused_v21_lb3', *items[0], 0)])
     if a.modes: variants = [('moe_fused_v21', *items[0], m) for m in a.modes if not m & 1]
+    if a.names: variants = [(n, *it, 0) for n in a.names if not n.endswith('_gu') for it in items]
     res = dict(gpu=torch.cuda.get_device_name(), commit=os.environ.get('DDTREE_COMMIT', '?'), checks=[], bench=[], stamps=[])
     if a.once:   # e.g. ncu --clock-control none -k moe_fused_v21 --launch-skip 2 ... python benchmarks/try_moe_fused.py --once 3 139
         ex = rand_packed(384, dev)
@@ -114,7 +116,8 @@ def main():
             for rnd in range(2):   # the variants alternate twice: a drift of the GPU shows as a difference between rounds
                 t13 = graph_time(lambda: moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, 13, pdl=False), a.reps, flush, es)
                 row.setdefault('v13_us', []).append(round(t13, 1))
-                timed = [('moe_fused_v21', *items[0], m) for m in a.modes] if a.modes else \
+                timed = [(n, *it, 0) for n in a.names for it in items] if a.names else \
+                        [('moe_fused_v21', *items[0], m) for m in a.modes] if a.modes else \
                         variants + [(n, g, d, m | 1) for n, g, d, m in variants[:1] + variants[-2:-1]]
                 for name, gr, dr, mode in timed:
                     t = graph_time(lambda: launches_v21(x, idx, w, ex, ws, sync, out, n_sm, gr, dr, name, mode=mode), a.reps, flush, es)
@@ -126,7 +129,7 @@ def main():
             print(row, flush=True)
             if T == 1:   # where the fused launch's blocks spend their time
                 st = torch.zeros(BLOCKS_PER_SM * n_sm, 4, dtype=torch.int64, device=dev)
-                for gr, dr, mode in ([(*items[0], m) for m in a.modes] if a.modes else [(g, d, 0) for g, d in items] + [(1, 1, 2)]):
+                for gr, dr, mode in ([] if a.names else [(*items[0], m) for m in a.modes] if a.modes else [(g, d, 0) for g, d in items] + [(1, 1, 2)]):
                     with es:
                         flush(); launches_v21(x, idx, w, ex, ws, sync, out, n_sm, gr, dr, 'moe_fused_v21_stamps', st, mode)
                     torch.cuda.synchronize()

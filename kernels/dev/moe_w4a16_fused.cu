@@ -133,3 +133,41 @@ extern "C" __global__ void __launch_bounds__(128, 4) moe_fused_v21_stamps(FUSED_
 extern "C" __global__ void __launch_bounds__(128, 4) moe_fused_v21n_stamps(FUSED_ARGS, int mode) { fused_v21<true, true>(FUSED_PASS, mode); }
 // three blocks an SM (170 registers: no spills) with the grid sized to match
 extern "C" __global__ void __launch_bounds__(128, 3) moe_fused_v21_lb3(FUSED_ARGS, int mode) { fused_v21<false, false>(FUSED_PASS, mode); }
+
+// v22: v21's claims alone in their kernel. v21's mode bits put several copies of each item into one function, and ptxas
+// spilled inside the streaming loop of the claim and wave paths but not of the static one (ncu at T = 1: 828 k local-memory
+// requests in mode 139, none in mode 3), which is what made those modes slow. Here the loop keeps only cur (and thread 0's
+// next claim) across an item; everything else is recomputed from the arguments. GU_ONLY: gate/up items only (timing).
+template <bool GU_ONLY> __device__ __forceinline__ void fused_v22(FUSED_ARGS) {
+    __shared__ float red[2 * 4 * 2 * 4 * 32];
+    __shared__ int s_next;
+    const int tid = threadIdx.x;
+    if (tid == 0) s_next = atomicAdd(sync, 1);
+    __syncthreads();
+    int cur = s_next;
+    while (true) {
+        const int nh = n_hit[0], TG = (I + 15) >> 4, TD = (H + 31) >> 5, ug = (TG + GR - 1) / GR, ud = (TD + DR - 1) / DR, NG = nh * ug;
+        if (cur >= (GU_ONLY ? NG : NG + nh * ud)) break;
+        int nxt = 0;
+        if (tid == 0) nxt = atomicAdd(sync, 1);   // the next claim, in flight while this item streams
+        if (cur < NG) {
+            const int y = cur / ug, r0 = (cur - y * ug) * GR, R = min(GR, TG - r0);
+            gate_up_item<true, true>(x, H, I, k, sorted_pair, offsets, hit, n_hit, gate_packed, gate_scale, up_packed, up_scale, act,
+                                     H / 32, y, r0, R, red);
+            if (tid == 0) { __threadfence(); atomicAdd(sync + 1 + y, R); }   // after the item's closing barrier
+        } else {
+            const int c = cur - NG, y = c / ud, r0 = (c - y * ud) * DR;
+            down_item<true, true, false>(act, I, H, sorted_pair, topk_w, offsets, hit, n_hit, down_packed, down_scale, ybuf, I / 32,
+                                         y, r0, min(DR, TD - r0), red, [&]() {
+                const int *d = sync + 1 + y;
+                while (ld_acquire(d) < TG) __nanosleep(100);
+                return static_cast<const bf16 *>(act);
+            });
+        }
+        if (tid == 0) s_next = nxt;
+        __syncthreads();
+        cur = s_next;
+    }
+}
+extern "C" __global__ void __launch_bounds__(128, 4) moe_fused_v22(FUSED_ARGS, int mode) { fused_v22<false>(FUSED_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) moe_fused_v22_gu(FUSED_ARGS, int mode) { fused_v22<true>(FUSED_PASS); }
