@@ -348,10 +348,11 @@ template <int NT, int NW> __device__ __forceinline__ void slot_sums(const float 
 
 // One run of R consecutive row tiles (starting at row n0) of one expert with m tokens: tile r's sub-tile i is rows
 // n0 + r*RS + i*IS + {g, g + 8} of matrix W[i] (clamped to N - 1, outputs past N masked by `epi`). `xrow_of(t0, mt)`
-// gives this lane's x row for the 8-token tile at t0 (nullptr past mt); `epi(r, t0, mt, acc)` writes tile r.
+// gives this lane's x row for the 8-token tile at t0 (nullptr past mt); `epi(r, t0, mt, acc)` writes tile r. RS = 0: the
+// row steps come at run time (rs, is), for one loop that streams both gate/up and down items (kernels/dev/moe_w4a16_fused.cu)
 template <int NT, int NW, int RS, int IS, bool L3, bool TM, bool XNC = true, class XRow, class Epi>
 __device__ __forceinline__ void v11_run(const uint4 *const (&W)[NT], const unsigned short *const (&S)[NT], int n0, int N, int G,
-                                        int R, const int *mp, float *red, XRow xrow_of, Epi epi) {
+                                        int R, const int *mp, float *red, XRow xrow_of, Epi epi, int rs = RS, int is = IS) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int nloc = (((G + 3) >> 2) + NW - 1) / NW;    // chunks per warp per tile, the same for every warp
     uint32_t off[NT][2];                                 // row * G of the tile being loaded (32 bits: fewer registers)
@@ -359,7 +360,7 @@ __device__ __forceinline__ void v11_run(const uint4 *const (&W)[NT], const unsig
 #pragma unroll
         for (int i = 0; i < NT; ++i)
 #pragma unroll
-            for (int rr = 0; rr < 2; ++rr) off[i][rr] = (uint32_t)min(n0 + r * RS + i * IS + 8 * rr + g, N - 1) * (uint32_t)G;
+            for (int rr = 0; rr < 2; ++rr) off[i][rr] = (uint32_t)min(n0 + r * (RS ? RS : rs) + i * (RS ? IS : is) + 8 * rr + g, N - 1) * (uint32_t)G;
     };
     auto load_w = [&](StageV2<NT> &st, int q) {
         PtrsV2<NT> p;

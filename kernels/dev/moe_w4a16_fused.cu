@@ -171,3 +171,73 @@ template <bool GU_ONLY> __device__ __forceinline__ void fused_v22(FUSED_ARGS) {
 }
 extern "C" __global__ void __launch_bounds__(128, 4) moe_fused_v22(FUSED_ARGS, int mode) { fused_v22<false>(FUSED_PASS); }
 extern "C" __global__ void __launch_bounds__(128, 4) moe_fused_v22_gu(FUSED_ARGS, int mode) { fused_v22<true>(FUSED_PASS); }
+
+// v23: v22 with ONE streaming loop for both kinds of item. v22 inlines gate/up's and down's v11_run side by side, and the two
+// loops do not fit one 128-register budget (264 bytes of spills; v13's down alone uses 127 registers). Here a single
+// v11_run<.., RS = 0, ..> streams both: the kind only changes its arguments (matrices, widths, the row steps 16/0 or 32/16),
+// the x row (x through sorted_pair, or act) and the epilogue; x is read with ld.global.cg for both. A down item waits for its
+// expert before the run (inside the run's x callback, ptxas spilled 8 bytes). 120 registers, no spills (sm_90). The
+// epilogues are the shipped gate_up_item / down_item ones (the same bits as v13), written out here for this try.
+// Written after session 16's last GPU call: not yet run.
+__device__ __forceinline__ void v23_store_act(bf16 *act, int I, int slot0, int nb, int mt, const float (&s)[2][4]) {
+    const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        const int n = nb + g + (q >= 2 ? 8 : 0), tok = 2 * t + (q & 1);
+        if (n < I && tok < mt) act[(size_t)(slot0 + tok) * I + n] = __float2bfloat16(s[0][q] / (1.f + __expf(-s[0][q])) * s[1][q]);
+    }
+}
+__device__ __forceinline__ void v23_store_ybuf(float *ybuf, int H, const int *sorted_pair, const float *topk_w, int slot0, int nb,
+                                               int mt, const float (&s)[2][4]) {
+    const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const int n = nb + 16 * i + g + (q >= 2 ? 8 : 0), tok = 2 * t + (q & 1);
+            if (n < H && tok < mt) ybuf[(size_t)(slot0 + tok) * H + n] = topk_w[sorted_pair[slot0 + tok]] * s[i][q];
+        }
+}
+template <bool GU_ONLY> __device__ __forceinline__ void fused_v23(FUSED_ARGS) {
+    __shared__ float red[2 * 4 * 2 * 4 * 32];
+    __shared__ int s_next;
+    const int tid = threadIdx.x, g = (tid & 31) >> 2;
+    if (tid == 0) s_next = atomicAdd(sync, 1);
+    __syncthreads();
+    int cur = s_next;
+    while (true) {
+        const int nh = n_hit[0], TG = (I + 15) >> 4, TD = (H + 31) >> 5, ug = (TG + GR - 1) / GR, ud = (TD + DR - 1) / DR, NG = nh * ug;
+        if (cur >= (GU_ONLY ? NG : NG + nh * ud)) break;
+        int nxt = 0;
+        if (tid == 0) nxt = atomicAdd(sync, 1);   // the next claim, in flight while this item streams
+        const bool dn = cur >= NG;
+        const int c = dn ? cur - NG : cur, u = dn ? ud : ug, y = c / u, r0 = (c - y * u) * (dn ? DR : GR);
+        const int R = min(dn ? DR : GR, (dn ? TD : TG) - r0), e = hit[y], N = dn ? H : I, G = (dn ? I : H) / 32, n0 = r0 * (dn ? 32 : 16);
+        const size_t base = (size_t)e * N * G;
+        const uint4 *const W[2] = {(dn ? down_packed : gate_packed) + base, (dn ? down_packed : up_packed) + base};
+        const unsigned short *const S[2] = {reinterpret_cast<const unsigned short *>(dn ? down_scale : gate_scale) + base,
+                                            reinterpret_cast<const unsigned short *>(dn ? down_scale : up_scale) + base};
+        if (dn) while (ld_acquire(sync + 1 + y) < TG) __nanosleep(100);   // expert y's act is complete
+        v11_run<2, 4, 0, 0, true, true, false>(W, S, n0, N, G, R, offsets + e, red,
+            [&](int s0, int mt) -> const uint4 * {
+                if (g >= mt) return nullptr;
+                if (!dn) return reinterpret_cast<const uint4 *>(x + (size_t)(sorted_pair[s0 + g] / k) * H);
+                return reinterpret_cast<const uint4 *>(act + (size_t)(s0 + g) * I);
+            },
+            [&](int r, int t0, int mt, const float (&s)[2][4]) {
+                if (dn) v23_store_ybuf(ybuf, H, sorted_pair, topk_w, offsets[e] + t0, n0 + 32 * r, mt, s);
+                else v23_store_act(act, I, offsets[e] + t0, n0 + 16 * r, mt, s);
+            }, dn ? 32 : 16, dn ? 16 : 0);
+        if (tid == 0) {   // after the run's closing barrier: the block's act is stored; count a gate/up item's tiles (from cur again:
+            if (cur < NG) {   // fewer values live across the run)
+                const int y2 = cur / ug, r2 = (cur - y2 * ug) * GR;
+                __threadfence(); atomicAdd(sync + 1 + y2, min(GR, TG - r2));
+            }
+            s_next = nxt;
+        }
+        __syncthreads();
+        cur = s_next;
+    }
+}
+extern "C" __global__ void __launch_bounds__(128, 4) moe_fused_v23(FUSED_ARGS, int mode) { fused_v23<false>(FUSED_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) moe_fused_v23_gu(FUSED_ARGS, int mode) { fused_v23<true>(FUSED_PASS); }
