@@ -10,7 +10,7 @@ experts' bytes. `--stamps DIR` also records, per block, its start, end and the t
 
     python benchmarks/try_moe_fused.py [--reps 20] [--tokens 1 2 4 8] [--items 1,2 2,2] [--stress 20] [--out DIR]
 """
-import argparse, json, os, statistics, sys
+import argparse, json, os, sys
 import torch
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_moe import H, I, CEIL, rand_packed, routing, make_flush, graph_time

@@ -15,11 +15,6 @@ from ddtree_nb.moe import MoEWorkspace, moe_cuda_launch
 from ddtree_nb.runtime import engine_stream
 
 
-def launches_pdl(x, idx, w, ex, ws, out, pdl=True):
-    "moe_cuda_launch's four launches at T <= 8 (v13), the last three as programmatic dependents (`pdl`) or plain."
-    moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, 13, pdl=pdl)
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--reps', type=int, default=20)
@@ -37,42 +32,34 @@ def main():
             x = torch.randn(T, H, device=dev, generator=torch.Generator(device=dev).manual_seed(1)).bfloat16()
             idx, w = routing(T, E, k, 'spread', dev, seed=1)
             ws, out, ref = MoEWorkspace(T, k, E, H, I, dev), torch.empty_like(x), torch.empty_like(x)
-            with es: moe_cuda_launch(x, idx, w, ex, 2.827, ref, ws, 13, pdl=False)
+            plain = lambda o: moe_cuda_launch(x, idx, w, ex, 2.827, o, ws, 13, pdl=False)
+            with es: plain(ref)
             torch.cuda.synchronize()
             refs = []
             for _ in range(4):   # is v13 itself the same every time?
                 r2 = torch.empty_like(x)
-                with es: moe_cuda_launch(x, idx, w, ex, 2.827, r2, ws, 13, pdl=False)
+                with es: plain(r2)
                 torch.cuda.synchronize(); refs.append(torch.equal(r2, ref))
-            bad_e = bad_g = 0
-            for i in range(a.stress):
-                if a.vary:   # new picks and weights in the same buffers, then v13's answer for them
-                    i2, w2 = routing(T, E, k, 'spread', dev, seed=100 + i)
-                    idx.copy_(i2); w.copy_(w2)
-                    with es: moe_cuda_launch(x, idx, w, ex, 2.827, ref, ws, 13, pdl=False)
+            def differ(label, launch, seed0):
+                "How many of --stress runs of `launch` differ from ref (with --vary: new picks and weights, and v13's answer, first)."
+                bad = 0
+                for i in range(a.stress):
+                    if a.vary:   # new picks and weights in the same buffers, then v13's answer for them
+                        i2, w2 = routing(T, E, k, 'spread', dev, seed=seed0 + i)
+                        idx.copy_(i2); w.copy_(w2)
+                        with es: plain(ref)
+                        torch.cuda.synchronize()
+                    with es: out.fill_(float('nan')); launch()   # the poison on the launches' stream
                     torch.cuda.synchronize()
-                with es:
-                    out.fill_(float('nan')); launches_pdl(x, idx, w, ex, ws, out)
-                torch.cuda.synchronize()
-                if not torch.equal(out, ref):
-                    bad_e += 1
-                    d = (out.float() - ref.float()).abs()
-                    if bad_e <= 3: print(f"  eager T={T} run {i}: {int(d.isnan().sum())} NaN, {int((d > 0).sum())} differ, max {d.nan_to_num().max().item():.3e}", flush=True)
+                    if not torch.equal(out, ref):
+                        bad += 1
+                        d = (out.float() - ref.float()).abs()
+                        if bad <= 3: print(f"  {label} T={T} run {i}: {int(d.isnan().sum())} NaN, {int((d > 0).sum())} differ, max {d.nan_to_num().max().item():.3e}", flush=True)
+                return bad
+            bad_e = differ('eager', lambda: moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, 13, pdl=True), 100)
             g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g, stream=es.torch): launches_pdl(x, idx, w, ex, ws, out)
-            for i in range(a.stress):
-                if a.vary:
-                    i2, w2 = routing(T, E, k, 'spread', dev, seed=1000 + i)
-                    idx.copy_(i2); w.copy_(w2)
-                    with es: moe_cuda_launch(x, idx, w, ex, 2.827, ref, ws, 13, pdl=False)
-                    torch.cuda.synchronize()
-                with es:
-                    out.fill_(float('nan')); g.replay()
-                torch.cuda.synchronize()
-                if not torch.equal(out, ref):
-                    bad_g += 1
-                    d = (out.float() - ref.float()).abs()
-                    if bad_g <= 3: print(f"  graph T={T} run {i}: {int(d.isnan().sum())} NaN, {int((d > 0).sum())} differ, max {d.nan_to_num().max().item():.3e}", flush=True)
+            with torch.cuda.graph(g, stream=es.torch): moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, 13, pdl=True)
+            bad_g = differ('graph', g.replay, 1000)
             print(f"stress T={T}: v13 repeatable {refs}; PDL eager {bad_e}/{a.stress} differ, graph {bad_g}/{a.stress} differ", flush=True)
         return
     for T in a.tokens:
@@ -83,12 +70,12 @@ def main():
         for pdl in (False, True):
             with es:   # the poison on the launches' stream, or nothing orders it before them
                 out.fill_(float('nan'))
-                launches_pdl(x, idx, w, ex, ws, out, pdl)
+                moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, 13, pdl=pdl)
             torch.cuda.synchronize()
             res['checks'].append(dict(T=T, pdl=pdl, graph=False, same_bits=torch.equal(out, ref)))
         t13 = graph_time(lambda: moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, 13, pdl=False), a.reps, flush, es)
         with es: out.fill_(float('nan'))
-        tp = graph_time(lambda: launches_pdl(x, idx, w, ex, ws, out), a.reps, flush, es)
+        tp = graph_time(lambda: moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, 13, pdl=True), a.reps, flush, es)
         torch.cuda.synchronize()
         res['checks'].append(dict(T=T, pdl=True, graph=True, same_bits=torch.equal(out, ref)))
         hit = idx.unique().numel(); mb = hit * ex.bytes_per_expert / 1e6

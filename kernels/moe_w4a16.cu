@@ -426,16 +426,16 @@ __device__ __forceinline__ void v11_run(const uint4 *const (&W)[NT], const unsig
     __syncthreads();   // the slots start over with the next run
 }
 
-// block b's share [a, b) of the n_hit x tiles work items, walked as runs within one expert: run(y, r0, R)
-// block b's items [a, b_end) of `items` cut into gridDim.x equal shares, in order
-__device__ __forceinline__ void v11_share(long long items, int &a, int &b) {
-    a = (int)(items * blockIdx.x / gridDim.x);
-    b = (int)(items * (blockIdx.x + 1) / gridDim.x);
+// share sb's items [a, b) of `items` cut into gridDim.x equal shares, in order (sb: this block's by default)
+__device__ __forceinline__ void v11_share(long long items, int &a, int &b, unsigned sb = blockIdx.x) {
+    a = (int)(items * sb / gridDim.x);
+    b = (int)(items * (sb + 1) / gridDim.x);
 }
+// share sb (this block's by default) of the n_hit x tiles work items, walked as runs within one expert: run(y, r0, R)
 template <class Run>
-__device__ __forceinline__ void v11_items(int nh, int tiles, Run run) {
+__device__ __forceinline__ void v11_items(int nh, int tiles, Run run, unsigned sb = blockIdx.x) {
     int a, b;
-    v11_share((long long)nh * tiles, a, b);
+    v11_share((long long)nh * tiles, a, b, sb);
     while (a < b) {
         const int y = a / tiles, r0 = a - y * tiles, R = min(b - a, tiles - r0);
         run(y, r0, R);
@@ -484,6 +484,27 @@ __device__ __forceinline__ void share_items(int nh, int tiles, const int *hit, c
     if constexpr (BAL) v14_items(nh, tiles, hit, offsets, run); else v11_items(nh, tiles, run);
 }
 
+// a gate/up tile's epilogue (lane g, t of its warp): act[slot0 + tok, nb + row] = silu(gate) * up, for c0, c1: row g, tokens
+// 2t, 2t+1; c2, c3: row g+8
+__device__ __forceinline__ void store_act(bf16 *__restrict__ act, int I, int slot0, int nb, int g, int t, int mt, const float (&s)[2][4]) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        const int n = nb + g + (q >= 2 ? 8 : 0), tok = 2 * t + (q & 1);
+        if (n < I && tok < mt) act[(size_t)(slot0 + tok) * I + n] = __float2bfloat16(s[0][q] / (1.f + __expf(-s[0][q])) * s[1][q]);
+    }
+}
+// a down tile's epilogue (two 16-row halves from row nb): ybuf[slot0 + tok, n] = topk_w[pair] * sum
+__device__ __forceinline__ void store_ybuf(float *__restrict__ ybuf, int H, const int *__restrict__ sorted_pair, const float *__restrict__ topk_w,
+                                           int slot0, int nb, int g, int t, int mt, const float (&s)[2][4]) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const int n = nb + 16 * i + g + (q >= 2 ? 8 : 0), tok = 2 * t + (q & 1);
+            if (n < H && tok < mt) ybuf[(size_t)(slot0 + tok) * H + n] = topk_w[sorted_pair[slot0 + tok]] * s[i][q];
+        }
+}
+
 // gate/up item: R row tiles of hit expert y from tile r0 (red: the block's reduction slots)
 template <bool L3, bool TM> __device__ __forceinline__ void gate_up_item(GU_ARGS, int G, int y, int r0, int R, float *red) {
     const int e = hit[y];
@@ -494,14 +515,7 @@ template <bool L3, bool TM> __device__ __forceinline__ void gate_up_item(GU_ARGS
     const int n0 = r0 * 16, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
     v11_run<2, 4, 16, 0, L3, TM>(W, S, n0, I, G, R, offsets + e, red,
         [&](int s0, int mt) { return g < mt ? reinterpret_cast<const uint4 *>(x + (size_t)(sorted_pair[s0 + g] / k) * H) : nullptr; },
-        [&](int r, int t0, int mt, const float (&s)[2][4]) {
-            const int slot0 = offsets[e] + t0;
-#pragma unroll
-            for (int q = 0; q < 4; ++q) {   // c0,c1: row g, tokens 2t, 2t+1; c2,c3: row g+8
-                const int n = n0 + 16 * r + g + (q >= 2 ? 8 : 0), tok = 2 * t + (q & 1);
-                if (n < I && tok < mt) act[(size_t)(slot0 + tok) * I + n] = __float2bfloat16(s[0][q] / (1.f + __expf(-s[0][q])) * s[1][q]);
-            }
-        });
+        [&](int r, int t0, int mt, const float (&s)[2][4]) { store_act(act, I, offsets[e] + t0, n0 + 16 * r, g, t, mt, s); });
 }
 template <bool L3, bool TM, bool BAL> __device__ __forceinline__ void gate_up_v11(GU_ARGS) {
     __shared__ float red[2 * 4 * 2 * 4 * 32];
@@ -547,16 +561,7 @@ template <bool L3, bool TM, bool XNC, class Ready> __device__ __forceinline__ vo
             const bf16 *a = act_ready();
             return g < mt ? reinterpret_cast<const uint4 *>(a + (size_t)(s0 + g) * I) : nullptr;
         },
-        [&](int r, int t0, int mt, const float (&s)[2][4]) {
-            const int slot0 = offsets[e] + t0;
-#pragma unroll
-            for (int i = 0; i < 2; ++i)
-#pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    const int n = n0 + 32 * r + 16 * i + g + (q >= 2 ? 8 : 0), tok = 2 * t + (q & 1);
-                    if (n < H && tok < mt) ybuf[(size_t)(slot0 + tok) * H + n] = topk_w[sorted_pair[slot0 + tok]] * s[i][q];
-                }
-        });
+        [&](int r, int t0, int mt, const float (&s)[2][4]) { store_ybuf(ybuf, H, sorted_pair, topk_w, offsets[e] + t0, n0 + 32 * r, g, t, mt, s); });
 }
 
 // PDL: launched as gate/up's dependent, a block requests its first weight chunk (and reads the grouping, complete before

@@ -139,3 +139,15 @@ __device__ __forceinline__ void v2_compute(const StageV2<NT> &st, float (&acc)[N
     const int *__restrict__ offsets, const int *__restrict__ hit, const int *__restrict__ n_hit, \
     const uint4 *__restrict__ down_packed, const bf16 *__restrict__ down_scale, float *__restrict__ ybuf
 #define DN_PASS act, I, H, sorted_pair, topk_w, offsets, hit, n_hit, down_packed, down_scale, ybuf
+
+// what the diagnostic MoE kernels in kernels/dev/ record about a block (moe_w4a16_stamps.cu, moe_w4a16_fused.cu)
+__device__ __forceinline__ unsigned long long gtime() {   // the global timer, ns
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+__device__ __forceinline__ unsigned smid() {              // the SM this block runs on
+    unsigned s;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
+    return s;
+}

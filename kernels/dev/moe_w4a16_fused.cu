@@ -28,18 +28,13 @@ __device__ __forceinline__ int ld_acquire(const int *p) {
     asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
-__device__ __forceinline__ unsigned long long gtime() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
 
 // one gate/up item and one down item, inlined into the loop (NI false) or as calls (NI true: each gets its own register
 // allocation, and only the loop's few values live across the call)
 template <bool NI> struct Items;
 #define GU_ITEM_BODY { gate_up_item<true, true>(GU_PASS, H / 32, y, r0, R, red); }
 #define DN_ITEM_BODY { down_item<true, true, false>(DN_PASS, I / 32, y, r0, R, red, [&]() {   /* first weight chunk requested */ \
-        if (ld_acquire(done) < need) { while (ld_acquire(done) < need) __nanosleep(100); }                                      \
+        while (ld_acquire(done) < need) __nanosleep(100);                                                                       \
         return act; }); }
 template <> struct Items<false> {
     static __device__ __forceinline__ void gu(GU_ARGS, int y, int r0, int R, float *red) GU_ITEM_BODY
@@ -70,11 +65,6 @@ __device__ __forceinline__ int share_perm(int b, int G, int mode) {
     const int m = (mode >> 8) & 3;
     return m == 1 ? (int)((5ll * b) % G) : m == 2 ? (int)((131ll * b) % G) : m == 3 ? G - 1 - b : b;
 }
-template <class Run> __device__ __forceinline__ void items_of_share(int nh, int tiles, int sb, Run run) {   // v11_items for share sb
-    int a = (int)((long long)nh * tiles * sb / gridDim.x), b = (int)((long long)nh * tiles * (sb + 1) / gridDim.x);
-    while (a < b) { const int y = a / tiles, r0 = a - y * tiles, R = min(b - a, tiles - r0); run(y, r0, R); a += R; }
-}
-__device__ __forceinline__ unsigned smid() { unsigned s; asm volatile("mov.u32 %0, %%smid;" : "=r"(s)); return s; }
 __device__ __forceinline__ void item_of(int c, int n, int nh, int u, int mode, int &y, int &j) {
     if (mode & 32) { const int half = (n + 1) >> 1; c = c < half ? 2 * c : 2 * (c - half) + 1; }
     if (mode & 16) { y = c % nh; j = c / nh; } else { y = c / u; j = c - y * u; }
@@ -104,8 +94,8 @@ template <bool NI, bool ST> __device__ __forceinline__ void fused_v21(FUSED_ARGS
         }
     } else if (mode & 2) {
         const int sb = share_perm(blockIdx.x, gridDim.x, mode);
-        items_of_share(nh, TG, sb, gu);
-        if (!(mode & 1)) items_of_share(nh, TD, sb, dn);
+        v11_items(nh, TG, gu, sb);
+        if (!(mode & 1)) v11_items(nh, TD, dn, sb);
     } else {
         const int ug = (TG + GR - 1) / GR, ud = (TD + DR - 1) / DR, NG = nh * ug, NTOT = (mode & 1) ? NG : NG + nh * ud;
         if (tid == 0) s_next = atomicAdd(ctr, 1);
@@ -138,36 +128,46 @@ extern "C" __global__ void __launch_bounds__(128, 3) moe_fused_v21_lb3(FUSED_ARG
 // spilled inside the streaming loop of the claim and wave paths but not of the static one (ncu at T = 1: 828 k local-memory
 // requests in mode 139, none in mode 3), which is what made those modes slow. Here the loop keeps only cur (and thread 0's
 // next claim) across an item; everything else is recomputed from the arguments. GU_ONLY: gate/up items only (timing).
-template <bool GU_ONLY> __device__ __forceinline__ void fused_v22(FUSED_ARGS) {
-    __shared__ float red[2 * 4 * 2 * 4 * 32];
+// the claim loop of v22 and v23: items are claimed in order from sync[0], every gate/up item (ug per hit expert) before every
+// down item (ud per hit expert); thread 0 claims the next item while item(cur, L) streams the current one
+struct Claims { int TG, TD, ug, ud, NG; };
+template <bool GU_ONLY, class Item>
+__device__ __forceinline__ void claim_loop(const int *n_hit, int H, int I, int GR, int DR, int *sync, Item item) {
     __shared__ int s_next;
     const int tid = threadIdx.x;
     if (tid == 0) s_next = atomicAdd(sync, 1);
     __syncthreads();
     int cur = s_next;
     while (true) {
-        const int nh = n_hit[0], TG = (I + 15) >> 4, TD = (H + 31) >> 5, ug = (TG + GR - 1) / GR, ud = (TD + DR - 1) / DR, NG = nh * ug;
-        if (cur >= (GU_ONLY ? NG : NG + nh * ud)) break;
+        const int nh = n_hit[0], TG = (I + 15) >> 4, TD = (H + 31) >> 5, ug = (TG + GR - 1) / GR, ud = (TD + DR - 1) / DR;
+        const Claims L{TG, TD, ug, ud, nh * ug};
+        if (cur >= (GU_ONLY ? L.NG : L.NG + nh * ud)) break;
         int nxt = 0;
         if (tid == 0) nxt = atomicAdd(sync, 1);   // the next claim, in flight while this item streams
-        if (cur < NG) {
-            const int y = cur / ug, r0 = (cur - y * ug) * GR, R = min(GR, TG - r0);
-            gate_up_item<true, true>(x, H, I, k, sorted_pair, offsets, hit, n_hit, gate_packed, gate_scale, up_packed, up_scale, act,
-                                     H / 32, y, r0, R, red);
-            if (tid == 0) { __threadfence(); atomicAdd(sync + 1 + y, R); }   // after the item's closing barrier
-        } else {
-            const int c = cur - NG, y = c / ud, r0 = (c - y * ud) * DR;
-            down_item<true, true, false>(act, I, H, sorted_pair, topk_w, offsets, hit, n_hit, down_packed, down_scale, ybuf, I / 32,
-                                         y, r0, min(DR, TD - r0), red, [&]() {
-                const int *d = sync + 1 + y;
-                while (ld_acquire(d) < TG) __nanosleep(100);
-                return static_cast<const bf16 *>(act);
-            });
-        }
+        item(cur, L);
         if (tid == 0) s_next = nxt;
         __syncthreads();
         cur = s_next;
     }
+}
+template <bool GU_ONLY> __device__ __forceinline__ void fused_v22(FUSED_ARGS) {
+    __shared__ float red[2 * 4 * 2 * 4 * 32];
+    claim_loop<GU_ONLY>(n_hit, H, I, GR, DR, sync, [&](int cur, const Claims &L) {
+        if (cur < L.NG) {
+            const int y = cur / L.ug, r0 = (cur - y * L.ug) * GR, R = min(GR, L.TG - r0);
+            gate_up_item<true, true>(x, H, I, k, sorted_pair, offsets, hit, n_hit, gate_packed, gate_scale, up_packed, up_scale, act,
+                                     H / 32, y, r0, R, red);
+            if (threadIdx.x == 0) { __threadfence(); atomicAdd(sync + 1 + y, R); }   // after the item's closing barrier
+        } else {
+            const int c = cur - L.NG, y = c / L.ud, r0 = (c - y * L.ud) * DR;
+            down_item<true, true, false>(act, I, H, sorted_pair, topk_w, offsets, hit, n_hit, down_packed, down_scale, ybuf, I / 32,
+                                         y, r0, min(DR, L.TD - r0), red, [&]() {
+                const int *d = sync + 1 + y;
+                while (ld_acquire(d) < L.TG) __nanosleep(100);
+                return static_cast<const bf16 *>(act);
+            });
+        }
+    });
 }
 extern "C" __global__ void __launch_bounds__(128, 4) moe_fused_v22(FUSED_ARGS, int mode) { fused_v22<false>(FUSED_PASS); }
 extern "C" __global__ void __launch_bounds__(128, 4) moe_fused_v22_gu(FUSED_ARGS, int mode) { fused_v22<true>(FUSED_PASS); }
@@ -176,68 +176,36 @@ extern "C" __global__ void __launch_bounds__(128, 4) moe_fused_v22_gu(FUSED_ARGS
 // loops do not fit one 128-register budget (264 bytes of spills; v13's down alone uses 127 registers). Here a single
 // v11_run<.., RS = 0, ..> streams both: the kind only changes its arguments (matrices, widths, the row steps 16/0 or 32/16),
 // the x row (x through sorted_pair, or act) and the epilogue; x is read with ld.global.cg for both. A down item waits for its
-// expert before the run (inside the run's x callback, ptxas spilled 8 bytes). 120 registers, no spills (sm_90). The
-// epilogues are the shipped gate_up_item / down_item ones (the same bits as v13), written out here for this try.
+// expert before the run (inside the run's x callback, ptxas spilled 8 bytes). No spills. The epilogues are the shipped
+// store_act / store_ybuf (the same bits as v13).
 // Written after session 16's last GPU call: not yet run.
-__device__ __forceinline__ void v23_store_act(bf16 *act, int I, int slot0, int nb, int mt, const float (&s)[2][4]) {
-    const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-        const int n = nb + g + (q >= 2 ? 8 : 0), tok = 2 * t + (q & 1);
-        if (n < I && tok < mt) act[(size_t)(slot0 + tok) * I + n] = __float2bfloat16(s[0][q] / (1.f + __expf(-s[0][q])) * s[1][q]);
-    }
-}
-__device__ __forceinline__ void v23_store_ybuf(float *ybuf, int H, const int *sorted_pair, const float *topk_w, int slot0, int nb,
-                                               int mt, const float (&s)[2][4]) {
-    const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            const int n = nb + 16 * i + g + (q >= 2 ? 8 : 0), tok = 2 * t + (q & 1);
-            if (n < H && tok < mt) ybuf[(size_t)(slot0 + tok) * H + n] = topk_w[sorted_pair[slot0 + tok]] * s[i][q];
-        }
-}
 template <bool GU_ONLY> __device__ __forceinline__ void fused_v23(FUSED_ARGS) {
     __shared__ float red[2 * 4 * 2 * 4 * 32];
-    __shared__ int s_next;
-    const int tid = threadIdx.x, g = (tid & 31) >> 2;
-    if (tid == 0) s_next = atomicAdd(sync, 1);
-    __syncthreads();
-    int cur = s_next;
-    while (true) {
-        const int nh = n_hit[0], TG = (I + 15) >> 4, TD = (H + 31) >> 5, ug = (TG + GR - 1) / GR, ud = (TD + DR - 1) / DR, NG = nh * ug;
-        if (cur >= (GU_ONLY ? NG : NG + nh * ud)) break;
-        int nxt = 0;
-        if (tid == 0) nxt = atomicAdd(sync, 1);   // the next claim, in flight while this item streams
-        const bool dn = cur >= NG;
-        const int c = dn ? cur - NG : cur, u = dn ? ud : ug, y = c / u, r0 = (c - y * u) * (dn ? DR : GR);
-        const int R = min(dn ? DR : GR, (dn ? TD : TG) - r0), e = hit[y], N = dn ? H : I, G = (dn ? I : H) / 32, n0 = r0 * (dn ? 32 : 16);
+    const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+    claim_loop<GU_ONLY>(n_hit, H, I, GR, DR, sync, [&](int cur, const Claims &L) {
+        const bool dn = cur >= L.NG;
+        const int c = dn ? cur - L.NG : cur, u = dn ? L.ud : L.ug, y = c / u, r0 = (c - y * u) * (dn ? DR : GR);
+        const int R = min(dn ? DR : GR, (dn ? L.TD : L.TG) - r0), e = hit[y], N = dn ? H : I, G = (dn ? I : H) / 32, n0 = r0 * (dn ? 32 : 16);
         const size_t base = (size_t)e * N * G;
         const uint4 *const W[2] = {(dn ? down_packed : gate_packed) + base, (dn ? down_packed : up_packed) + base};
         const unsigned short *const S[2] = {reinterpret_cast<const unsigned short *>(dn ? down_scale : gate_scale) + base,
                                             reinterpret_cast<const unsigned short *>(dn ? down_scale : up_scale) + base};
-        if (dn) while (ld_acquire(sync + 1 + y) < TG) __nanosleep(100);   // expert y's act is complete
+        if (dn) while (ld_acquire(sync + 1 + y) < L.TG) __nanosleep(100);   // expert y's act is complete
         v11_run<2, 4, 0, 0, true, true, false>(W, S, n0, N, G, R, offsets + e, red,
             [&](int s0, int mt) -> const uint4 * {
                 if (g >= mt) return nullptr;
                 if (!dn) return reinterpret_cast<const uint4 *>(x + (size_t)(sorted_pair[s0 + g] / k) * H);
                 return reinterpret_cast<const uint4 *>(act + (size_t)(s0 + g) * I);
             },
-            [&](int r, int t0, int mt, const float (&s)[2][4]) {
-                if (dn) v23_store_ybuf(ybuf, H, sorted_pair, topk_w, offsets[e] + t0, n0 + 32 * r, mt, s);
-                else v23_store_act(act, I, offsets[e] + t0, n0 + 16 * r, mt, s);
+            [&](int r, int t0, int mt, const float (&s)[2][4]) {   // the shipped epilogues: the same bits as v13
+                if (dn) store_ybuf(ybuf, H, sorted_pair, topk_w, offsets[e] + t0, n0 + 32 * r, g, t, mt, s);
+                else store_act(act, I, offsets[e] + t0, n0 + 16 * r, g, t, mt, s);
             }, dn ? 32 : 16, dn ? 16 : 0);
-        if (tid == 0) {   // after the run's closing barrier: the block's act is stored; count a gate/up item's tiles (from cur again:
-            if (cur < NG) {   // fewer values live across the run)
-                const int y2 = cur / ug, r2 = (cur - y2 * ug) * GR;
-                __threadfence(); atomicAdd(sync + 1 + y2, min(GR, TG - r2));
-            }
-            s_next = nxt;
+        if (threadIdx.x == 0 && cur < L.NG) {   // after the run's closing barrier the block's act is stored: count the item's
+            const int y2 = cur / L.ug, r2 = (cur - y2 * L.ug) * GR;   // tiles (from cur again: fewer values live across the run)
+            __threadfence(); atomicAdd(sync + 1 + y2, min(GR, L.TG - r2));
         }
-        __syncthreads();
-        cur = s_next;
-    }
+    });
 }
 extern "C" __global__ void __launch_bounds__(128, 4) moe_fused_v23(FUSED_ARGS, int mode) { fused_v23<false>(FUSED_PASS); }
 extern "C" __global__ void __launch_bounds__(128, 4) moe_fused_v23_gu(FUSED_ARGS, int mode) { fused_v23<true>(FUSED_PASS); }

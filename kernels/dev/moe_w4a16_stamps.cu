@@ -2,17 +2,6 @@
 // records each block's start and end (%globaltimer, ns) and its SM, for benchmarks/stamp_moe.py: where an SM's time
 // goes in a launch (the launch ramp, the tail, the spread of the blocks' ends). Not shipped; runs from a checkout.
 #include "moe_w4a16.cu"
-
-__device__ __forceinline__ unsigned long long gtime() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-__device__ __forceinline__ unsigned smid() {
-    unsigned s;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
-    return s;
-}
 // st[4 b ..]: start, end, SM, work items (row tiles) of block b
 __device__ __forceinline__ void stamp(unsigned long long *st, unsigned long long t0, int nh, int tiles) {
     __syncthreads();
