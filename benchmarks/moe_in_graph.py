@@ -1,0 +1,54 @@
+"""Issue 20: what one MoE layer costs inside a longer CUDA graph, as in the engine's captured step, against the standalone
+graph bench_moe.py / try_moe_pdl.py time. A standalone replay also pays the graph's launch and its first kernel's start,
+which inside a step are paid once per step, not per layer. Here: graphs of L = 1, 2 and 4 MoE layers back to back, each
+layer with its own random INT4 experts (384 at Kimi widths, 9.5 GB a layer, so no layer finds another's weights in L2),
+the same routing, bench_moe.py's L2 flush ahead of each rep. Per layer in a step = (t(4) - t(1)) / 3; also a graph of one
+tiny kernel (the replay's own cost). Plain and PDL launches (moe_cuda_launch(..., pdl=)), µs and % of 4.27 TB/s.
+
+    python benchmarks/moe_in_graph.py [--tokens 1 2 4 8] [--reps 20] [--out DIR]
+"""
+import argparse, json, os, sys
+import torch
+sys.path.insert(0, os.path.dirname(__file__))
+from bench_moe import H, I, CEIL, rand_packed, routing, make_flush, graph_time
+from ddtree_nb.moe import MoEWorkspace, moe_cuda_launch
+from ddtree_nb.runtime import engine_stream
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--reps', type=int, default=20)
+    ap.add_argument('--tokens', type=int, nargs='+', default=[1, 2, 4, 8])
+    ap.add_argument('--layers', type=int, nargs='+', default=[1, 2, 4])
+    ap.add_argument('--out', default=None)
+    a = ap.parse_args()
+    dev, k, E = torch.device('cuda'), 8, 384
+    es, flush = engine_stream(dev.index or 0), make_flush(dev, 'read')
+    exs = [rand_packed(E, dev, seed=s) for s in range(max(a.layers))]
+    tiny = torch.zeros(1, device=dev)
+    res = dict(gpu=torch.cuda.get_device_name(), commit=os.environ.get('DDTREE_COMMIT', '?'),
+               empty_graph_us=round(graph_time(lambda: tiny.add_(1), a.reps, flush, es), 1), bench=[])
+    print('a graph of one tiny kernel:', res['empty_graph_us'], 'µs', flush=True)
+    for T in a.tokens:
+        x = torch.randn(T, H, device=dev, generator=torch.Generator(device=dev).manual_seed(1)).bfloat16()
+        idx, w = routing(T, E, k, 'spread', dev, seed=1)
+        ws, out = MoEWorkspace(T, k, E, H, I, dev), torch.empty_like(x)
+        mb = idx.unique().numel() * exs[0].bytes_per_expert / 1e6
+        row = dict(T=T, MB_per_layer=round(mb, 1))
+        for pdl in (False, True):
+            name = 'pdl' if pdl else 'plain'
+            for L in a.layers:
+                t = graph_time(lambda: [moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, 13, pdl=pdl) for ex in exs[:L]], a.reps, flush, es)
+                row[f'{name}_L{L}_us'] = round(t, 1)
+            per = (row[f'{name}_L{max(a.layers)}_us'] - row[f'{name}_L{min(a.layers)}_us']) / (max(a.layers) - min(a.layers))
+            row[f'{name}_per_layer_us'] = round(per, 1)
+            row[f'{name}_per_layer_pct'] = round(100 * mb * 1e6 / (per * 1e-6) / CEIL, 1)
+            row[f'{name}_alone_pct'] = round(100 * mb * 1e6 / (row[f'{name}_L1_us'] * 1e-6) / CEIL, 1)
+        res['bench'].append(row)
+        print(row, flush=True)
+    if a.out:
+        os.makedirs(a.out, exist_ok=True)
+        json.dump(res, open(os.path.join(a.out, 'moe_in_graph.json'), 'w'), indent=1)
+
+
+if __name__ == '__main__': main()
