@@ -565,7 +565,8 @@ template <bool L3, bool TM, bool XNC, class Ready> __device__ __forceinline__ vo
 }
 
 // PDL: launched as gate/up's dependent, a block requests its first weight chunk (and reads the grouping, complete before
-// gate/up let this grid launch) before it waits for gate/up's act
+// gate/up let this grid launch) before it waits for gate/up's act, and lets the combine launch right after that wait (the
+// combine's blocks then wait through down's tail on SMs down has left; the combine's own wait is for all of down)
 template <bool L3, bool TM, bool BAL, bool PDL = false> __device__ __forceinline__ void down_v11(DN_ARGS) {
     __shared__ float red[2 * 4 * 2 * 4 * 32];
     const int G = I / 32;
@@ -573,13 +574,14 @@ template <bool L3, bool TM, bool BAL, bool PDL = false> __device__ __forceinline
     const bf16 *actp = act;   // under PDL: re-read after the wait, so no act load is hoisted above it
     share_items<BAL>(n_hit[0], (H + 31) >> 5, hit, offsets, [&](int y, int r0, int R) {
         down_item<L3, TM, !PDL>(DN_PASS, G, y, r0, R, red, [&]() {
-            if constexpr (PDL) { if (!waited) { pdl_wait(); waited = true; actp = after_here(act); } }   // before the first act load
+            if constexpr (PDL) {   // before the first act load
+                if (!waited) { pdl_wait(); pdl_launch_dependents(); waited = true; actp = after_here(act); }
+            }
             return actp;
         });
     });
     if constexpr (PDL) {
-        if (!waited) pdl_wait();   // a block with no items still orders its exit after gate/up (the combine reads ybuf)
-        pdl_launch_dependents();
+        if (!waited) { pdl_wait(); pdl_launch_dependents(); }   // a block with no items still waits for gate/up first
     }
 }
 
@@ -603,7 +605,8 @@ extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v14(DN_ARGS) { dow
 // never starts before the grouping launch two back is complete:
 //   gate/up: wait (for the grouping), launch_dependents, then v13's gate/up;
 //   down:    v13's down with PDL: a block requests its first weight chunk before waiting for gate/up (down_v11<..., true>),
-//            then launch_dependents;
+//            then launch_dependents (right after the wait since session 17: -0.4 to -3 us a layer at T = 1..8, in graphs of
+//            4 layers, benchmarks/moe_w4a16.md "Session 17");
 //   combine: wait, then the combine.
 // Under a plain launch every wait returns at once: the same kernels, the same bits as v13. Data the grid before writes (down's
 // act, the combine's ybuf) is read after the wait, through pointers taken after it (after_here), with coherent loads (ldcg):
