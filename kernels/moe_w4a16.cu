@@ -575,13 +575,14 @@ template <bool L3, bool TM, bool BAL, bool PDL = false> __device__ __forceinline
     share_items<BAL>(n_hit[0], (H + 31) >> 5, hit, offsets, [&](int y, int r0, int R) {
         down_item<L3, TM, !PDL>(DN_PASS, G, y, r0, R, red, [&]() {
             if constexpr (PDL) {   // before the first act load
-                if (!waited) { pdl_wait(); pdl_launch_dependents(); waited = true; actp = after_here(act); }
+                if (!waited) { pdl_wait(); waited = true; actp = after_here(act); pdl_launch_dependents(); }
             }
             return actp;
         });
     });
     if constexpr (PDL) {
-        if (!waited) { pdl_wait(); pdl_launch_dependents(); }   // a block with no items still waits for gate/up first
+        if (!waited) pdl_wait();   // a block with no items still waits for gate/up before it lets the combine launch
+        pdl_launch_dependents();   // (again, for the others: a no-op)
     }
 }
 
