@@ -45,6 +45,11 @@ def routing(T, E, k, how, dev, seed=0):
     return idx.to(torch.int32).contiguous(), (w / w.sum(-1, keepdim=True)).float().contiguous()
 
 
+def pct_of_ceiling(mb, us):
+    "% of the 4.27 TB/s ceiling for `mb` megabytes moved in `us` microseconds (one decimal)."
+    return round(100 * mb * 1e6 / (us * 1e-6) / CEIL, 1)
+
+
 def rel_err(a, b): return ((a.float() - b.float()).norm() / b.float().norm()).item()
 
 

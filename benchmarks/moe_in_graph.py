@@ -12,7 +12,7 @@ the same routing) and without its combine: what each of the two small launches c
 import argparse, json, os, sys
 import torch
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_moe import H, I, CEIL, rand_packed, routing, make_flush, graph_time
+from bench_moe import H, I, pct_of_ceiling, rand_packed, routing, make_flush, graph_time
 from ddtree_nb.moe import MoEWorkspace, moe_cuda_launch, moe_group_launch, PDL_KERNELS, BLOCKS_PER_SM, _kernel, _combine_grid, _SIG_GU, _SIG_DOWN, _SIG_COMB
 from ddtree_nb.runtime import device_limits
 from ddtree_nb.runtime import engine_stream
@@ -59,8 +59,8 @@ def main():
                 row[f'{name}_L{L}_us'] = round(t, 1)
             per = (row[f'{name}_L{max(a.layers)}_us'] - row[f'{name}_L{min(a.layers)}_us']) / (max(a.layers) - min(a.layers))
             row[f'{name}_per_layer_us'] = round(per, 1)
-            row[f'{name}_per_layer_pct'] = round(100 * mb * 1e6 / (per * 1e-6) / CEIL, 1)
-            row[f'{name}_alone_pct'] = round(100 * mb * 1e6 / (row[f'{name}_L1_us'] * 1e-6) / CEIL, 1)
+            row[f'{name}_per_layer_pct'] = pct_of_ceiling(mb, per)
+            row[f'{name}_alone_pct'] = pct_of_ceiling(mb, row[f'{name}_L1_us'])
         if a.parts:
             with es: moe_group_launch(x, idx, w, E, ws)   # for the chains without it: the same routing in every layer
             for name, kw in (('no_group', dict(group=False)), ('no_combine', dict(combine=False))):

@@ -9,7 +9,7 @@ median µs, % of 4.27 TB/s for the hit experts' bytes.
 import argparse, json, os, sys
 import torch
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_moe import H, I, CEIL, rand_packed, routing, make_flush, graph_time
+from bench_moe import H, I, pct_of_ceiling, rand_packed, routing, make_flush, graph_time
 from ddtree_nb.moe import (MoEWorkspace, moe_w4a16, moe_cuda_launch, moe_group_launch, _SIG_GU, _SIG_DOWN, _SIG_COMB, _combine_grid,
                            BLOCKS_PER_SM)
 from ddtree_nb.runtime import load_kernel, device_limits, engine_stream
@@ -73,7 +73,7 @@ def main():
         t13 = graph_time(lambda: moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, 13, pdl=False), a.reps, flush, es)
         t20 = graph_time(lambda: launches_v20(x, idx, w, ex, ws, out, n_sm), a.reps, flush, es)
         row = dict(T=T, hit=hit, MB=round(mb, 1), v13_us=round(t13, 1), v20_us=round(t20, 1),
-                   v13_pct=round(100 * mb * 1e6 / (t13 * 1e-6) / CEIL, 1), v20_pct=round(100 * mb * 1e6 / (t20 * 1e-6) / CEIL, 1))
+                   v13_pct=pct_of_ceiling(mb, t13), v20_pct=pct_of_ceiling(mb, t20))
         res['bench'].append(row)
         print(row, flush=True)
     if a.out:

@@ -13,7 +13,7 @@ experts' bytes. `--stamps DIR` also records, per block, its start, end and the t
 import argparse, json, os, sys
 import torch
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_moe import H, I, CEIL, rand_packed, routing, make_flush, graph_time
+from bench_moe import H, I, pct_of_ceiling, rand_packed, routing, make_flush, graph_time
 from ddtree_nb.moe import MoEWorkspace, moe_w4a16, moe_cuda_launch, _SIG_GROUP, _SIG_GU, _SIG_COMB, _combine_grid, BLOCKS_PER_SM, MAX_EXPERTS
 from ddtree_nb.runtime import load_kernel, device_limits, engine_stream
 
@@ -111,7 +111,7 @@ def main():
             ws, out = MoEWorkspace(T, k, 384, H, I, dev), torch.empty_like(x)
             sync = torch.zeros(385, dtype=torch.int32, device=dev)
             hit = idx.unique().numel(); mb = hit * ex.bytes_per_expert / 1e6
-            pct = lambda t: round(100 * mb * 1e6 / (t * 1e-6) / CEIL, 1)
+            pct = lambda t: pct_of_ceiling(mb, t)
             row = dict(T=T, hit=hit, MB=round(mb, 1))
             for rnd in range(2):   # the variants alternate twice: a drift of the GPU shows as a difference between rounds
                 t13 = graph_time(lambda: moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, 13, pdl=False), a.reps, flush, es)

@@ -10,7 +10,7 @@ graph), then both as CUDA graphs with bench_moe.py's L2 flush (a 256 MB read) ah
 import argparse, json, os, sys
 import torch
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_moe import H, I, CEIL, rand_packed, routing, make_flush, graph_time
+from bench_moe import H, I, pct_of_ceiling, rand_packed, routing, make_flush, graph_time
 from ddtree_nb.moe import MoEWorkspace, moe_cuda_launch
 from ddtree_nb.runtime import engine_stream
 
@@ -80,7 +80,7 @@ def main():
         res['checks'].append(dict(T=T, pdl=True, graph=True, same_bits=torch.equal(out, ref)))
         hit = idx.unique().numel(); mb = hit * ex.bytes_per_expert / 1e6
         row = dict(T=T, hit=hit, MB=round(mb, 1), v13_us=round(t13, 1), pdl_us=round(tp, 1),
-                   v13_pct=round(100 * mb * 1e6 / (t13 * 1e-6) / CEIL, 1), pdl_pct=round(100 * mb * 1e6 / (tp * 1e-6) / CEIL, 1))
+                   v13_pct=pct_of_ceiling(mb, t13), pdl_pct=pct_of_ceiling(mb, tp))
         res['bench'].append(row)
         print([c for c in res['checks'] if c['T'] == T], row, flush=True)
     if a.out:
