@@ -3,6 +3,8 @@ pair (H = 4, P = 1000) and a Kimi layer (H = 64, P = 4096), T = 1 (an AR step) a
 Each variant is checked against fp64 first (`bench_verify.bench_shape`); CUDA-graph replay over cache copies that do not fit L2.
 
     python benchmarks/bench_verify_default.py --out DIR      # writes DIR/bench_verify_default.json, prints a markdown table
+    python benchmarks/bench_verify_default.py --pdl --out DIR   # each kernel also with its split combine as a programmatic
+                                                               # dependent (pdl=True), and T = 1 at P = 32k and 128k too
 """
 import argparse, json, os, sys
 import torch
@@ -13,11 +15,20 @@ from ddtree_nb.bench import git_commit
 SHAPES = [(T, H, P, 'chain' if T == 1 else 'tree') for H, P in ((4, 1000), (64, 4096)) for T in (1, 17, 65, 257)]
 
 if __name__ == '__main__':
-    ap = argparse.ArgumentParser(); ap.add_argument('--out', default='.'); a = ap.parse_args()
-    rows = [bv.bench_shape(T, H, P, k, {'v2': dict(impl='v2'), 'sm90': dict(impl='sm90')}, with_torch=False) for T, H, P, k in SHAPES]
+    ap = argparse.ArgumentParser(); ap.add_argument('--out', default='.'); ap.add_argument('--pdl', action='store_true'); a = ap.parse_args()
+    impls = {'v2': dict(impl='v2'), 'sm90': dict(impl='sm90')}
+    if a.pdl: impls.update({f'{k}_pdl': dict(v, pdl=True) for k, v in impls.items()})
+    shapes = SHAPES + ([(1, 64, P, 'chain') for P in (32768, 131072)] if a.pdl else [])
+    rows = [bv.bench_shape(T, H, P, k, impls, with_torch=False) for T, H, P, k in shapes]
     print('| T | H | P | v2 µs | sm90 µs | v2 / sm90 |\n|---|---|---|---|---|---|')
     for r in rows:
         v, s = r['impls']['v2'], r['impls']['sm90']
         if v.get('ok') and s.get('ok'): print(f"| {r['T']} | {r['H']} | {r['P']} | {v['us']:.1f} | {s['us']:.1f} | {v['us'] / s['us']:.2f}x |")
         else: print(f"| {r['T']} | {r['H']} | {r['P']} | {'ok' if v.get('ok') else 'WRONG'} | {'ok' if s.get('ok') else 'WRONG'} | |")
-    json.dump(dict(commit=git_commit(), gpu=torch.cuda.get_device_name(), rows=rows), open(os.path.join(a.out, 'bench_verify_default.json'), 'w'), indent=1, default=str)
+    if a.pdl:
+        print('\n| T | H | P | v2 µs | v2, pdl combine µs | sm90 µs | sm90, pdl combine µs |\n|---|---|---|---|---|---|---|')
+        for r in rows:
+            us = [f"{r['impls'][k]['us']:.1f}" if r['impls'][k].get('ok') else 'WRONG' for k in ('v2', 'v2_pdl', 'sm90', 'sm90_pdl')]
+            print(f"| {r['T']} | {r['H']} | {r['P']} | " + ' | '.join(us) + ' |')
+    json.dump(dict(commit=git_commit(), gpu=torch.cuda.get_device_name(), rows=rows),
+              open(os.path.join(a.out, 'bench_verify_pdl.json' if a.pdl else 'bench_verify_default.json'), 'w'), indent=1, default=str)

@@ -246,6 +246,10 @@ def _verify_sm90():
 case('verify_sm90', 'verify', ['verify_attn_sm90_n256', 'verify_attn_sm90_n64', _COMB],
      'sm_90a kernel (sm_90 GPUs only): both PV widths x splits 1 and 7, AR step with 20 splits, edge cases')(_verify_sm90)
 
+case('verify_pdl', 'verify', [_V2_H200, 'verify_attn_combine_pdl'],
+     'the split combine as a programmatic dependent (pdl=True): T=1 H=64 P=2000 splits=20, T=16 H=8 P=300 splits=7')(
+    lambda: ' / '.join([_verify_run(1, 64, 2000, 'chain', seed=31, splits=20, pdl=True), _verify_run(16, 8, 300, seed=32, splits=7, pdl=True)]))
+
 # ---- accept + compaction (nbs/04)
 def _accept_run(V, B, T, seed, compact=None, max_budget=None):
     import torch

@@ -249,8 +249,8 @@ def _pick_impl(impl: str, dev: int, version: int, config) -> str:
 
 # %% ../nbs/03_verify.ipynb #add44250
 def _verify_cuda(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, version=2, config=None, splits=None, workspace=None,
-                 impl='auto', pv_n=SM90_PV_N):
-    "Cuda face: launch v1, v2 or the sm_90a kernel (+ the split combine) on the engine stream, with the tensors' GPU current."
+                 impl='auto', pv_n=SM90_PV_N, pdl=False):
+    "Cuda face: launch v1, v2 or the sm_90a kernel (+ the split combine, with `pdl` as its programmatic dependent) on the engine stream, with the tensors' GPU current."
     require_cuda()
     T, H, _ = q_latent.shape
     S, W, M = kv.shape[0], vis_bits.shape[1], T * H
@@ -278,7 +278,8 @@ def _verify_cuda(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, vers
           grid=plan['grid'], block=(256,), shared=plan['smem'])
         if s > 1:
             L, G = combine_shape(s)
-            _kernel('verify_attn_combine', SIG_COMBINE)(ws_o, ws_lse, s, M, out, lse, grid=(M, DC // (8 * L)), block=(L, G))
+            _kernel('verify_attn_combine_pdl' if pdl else 'verify_attn_combine', SIG_COMBINE)(ws_o, ws_lse, s, M, out, lse,
+                                                                                      grid=(M, DC // (8 * L)), block=(L, G), pdl=pdl)
 
 # %% ../nbs/03_verify.ipynb #66a5af22
 def mla_tree_attention(q_latent: torch.Tensor,  # [T, H, 512] queries with W_UK absorbed (bf16 for cuda)
@@ -290,7 +291,7 @@ def mla_tree_attention(q_latent: torch.Tensor,  # [T, H, 512] queries with W_UK 
                        out: torch.Tensor|None=None,  # [T, H, 512] preallocated output (same dtype as q)
                        lse: torch.Tensor|None=None,  # [T, H] fp32 preallocated log-sum-exp
                        backend: str='cuda',     # 'cuda' (the kernel) or 'torch' (the reference)
-                       **kw,                    # cuda only: version=2 (1 = CUDA-core kernel), config=(BM, BN, stages), splits, workspace, impl='auto' (the sm_90a wgmma kernel on an sm_90 GPU, else v2; or 'v2', 'sm90'), pv_n
+                       **kw,                    # cuda only: version=2 (1 = CUDA-core kernel), config=(BM, BN, stages), splits, workspace, impl='auto' (the sm_90a wgmma kernel on an sm_90 GPU, else v2; or 'v2', 'sm90'), pv_n, pdl=False (the split combine as a programmatic dependent)
                       ) -> tuple:               # (out [T, H, 512], lse [T, H] fp32, natural log)
     "Tree-masked absorbed-MLA attention of `T` tree tokens over the latent cache layer `kv`."
     T, H, S, W = check_verify_inputs(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, backend)

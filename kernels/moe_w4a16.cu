@@ -16,6 +16,7 @@
 // per weight pair, v13: an expert's 8-token passes tile-major, v14: work shared out by cost); nbs/03a_moe_w4a16 picks
 // the default, CUDA_VERSION (14; v13's kernels at T <= 8).
 #include "moe_w4a16_common.cuh"
+#include "pdl.cuh"   // pdl_wait, pdl_launch_dependents, after_here: the _pdl kernels at the end of this file
 
 
 // ---------------------------------------------------------------------------------------------------------
@@ -521,29 +522,6 @@ template <bool L3, bool TM, bool BAL> __device__ __forceinline__ void gate_up_v1
     __shared__ float red[2 * 4 * 2 * 4 * 32];
     const int G = H / 32;   // groups per row
     share_items<BAL>(n_hit[0], (I + 15) >> 4, hit, offsets, [&](int y, int r0, int R) { gate_up_item<L3, TM>(GU_PASS, G, y, r0, R, red); });
-}
-
-// programmatic dependent launch (sm_90+; the _pdl kernels at the end of this file): wait for the grid this one depends on (its
-// memory visible), and let this grid's dependent launch. Both are no-ops under a plain launch and below sm_90.
-__device__ __forceinline__ void pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void pdl_launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-}
-
-// a pointer the compiler cannot see through: loads from it depend on this point of the program (after pdl_wait). Under PDL
-// the grid before may still be writing its output while this grid runs its prologue, so that output must be read with
-// coherent loads (ldcg), never through the read-only path (ld.global.nc / __ldg), whose data must not change during the
-// kernel's life
-template <class T> __device__ __forceinline__ T *after_here(T *p) {
-    uint64_t u = reinterpret_cast<uint64_t>(p);
-    asm volatile("mov.b64 %0, %0;\n" : "+l"(u)::"memory");
-    return reinterpret_cast<T *>(u);
 }
 
 // down item: R row tiles of hit expert y from tile r0. `act_ready()` is called once per 8-token pass, after the pass's first

@@ -16,6 +16,7 @@
 //     softmax, and a split of the key range across blocks (flash-decoding) merged by verify_attn_combine.
 // Only sm_80 instructions (cp.async, ldmatrix, mma.sync): builds for sm_80, sm_90 and sm_120.
 #include "verify_attn_common.cuh"  // bf16, dims, prefix clamp, tree mask, split ranges, tile loads, the edge-case rules
+#include "pdl.cuh"                 // the combine as a programmatic dependent (verify_attn_combine_pdl)
 
 // ---------------------------------------------------------------------------------------------------------
 // v2 building blocks (sm_80+ PTX)
@@ -285,15 +286,20 @@ VERIFY_V2(verify_attn_v2_32x32x1, 32, 32, 1)  //  77,576 B: RTX 30xx/40xx/50xx (
 // for a few (trees: thousands of rows, 2..8 splits).
 // ---------------------------------------------------------------------------------------------------------
 #define MAX_SPLITS 1024   // splits the combine merges: one lse each in shared memory
-extern "C" __global__ void __launch_bounds__(256)
-verify_attn_combine(const bf16 *__restrict__ ws_o, const float *__restrict__ ws_lse, int splits, int M,
-                    bf16 *__restrict__ out, float *__restrict__ lse) {
+// PDL: the partials are read coherently (ld.global.cg), as a programmatic dependent of the split kernel must (pdl.cuh)
+template <bool PDL>
+__device__ __forceinline__ void combine_splits(const bf16 *__restrict__ ws_o, const float *__restrict__ ws_lse, int splits, int M,
+                                               bf16 *__restrict__ out, float *__restrict__ lse) {
     const int L = blockDim.x, G = blockDim.y, CW = 8 * L, nthr = L * G, nwarps = nthr >> 5;
     const int r = blockIdx.x, c0 = blockIdx.y * CW, gy = threadIdx.y, tid = gy * L + threadIdx.x;
     const int warp = tid >> 5, lane = tid & 31, col = c0 + threadIdx.x * 8;
     __shared__ float sl[MAX_SPLITS], red[2048], smax[8], sden[8];
     float mx = -INFINITY;
-    for (int s = tid; s < splits; s += nthr) { const float v = ws_lse[(size_t)s * M + r]; sl[s] = v; mx = fmaxf(mx, v); }
+    for (int s = tid; s < splits; s += nthr) {
+        const float v = PDL ? __ldcg(ws_lse + (size_t)s * M + r) : ws_lse[(size_t)s * M + r];
+        sl[s] = v;
+        mx = fmaxf(mx, v);
+    }
 #pragma unroll
     for (int o = 16; o; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
     if (lane == 0) smax[warp] = mx;
@@ -313,7 +319,8 @@ verify_attn_combine(const bf16 *__restrict__ ws_o, const float *__restrict__ ws_
         const float ls = sl[s];
         if (ls == -INFINITY) continue;
         const float w = exp2f((ls - mx) * LOG2E);
-        const uint4 v = *reinterpret_cast<const uint4 *>(ws_o + ((size_t)s * M + r) * DC + col);
+        const uint4 *src = reinterpret_cast<const uint4 *>(ws_o + ((size_t)s * M + r) * DC + col);
+        const uint4 v = PDL ? __ldcg(src) : *src;
         const bf162 *h = reinterpret_cast<const bf162 *>(&v);
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
@@ -333,4 +340,17 @@ verify_attn_combine(const bf16 *__restrict__ ws_o, const float *__restrict__ ws_
         out[(size_t)r * DC + c0 + c] = __float2bfloat16(dsum == 0.f ? 0.f : tot / dsum);
     }
     if (blockIdx.y == 0 && tid == 0) lse[r] = dsum == 0.f ? -INFINITY : mx + logf(dsum);
+}
+extern "C" __global__ void __launch_bounds__(256)
+verify_attn_combine(const bf16 *__restrict__ ws_o, const float *__restrict__ ws_lse, int splits, int M,
+                    bf16 *__restrict__ out, float *__restrict__ lse) {
+    combine_splits<false>(ws_o, ws_lse, splits, M, out, lse);
+}
+// the same, launched as a programmatic dependent of the split kernel (verify.py, pdl=True): its blocks may start while the
+// split kernel's last blocks run, and wait for all of it before reading the partials
+extern "C" __global__ void __launch_bounds__(256)
+verify_attn_combine_pdl(const bf16 *__restrict__ ws_o, const float *__restrict__ ws_lse, int splits, int M,
+                        bf16 *__restrict__ out, float *__restrict__ lse) {
+    pdl_wait();
+    combine_splits<true>(after_here(ws_o), after_here(ws_lse), splits, M, out, lse);
 }
