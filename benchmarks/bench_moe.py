@@ -243,7 +243,7 @@ def main():
             err = rel_err(out, ref)
             nbytes = hit * per_expert
             rows.append(dict(T=T, version=v, hit=hit, MB=nbytes / 1e6, kern_us=kern, graph_us=gr, TBps=nbytes / gr / 1e6,
-                             pct=100 * nbytes / (gr * 1e-6) / CEIL, split=split, torch_us=tor, err=err))
+                             pct=pct_of_ceiling(nbytes / 1e6, gr), split=split, torch_us=tor, err=err))
             log(f"T={T} v{v}: {rows[-1]}")
             dump()
     rows.sort(key=lambda r: (r['T'], r['version']))

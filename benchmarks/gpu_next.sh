@@ -15,7 +15,7 @@
 #   bash benchmarks/gpu_next.sh soak      "$OUT"   # ddtree bench --demo x3, budgets 4..1024, T = 0 and 1, 8 prompts (<= 9 min)
 #   bash benchmarks/gpu_next.sh compile   "$OUT"   # 05's cuda cells, bench_compile, the round compiled and not (same commit) (<= 9 min)
 #   bash benchmarks/gpu_next.sh moe       "$OUT"   # the MoE kernel: validation, bench_moe T = 1..1025 vs v4, 03a's cuda cells, sanitizer (~6 min; MOE_VERSIONS)
-#   bash benchmarks/gpu_next.sh moe_pdl   "$OUT"   # the T <= 8 PDL chain: 03a's cuda cells, --stress 50, its sanitizer case, per-layer timings (<= 8 min)
+#   bash benchmarks/gpu_next.sh moe_pdl   "$OUT"   # the T <= 8 PDL chain: 03a's cuda cells, --stress 50, its sanitizer case, per-layer timings (<= 8.5 min)
 # Each step has its own timeout, so a slow one leaves the others' logs in $OUT; the summary is $OUT/gpu_next.log.
 set -uo pipefail
 part=${1:?part: validate, long, long_run, bench, sanitize, sanitize_kernels, tree, profile_tree, verify90, fuzz5, soak, compile, moe or moe_pdl}
@@ -90,7 +90,8 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
   moe_pdl)   # session 17's change to the PDL down (its trigger right after its wait) was not run on a GPU in its shipped form
     GPU_TESTS_TIMEOUT=120 step gpu_tests_03a 130 bash benchmarks/gpu_tests.sh "$out" 03a
     step moe_pdl_stress 100 python benchmarks/try_moe_pdl.py --stress 50 --tokens 1 2 4 8
-    step moe_in_graph 90 python benchmarks/moe_in_graph.py --parts --out "$out"
+    export DDTREE_COMMIT=$commit   # the JSONs record it (the machine has no .git)
+    step moe_in_graph 120 python benchmarks/moe_in_graph.py --parts --out "$out"
     KERNELS=moe_pdl TIMEOUT_PLAIN=40 TIMEOUT_MEMCHECK=45 TIMEOUT_INITCHECK=40 TIMEOUT_SYNCCHECK=40 TIMEOUT_RACECHECK=50 \
       step sanitize_moe_pdl 150 bash benchmarks/sanitize_kernels.sh "$out/sanitize_moe_pdl"
     tar czf "$out/sanitize_moe_pdl.tgz" -C "$out" sanitize_moe_pdl && rm -rf "$out/sanitize_moe_pdl" ;;   # only ~8 files come back

@@ -584,8 +584,8 @@ extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v14(DN_ARGS) { dow
 // never starts before the grouping launch two back is complete:
 //   gate/up: wait (for the grouping), launch_dependents, then v13's gate/up;
 //   down:    v13's down with PDL: a block requests its first weight chunk before waiting for gate/up (down_v11<..., true>),
-//            then launch_dependents (right after the wait since session 17: -0.4 to -3 us a layer at T = 1..8, in graphs of
-//            4 layers, benchmarks/moe_w4a16.md "Session 17");
+//            then launch_dependents (right after the wait since session 17: 0.2-1.8 us a layer less at T = 1..4, 1.5-7 at T = 8,
+//            in graphs of 4 layers, benchmarks/moe_w4a16.md "Session 17");
 //   combine: wait, then the combine.
 // Under a plain launch every wait returns at once: the same kernels, the same bits as v13. Data the grid before writes (down's
 // act, the combine's ybuf) is read after the wait, through pointers taken after it (after_here), with coherent loads (ldcg):
