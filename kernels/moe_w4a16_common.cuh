@@ -10,6 +10,7 @@
 #pragma once
 #include <cuda_bf16.h>
 #include <stdint.h>
+#include "pdl.cuh"   // ldcg: load_chunk_x's coherent path
 
 typedef __nv_bfloat16 bf16;
 
@@ -88,16 +89,6 @@ __device__ __forceinline__ void load_chunk_w(StageV2<NT> &st, const PtrsV2<NT> &
             st.w[i][r] = ok ? (PF ? ldw_pf(p.w[i][r] + q) : ldw(p.w[i][r] + q)) : make_uint4(0, 0, 0, 0);
             st.s[i][r] = ok ? (uint32_t)__ldg(p.s[i][r] + q) : 0u;
         }
-}
-__device__ __forceinline__ uint4 ldcg(const uint4 *p) {   // coherent at L2 (not the read-only path): for data another grid may
-    uint4 v;                                                // still be writing while this one runs (programmatic dependent launch)
-    asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
-    return v;
-}
-__device__ __forceinline__ float ldcg(const float *p) {
-    float v;
-    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p) : "memory");
-    return v;
 }
 // NC: through the read-only path (__ldg), whose data must not change while the kernel runs; false: ldcg
 template <int NT, bool NC = true>

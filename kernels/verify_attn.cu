@@ -296,7 +296,7 @@ __device__ __forceinline__ void combine_splits(const bf16 *__restrict__ ws_o, co
     __shared__ float sl[MAX_SPLITS], red[2048], smax[8], sden[8];
     float mx = -INFINITY;
     for (int s = tid; s < splits; s += nthr) {
-        const float v = PDL ? __ldcg(ws_lse + (size_t)s * M + r) : ws_lse[(size_t)s * M + r];
+        const float v = PDL ? ldcg(ws_lse + (size_t)s * M + r) : ws_lse[(size_t)s * M + r];
         sl[s] = v;
         mx = fmaxf(mx, v);
     }
@@ -320,7 +320,7 @@ __device__ __forceinline__ void combine_splits(const bf16 *__restrict__ ws_o, co
         if (ls == -INFINITY) continue;
         const float w = exp2f((ls - mx) * LOG2E);
         const uint4 *src = reinterpret_cast<const uint4 *>(ws_o + ((size_t)s * M + r) * DC + col);
-        const uint4 v = PDL ? __ldcg(src) : *src;
+        const uint4 v = PDL ? ldcg(src) : *src;
         const bf162 *h = reinterpret_cast<const bf162 *>(&v);
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
