@@ -3,11 +3,12 @@ graph bench_moe.py / try_moe_pdl.py time. A standalone replay also pays the grap
 which inside a step are paid once per step, not per layer. Here: graphs of L = 1, 2 and 4 MoE layers back to back, each
 layer with its own random INT4 experts (384 at Kimi widths, 9.5 GB a layer, so no layer finds another's weights in L2),
 the same routing, bench_moe.py's L2 flush ahead of each rep. Per layer in a step = (t(4) - t(1)) / 3; also a graph of one
-tiny kernel (the replay's own cost). Plain and PDL launches (moe_cuda_launch(..., pdl=)), µs and % of 4.27 TB/s. `--parts`
+tiny kernel (the replay's own cost). Plain and PDL launches (moe_cuda_launch(..., pdl=)) of v13 and of v15 (no grouping
+launch: keys `plain_v15_*`, `pdl_v15_*`), µs and % of 4.27 TB/s. `--parts`
 also times, per layer, the PDL chain without its grouping launch (the grouping done once, before the graph: every layer has
 the same routing) and without its combine: what each of the two small launches costs in the chain.
 
-    python benchmarks/moe_in_graph.py [--tokens 1 2 4 8] [--reps 20] [--parts] [--out DIR]
+    python benchmarks/moe_in_graph.py [--tokens 1 2 4 8] [--versions 13 15] [--reps 20] [--parts] [--out DIR]
 """
 import argparse, json, os, sys
 import torch
@@ -36,6 +37,7 @@ def main():
     ap.add_argument('--reps', type=int, default=20)
     ap.add_argument('--tokens', type=int, nargs='+', default=[1, 2, 4, 8])
     ap.add_argument('--layers', type=int, nargs='+', default=[1, 2, 4])
+    ap.add_argument('--versions', type=int, nargs='+', default=[13, 15], help='13: the grouping launch + v13; 15: no grouping launch (T <= 8)')
     ap.add_argument('--parts', action='store_true', help='also the PDL chain without its grouping, and without its combine')
     ap.add_argument('--out', default=None)
     a = ap.parse_args()
@@ -52,10 +54,10 @@ def main():
         ws, out = MoEWorkspace(T, k, E, H, I, dev), torch.empty_like(x)
         mb = idx.unique().numel() * exs[0].bytes_per_expert / 1e6
         row = dict(T=T, MB_per_layer=round(mb, 1))
-        for pdl in (False, True):
-            name = 'pdl' if pdl else 'plain'
+        for v, pdl in [(v, pdl) for v in a.versions for pdl in (False, True)]:
+            name = ('pdl' if pdl else 'plain') + ('' if v == 13 else f'_v{v}')
             for L in a.layers:
-                t = graph_time(lambda: [moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, 13, pdl=pdl) for ex in exs[:L]], a.reps, flush, es)
+                t = graph_time(lambda: [moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, v, pdl=pdl) for ex in exs[:L]], a.reps, flush, es)
                 row[f'{name}_L{L}_us'] = round(t, 1)
             per = (row[f'{name}_L{max(a.layers)}_us'] - row[f'{name}_L{min(a.layers)}_us']) / (max(a.layers) - min(a.layers))
             row[f'{name}_per_layer_us'] = round(per, 1)

@@ -356,6 +356,9 @@ def _moe_run(T, E, H, I, k, how='spread', seed=0, versions=(None,), pdl=False):
 _MOE_DEFAULT = ('moe_group', 'moe_gate_up_v14', 'moe_down_v14', 'moe_gate_up_v13', 'moe_down_v13', 'moe_combine')   # CUDA_VERSION = 14 (v13's kernels at T <= 8), plain launches
 case('moe_pdl', 'moe', ('moe_group', 'moe_gate_up_v13_pdl', 'moe_down_v13_pdl', 'moe_combine_pdl'), 'T=1 and T=8, the T <= 8 launches as programmatic dependents (sm_90+)')(
     lambda: (_moe_run(1, 64, 256, 128, 8, seed=21, pdl=True), _moe_run(8, 64, 256, 128, 8, seed=22, pdl=True))[-1])
+case('moe_v15', 'moe', ('moe_gate_up_v15', 'moe_down_v15', 'moe_combine', 'moe_combine_pdl'),
+     'T=1 plain and T=8 PDL, v15: the pairs grouped in shared memory by gate/up and down, no grouping launch')(
+    lambda: (_moe_run(1, 64, 256, 128, 8, seed=31, versions=(15,)), _moe_run(8, 64, 256, 128, 8, seed=32, versions=(15,), pdl=True))[-1])
 for _T in (1, 2, 16, 64, 257):
     case(f'moe_T{_T}', 'moe', _MOE_DEFAULT, f'T={_T} E=64 H=256 I=128 top-8, default version')(
         lambda _T=_T: _moe_run(_T, 64, 256, 128, 8, seed=_T))

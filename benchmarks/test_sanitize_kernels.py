@@ -130,7 +130,7 @@ SANITIZE_BEGIN moe_T1 moe_group,moe_gate_up_v4,moe_down_v4,moe_combine
 
 def test_kernel_names():
     n = sk.kernel_names()
-    assert len(n) == 47 and '__launch_bounds__' not in n and '__cluster_dims__' not in n
+    assert len(n) == 49 and '__launch_bounds__' not in n and '__cluster_dims__' not in n
     assert {k for k, f in n.items() if f == 'verify_attn'} == {
         'verify_attn_combine', 'verify_attn_combine_pdl', 'verify_attn_v2_64x64x2', 'verify_attn_v2_64x32x2', 'verify_attn_v2_32x32x1'}
     assert {k for k, f in n.items() if f == 'verify_attn_sm90'} == {'verify_attn_sm90_n256', 'verify_attn_sm90_n64'}

@@ -10,6 +10,7 @@
 //   3. moe_down_v1x     ybuf[slot, n] = topk_w[p] * act[slot].Wd[n] (workspace [P, H] fp32).
 //   4. moe_combine  out[t, n] = bf16(routed_scaling_factor * sum_j ybuf[pos[t*k+j], n]), j in order
 //                   (deterministic: no atomics on the output).
+// v15 at T <= 8 (P <= SG_MAXP pairs) drops launch 1: gate/up and down each group the pairs in shared memory (1b below).
 // The gate/up and down kernels come in numbered versions (llm.c style), each validated and timed by
 // benchmarks/bench_moe.py (benchmarks/moe_w4a16.md): v1..v10 live in kernels/dev/moe_w4a16_v1_v10.cu and can still be
 // run (ddtree_nb.moe.moe_w4a16(..., version=v)); v11..v14 are here, one loop switched by template flags (v12: one lop3
@@ -78,6 +79,76 @@ extern "C" __global__ void __launch_bounds__(MAXE)
 moe_group(const int *__restrict__ topk_idx, int P, int E, int *__restrict__ counts, int *__restrict__ offsets,
           int *__restrict__ hit, int *__restrict__ n_hit, int *__restrict__ sorted_pair, int *__restrict__ pos) {
     group_pairs(topk_idx, P, E, counts, offsets, hit, n_hit, sorted_pair, pos);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// 1b. v15 (T <= 8, P <= SG_MAXP pairs): no grouping launch. The gate/up and down launches each group the pairs in shared
+//     memory, one thread per pair, in a stable order (slot = pairs of a smaller expert + earlier pairs of the same one), so
+//     both get the same slots without talking to each other. Down also stores the grouping in the workspace as moe_group
+//     would (the combine reads pos there, after its wait for down; ws.grouping() stays what it was). The grouping launch
+//     cost 2.2-2.5 us of a Kimi layer's ~68 in a graph of layers at T = 1 (benchmarks/moe_w4a16.md, "Session 17").
+// ---------------------------------------------------------------------------------------------------------
+#define SG_MAXP 128                 // pairs: one per thread of a 128-thread block (4 warps)
+struct SmemGroup {
+    int e[SG_MAXP];                 // pair -> its expert (-1: no pair, or an invalid expert id)
+    int sorted[SG_MAXP];            // slot -> pair
+    int hit[SG_MAXP];               // hit slot -> expert
+    int off[MAXE + 1];              // expert e -> its first slot (off[e]) and one past its last (off[e + 1]): hit experts only
+    int nh, wstart[4];              // hit experts; starts of an expert's slots per warp
+};
+// the block's grouping into g (blockDim.x == SG_MAXP, P <= SG_MAXP); returns this thread's pair's slot (-1: none)
+__device__ __forceinline__ int group_in_block(const int *topk_idx, int P, int E, SmemGroup &g) {
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    int e = -1;
+    if (tid < P) { const int v = topk_idx[tid]; e = v >= 0 && v < E ? v : -1; }
+    g.e[tid] = e;
+    const int nv = __syncthreads_count(e >= 0);   // valid pairs
+    int slot = -1;
+    if (e >= 0) {
+        int lt = 0, before = 0;
+        for (int q = 0; q < P; ++q) { const int f = g.e[q]; lt += (unsigned)f < (unsigned)e; before += (f == e) & (q < tid); }
+        slot = lt + before;
+        g.sorted[slot] = tid;
+    }
+    __syncthreads();
+    int se = -1;
+    bool start = false;
+    if (tid < nv) {                                 // thread = slot: its expert's first slot? its last?
+        se = g.e[g.sorted[tid]];
+        start = tid == 0 || g.e[g.sorted[tid - 1]] != se;
+        if (tid == nv - 1 || g.e[g.sorted[tid + 1]] != se) g.off[se + 1] = tid + 1;
+    }
+    const unsigned b = __ballot_sync(0xffffffffu, start);
+    if (lane == 0) g.wstart[warp] = __popc(b);
+    __syncthreads();                                // the ends above, the starts below: off[se] may be off[se - 1 + 1]
+    if (start) {
+        int y = __popc(b & ((1u << lane) - 1));
+        for (int w = 0; w < warp; ++w) y += g.wstart[w];
+        g.hit[y] = se;
+        g.off[se] = tid;
+    }
+    if (tid == 0) g.nh = g.wstart[0] + g.wstart[1] + g.wstart[2] + g.wstart[3];
+    __syncthreads();
+    return slot;
+}
+// what moe_group writes (counts and offsets of every expert, hit, n_hit, sorted_pair, pos), from a block's g, spread over
+// the grid: counts[e], offsets[e] by thread e of the grid, the rest by block 0
+__device__ __forceinline__ void store_group(const SmemGroup &g, int slot, int P, int E, int *__restrict__ counts,
+        int *__restrict__ offsets, int *__restrict__ hit, int *__restrict__ n_hit, int *__restrict__ sorted_pair, int *__restrict__ pos) {
+    const int tid = threadIdx.x;
+    for (int e = blockIdx.x * blockDim.x + tid; e <= E; e += gridDim.x * blockDim.x) {
+        int lt = 0, eq = 0;
+        for (int q = 0; q < P; ++q) { const int f = g.e[q]; lt += (unsigned)f < (unsigned)e; eq += f == e; }
+        offsets[e] = lt;
+        if (e < E) counts[e] = eq;
+    }
+    if (blockIdx.x == 0) {
+        const int nv = g.nh ? g.off[g.hit[g.nh - 1] + 1] : 0;
+        if (tid < P) pos[tid] = slot;
+        if (tid < nv) sorted_pair[tid] = g.sorted[tid];
+        if (tid < g.nh) hit[tid] = g.hit[tid];
+        if (tid == 0) n_hit[0] = g.nh;
+    }
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -599,6 +670,29 @@ extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v13_pdl(GU_ARGS
                                    gate_packed, gate_scale, up_packed, up_scale, act);
 }
 extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v13_pdl(DN_ARGS) { down_v11<true, true, false, true>(DN_PASS); }
+// v15: the T <= 8 chain without its grouping launch (1b above): gate/up waits, lets down launch, groups; down groups and stores
+// the grouping before its wait (topk_idx was complete before gate/up let it launch), then runs as moe_down_v13_pdl; the
+// combine is moe_combine(_pdl). Under a plain launch the waits return at once: the same kernels serve both.
+extern "C" __global__ void __launch_bounds__(128, 4)
+moe_gate_up_v15(const bf16 *__restrict__ x, int H, int I, int k, const int *__restrict__ topk_idx, int P, int E,
+                const uint4 *__restrict__ gate_packed, const bf16 *__restrict__ gate_scale, const uint4 *__restrict__ up_packed,
+                const bf16 *__restrict__ up_scale, bf16 *__restrict__ act) {
+    __shared__ SmemGroup g;
+    pdl_wait();
+    pdl_launch_dependents();
+    group_in_block(after_here(topk_idx), P, E, g);
+    gate_up_v11<true, true, false>(x, H, I, k, g.sorted, g.off, g.hit, &g.nh, gate_packed, gate_scale, up_packed, up_scale, act);
+}
+extern "C" __global__ void __launch_bounds__(128, 4)
+moe_down_v15(const bf16 *__restrict__ act, int I, int H, const int *__restrict__ topk_idx, int P, int E, const float *__restrict__ topk_w,
+             int *__restrict__ counts, int *__restrict__ offsets, int *__restrict__ hit, int *__restrict__ n_hit,
+             int *__restrict__ sorted_pair, int *__restrict__ pos, const uint4 *__restrict__ down_packed,
+             const bf16 *__restrict__ down_scale, float *__restrict__ ybuf) {
+    __shared__ SmemGroup g;
+    const int slot = group_in_block(topk_idx, P, E, g);
+    store_group(g, slot, P, E, counts, offsets, hit, n_hit, sorted_pair, pos);
+    down_v11<true, true, false, true>(act, I, H, g.sorted, topk_w, g.off, g.hit, &g.nh, down_packed, down_scale, ybuf);
+}
 extern "C" __global__ void __launch_bounds__(256)
 moe_combine_pdl(const float *__restrict__ ybuf, const int *__restrict__ pos, int T, int k, int H, float rsf, bf16 *__restrict__ out) {
     pdl_wait();
