@@ -16,7 +16,7 @@
 //     softmax, and a split of the key range across blocks (flash-decoding) merged by verify_attn_combine.
 // Only sm_80 instructions (cp.async, ldmatrix, mma.sync): builds for sm_80, sm_90 and sm_120.
 #include "verify_attn_common.cuh"  // bf16, dims, prefix clamp, tree mask, split ranges, tile loads, the edge-case rules
-#include "pdl.cuh"                 // the combine as a programmatic dependent (verify_attn_combine_pdl)
+#include "pdl.cuh"                 // the combine as a programmatic dependent (verify_attn_combine_pdl), the early trigger
 
 // ---------------------------------------------------------------------------------------------------------
 // v2 building blocks (sm_80+ PTX)
@@ -270,6 +270,7 @@ __device__ __forceinline__ void verify_v2(const bf16 *__restrict__ q_lat, const 
          const uint32_t *__restrict__ vis, int W, int T, int H, int P, const int *__restrict__ p_dev, int S,      \
          float scale, bf16 *__restrict__ out, float *__restrict__ lse, bf16 *__restrict__ ws_o,                  \
          float *__restrict__ ws_lse, int splits) {                                                               \
+        pdl_launch_dependents();   /* a PDL combine's blocks may wait on idle SMs (a no-op for a plain one) */    \
         verify_v2<BM, BN, NS>(q_lat, q_pe, kv, vis, W, T, H, P, p_dev, S, scale, out, lse, ws_o, ws_lse, splits); \
     }
 

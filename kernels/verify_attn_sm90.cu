@@ -36,6 +36,7 @@
 // layout (8 keys x 64 columns atoms; next 8 keys at SBO = 1024; next 64 columns at LBO = 8192). A k16 step
 // inside a K-major atom advances the descriptor's start address by 32 B.
 #include "verify_attn_common.cuh"  // bf16, dims, prefix clamp, tree mask, split ranges, tile loads, the edge-case rules
+#include "pdl.cuh"                 // pdl_launch_dependents: the split kernels let a PDL combine launch at their start
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "verify_attn_sm90.cu uses wgmma: build it for sm_90a only (the runtime does; verify_attn.cu serves other GPUs)"
@@ -260,6 +261,7 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
          const uint32_t *__restrict__ vis, int W, int T, int H, int P, const int *__restrict__ p_dev, int S,      \
          float scale, bf16 *__restrict__ out, float *__restrict__ lse, bf16 *__restrict__ ws_o,                  \
          float *__restrict__ ws_lse, int splits) {                                                               \
+        pdl_launch_dependents();   /* as verify_attn.cu's split kernels: a PDL combine may wait on idle SMs */    \
         verify_sm90<PVN>(q_lat, q_pe, kv, vis, W, T, H, P, p_dev, S, scale, out, lse, ws_o, ws_lse, splits);     \
     }
 
