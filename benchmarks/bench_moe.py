@@ -16,9 +16,10 @@ group 32), top-k routing drawn uniformly (distinct experts per token). For each 
   MB       bytes of packed words + scales of the hit experts (the bytes the kernel must stream at least once)
   kern_us  median µs of the four launches (grouping, gate/up, down, combine) between CUDA events, with a sleep
            kernel queued ahead so host enqueue time is hidden, L2 emptied before each rep (--flush: a 256 MB read; `write`, the method before 2026-12-04, adds 1 to 256 MB and leaves ~50 MB of dirty lines to be written back during the timed launches)
-  graph_us the same four launches replayed as one CUDA graph (--pdl auto: v13/v14 at T <= 8 as programmatic dependents on sm_90+)
+  graph_us the same launches replayed as one CUDA graph (--pdl auto: v13/v14/v24 at T <= 8 as programmatic dependents on sm_90+)
   TB/s, %  MB / graph_us, and against the measured H200 device-copy ceiling 4.27 TB/s (goal >= 70% at T <= 16)
-  split    median µs of group / gate_up / down / combine (events between the launches)
+  split    median µs of group / gate_up / down / combine (events between the launches). v24 at T <= 8 has no grouping
+           launch: its grouping is paid inside gate/up and down, and its group column is only the events' own cost
   torch_us the dequantize-then-matmul torch face (bf16 weights materialised per hit expert, host loop), once per T
   err      ||kernel - torch|| / ||torch||
 Prints markdown tables, and JSON with --json.

@@ -16,10 +16,10 @@
 #   bash benchmarks/gpu_next.sh compile   "$OUT"   # 05's cuda cells, bench_compile, the round compiled and not (same commit) (<= 9 min)
 #   bash benchmarks/gpu_next.sh moe       "$OUT"   # the MoE kernel: validation, bench_moe T = 1..1025 vs v4, 03a's cuda cells, sanitizer (~6 min; MOE_VERSIONS)
 #   bash benchmarks/gpu_next.sh moe_pdl   "$OUT"   # the T <= 8 PDL chain: 03a's cuda cells, --stress 50, its sanitizer case, per-layer timings (<= 8.5 min)
-#   bash benchmarks/gpu_next.sh moe_v15   "$OUT"   # moe_pdl's checks with v15 (no grouping launch) beside v13 in graphs of layers (<= 9 min)
+#   bash benchmarks/gpu_next.sh moe_v24   "$OUT"   # moe_pdl's checks with v24 (no grouping launch) beside v13 in graphs of layers (<= 9 min)
 # Each step has its own timeout, so a slow one leaves the others' logs in $OUT; the summary is $OUT/gpu_next.log.
 set -uo pipefail
-part=${1:?part: validate, long, long_run, bench, sanitize, sanitize_kernels, tree, profile_tree, verify90, fuzz5, soak, compile, moe, moe_pdl or moe_v15}
+part=${1:?part: validate, long, long_run, bench, sanitize, sanitize_kernels, tree, profile_tree, verify90, fuzz5, soak, compile, moe, moe_pdl or moe_v24}
 out=${2:-${OUT:-/tmp}}
 mkdir -p "$out" && out=$(cd "$out" && pwd)
 cd "$(dirname "$0")/.."
@@ -96,13 +96,13 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     KERNELS=moe_pdl TIMEOUT_PLAIN=40 TIMEOUT_MEMCHECK=45 TIMEOUT_INITCHECK=40 TIMEOUT_SYNCCHECK=40 TIMEOUT_RACECHECK=50 \
       step sanitize_moe_pdl 150 bash benchmarks/sanitize_kernels.sh "$out/sanitize_moe_pdl"
     tar czf "$out/sanitize_moe_pdl.tgz" -C "$out" sanitize_moe_pdl && rm -rf "$out/sanitize_moe_pdl" ;;   # only ~8 files come back
-  moe_v15)   # session 17's early trigger (not yet run in its shipped form) and session 18's v15 (no grouping launch), one call (<= 530 s)
+  moe_v24)   # session 17's early trigger (not yet run in its shipped form) and session 18's v24 (no grouping launch), one call (<= 535 s)
     GPU_TESTS_TIMEOUT=120 step gpu_tests_03a 130 bash benchmarks/gpu_tests.sh "$out" 03a
-    step moe_pdl_stress 80 python benchmarks/try_moe_pdl.py --stress 50 --tokens 1 2 4 8
+    step moe_pdl_stress 100 bash -c "python benchmarks/try_moe_pdl.py --stress 50 --tokens 1 2 4 8 && python benchmarks/try_moe_pdl.py --stress 50 --tokens 1 2 4 8 --version 24"
     export DDTREE_COMMIT=$commit   # the JSONs record it (the machine has no .git)
-    step moe_in_graph 150 python benchmarks/moe_in_graph.py --versions 13 15 --out "$out"
-    KERNELS=moe_pdl,moe_v15 TIMEOUT_PLAIN=25 TIMEOUT_MEMCHECK=35 TIMEOUT_INITCHECK=30 TIMEOUT_SYNCCHECK=25 TIMEOUT_RACECHECK=45 \
-      step sanitize_moe_v15 170 bash benchmarks/sanitize_kernels.sh "$out/sanitize_moe_v15"
-    tar czf "$out/sanitize_moe_v15.tgz" -C "$out" sanitize_moe_v15 && rm -rf "$out/sanitize_moe_v15" ;;
+    step moe_in_graph 140 python benchmarks/moe_in_graph.py --versions 13 24 --out "$out"
+    KERNELS=moe_pdl,moe_v24 TIMEOUT_PLAIN=25 TIMEOUT_MEMCHECK=35 TIMEOUT_INITCHECK=30 TIMEOUT_SYNCCHECK=25 TIMEOUT_RACECHECK=45 \
+      step sanitize_moe_v24 165 bash benchmarks/sanitize_kernels.sh "$out/sanitize_moe_v24"
+    tar czf "$out/sanitize_moe_v24.tgz" -C "$out" sanitize_moe_v24 && rm -rf "$out/sanitize_moe_v24" ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac

@@ -3,12 +3,12 @@ graph bench_moe.py / try_moe_pdl.py time. A standalone replay also pays the grap
 which inside a step are paid once per step, not per layer. Here: graphs of L = 1, 2 and 4 MoE layers back to back, each
 layer with its own random INT4 experts (384 at Kimi widths, 9.5 GB a layer, so no layer finds another's weights in L2),
 the same routing, bench_moe.py's L2 flush ahead of each rep. Per layer in a step = (t(4) - t(1)) / 3; also a graph of one
-tiny kernel (the replay's own cost). Plain and PDL launches (moe_cuda_launch(..., pdl=)) of v13 and of v15 (no grouping
-launch: keys `plain_v15_*`, `pdl_v15_*`), µs and % of 4.27 TB/s. `--parts`
+tiny kernel (the replay's own cost). Plain and PDL launches (moe_cuda_launch(..., pdl=)) of v13 and of v24 (no grouping
+launch: keys `plain_v24_*`, `pdl_v24_*`), µs and % of 4.27 TB/s. `--parts`
 also times, per layer, the PDL chain without its grouping launch (the grouping done once, before the graph: every layer has
 the same routing) and without its combine: what each of the two small launches costs in the chain.
 
-    python benchmarks/moe_in_graph.py [--tokens 1 2 4 8] [--versions 13 15] [--reps 20] [--parts] [--out DIR]
+    python benchmarks/moe_in_graph.py [--tokens 1 2 4 8] [--versions 13 24] [--reps 20] [--parts] [--out DIR]
 """
 import argparse, json, os, sys
 import torch
@@ -37,7 +37,7 @@ def main():
     ap.add_argument('--reps', type=int, default=20)
     ap.add_argument('--tokens', type=int, nargs='+', default=[1, 2, 4, 8])
     ap.add_argument('--layers', type=int, nargs='+', default=[1, 2, 4])
-    ap.add_argument('--versions', type=int, nargs='+', default=[13, 15], help='13: the grouping launch + v13; 15: no grouping launch (T <= 8)')
+    ap.add_argument('--versions', type=int, nargs='+', default=[13, 24], help='13: the grouping launch + v13; 24: no grouping launch (T <= 8)')
     ap.add_argument('--parts', action='store_true', help='also the PDL chain without its grouping, and without its combine')
     ap.add_argument('--out', default=None)
     a = ap.parse_args()

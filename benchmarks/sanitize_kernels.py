@@ -332,7 +332,8 @@ def _moe_run(T, E, H, I, k, how='spread', seed=0, versions=(None,), pdl=False):
     ex_cpu = random_packed_experts(E, H, I, g)
     ex = ex_cpu.to(DEV)
     x = torch.randn(T, H, generator=g).to(torch.bfloat16)
-    idx = torch.rand(T, E, generator=g).topk(k, dim=-1).indices if how == 'spread' else torch.full((T, k), E - 1)
+    idx = torch.rand(T, E, generator=g).topk(k, dim=-1).indices if how in ('spread', 'repeat') else torch.full((T, k), E - 1)
+    if how == 'repeat': idx[:, 1] = idx[:, 0]                          # an expert twice in each token's list
     idx = idx.to(torch.int32).contiguous()
     w = torch.rand(T, k, generator=g); w = (w / w.sum(-1, keepdim=True)).float().contiguous()
     ref = moe_w4a16(x, idx, w, ex_cpu, 2.827).float()
@@ -356,9 +357,13 @@ def _moe_run(T, E, H, I, k, how='spread', seed=0, versions=(None,), pdl=False):
 _MOE_DEFAULT = ('moe_group', 'moe_gate_up_v14', 'moe_down_v14', 'moe_gate_up_v13', 'moe_down_v13', 'moe_combine')   # CUDA_VERSION = 14 (v13's kernels at T <= 8), plain launches
 case('moe_pdl', 'moe', ('moe_group', 'moe_gate_up_v13_pdl', 'moe_down_v13_pdl', 'moe_combine_pdl'), 'T=1 and T=8, the T <= 8 launches as programmatic dependents (sm_90+)')(
     lambda: (_moe_run(1, 64, 256, 128, 8, seed=21, pdl=True), _moe_run(8, 64, 256, 128, 8, seed=22, pdl=True))[-1])
-case('moe_v15', 'moe', ('moe_gate_up_v15', 'moe_down_v15', 'moe_combine', 'moe_combine_pdl'),
-     'T=1 plain and T=8 PDL, v15: the pairs grouped in shared memory by gate/up and down, no grouping launch')(
-    lambda: (_moe_run(1, 64, 256, 128, 8, seed=31, versions=(15,)), _moe_run(8, 64, 256, 128, 8, seed=32, versions=(15,), pdl=True))[-1])
+def _moe_v24():
+    runs = (_moe_run(1, 64, 256, 128, 8, seed=31, versions=(24,)), _moe_run(8, 64, 256, 128, 8, seed=32, versions=(24,), pdl=True),
+            _moe_run(8, 64, 256, 128, 16, how='repeat', seed=33, versions=(24,), pdl=True))
+    assert all(r == 'versions run: [24]' for r in runs), runs   # not skipped as a version this checkout lacks
+    return runs[-1]
+case('moe_v24', 'moe', ('moe_gate_up_v24', 'moe_down_v24', 'moe_combine', 'moe_combine_pdl'),
+     'T=1 plain, T=8 PDL, T=8 top-16 (128 pairs, a repeated expert) PDL; v24: no grouping launch')(_moe_v24)
 for _T in (1, 2, 16, 64, 257):
     case(f'moe_T{_T}', 'moe', _MOE_DEFAULT, f'T={_T} E=64 H=256 I=128 top-8, default version')(
         lambda _T=_T: _moe_run(_T, 64, 256, 128, 8, seed=_T))

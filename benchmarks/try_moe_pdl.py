@@ -6,6 +6,7 @@ graph), then both as CUDA graphs with bench_moe.py's L2 flush (a 256 MB read) ah
 
     python benchmarks/try_moe_pdl.py [--reps 20] [--tokens 1 2 4 8] [--out DIR]
     python benchmarks/try_moe_pdl.py --stress 100 [--vary] --tokens 1 4 8     # only the checks, N runs each
+    --version 24: the PDL chain is v24's (no grouping launch), still against v13's plain launches
 """
 import argparse, json, os, sys
 import torch
@@ -21,12 +22,13 @@ def main():
     ap.add_argument('--tokens', type=int, nargs='+', default=[1, 2, 4, 8])
     ap.add_argument('--out', default=None)
     ap.add_argument('--stress', type=int, default=0, help='only the checks, this many eager and graph-replayed PDL runs per T')
+    ap.add_argument('--version', type=int, default=13, choices=(13, 24), help='the PDL chain: v13 (after the grouping launch) or v24 (no grouping launch)')
     ap.add_argument('--vary', action='store_true', help='with --stress: a new routing every run (v13 recomputed each time, plain launches)')
     a = ap.parse_args()
     dev, k, E = torch.device('cuda'), 8, 384
     es, flush = engine_stream(dev.index or 0), make_flush(dev, 'read')
     ex = rand_packed(E, dev)
-    res = dict(gpu=torch.cuda.get_device_name(), commit=os.environ.get('DDTREE_COMMIT', '?'), checks=[], bench=[])
+    res = dict(gpu=torch.cuda.get_device_name(), commit=os.environ.get('DDTREE_COMMIT', '?'), pdl_version=a.version, checks=[], bench=[])
     if a.stress:
         for T in a.tokens:
             x = torch.randn(T, H, device=dev, generator=torch.Generator(device=dev).manual_seed(1)).bfloat16()
@@ -49,18 +51,21 @@ def main():
                         idx.copy_(i2); w.copy_(w2)
                         with es: plain(ref)
                         torch.cuda.synchronize()
-                    with es: out.fill_(float('nan')); launch()   # the poison on the launches' stream
+                    with es:   # the poison on the launches' stream: the output, act, ybuf and the grouping (v24's down writes it)
+                        for t in (out, ws.act, ws.ybuf): t.fill_(float('nan'))
+                        for t in (ws.counts, ws.offsets, ws.hit, ws.n_hit, ws.sorted_pair, ws.pos): t.fill_(-7)
+                        launch()
                     torch.cuda.synchronize()
                     if not torch.equal(out, ref):
                         bad += 1
                         d = (out.float() - ref.float()).abs()
                         if bad <= 3: print(f"  {label} T={T} run {i}: {int(d.isnan().sum())} NaN, {int((d > 0).sum())} differ, max {d.nan_to_num().max().item():.3e}", flush=True)
                 return bad
-            bad_e = differ('eager', lambda: moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, 13, pdl=True), 100)
+            bad_e = differ('eager', lambda: moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, a.version, pdl=True), 100)
             g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g, stream=es.torch): moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, 13, pdl=True)
+            with torch.cuda.graph(g, stream=es.torch): moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, a.version, pdl=True)
             bad_g = differ('graph', g.replay, 1000)
-            print(f"stress T={T}: v13 repeatable {refs}; PDL eager {bad_e}/{a.stress} differ, graph {bad_g}/{a.stress} differ", flush=True)
+            print(f"stress T={T}: v13 repeatable {refs}; v{a.version} PDL eager {bad_e}/{a.stress} differ, graph {bad_g}/{a.stress} differ", flush=True)
         return
     for T in a.tokens:
         x = torch.randn(T, H, device=dev, generator=torch.Generator(device=dev).manual_seed(1)).bfloat16()
@@ -70,12 +75,12 @@ def main():
         for pdl in (False, True):
             with es:   # the poison on the launches' stream, or nothing orders it before them
                 out.fill_(float('nan'))
-                moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, 13, pdl=pdl)
+                moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, a.version if pdl else 13, pdl=pdl)
             torch.cuda.synchronize()
             res['checks'].append(dict(T=T, pdl=pdl, graph=False, same_bits=torch.equal(out, ref)))
         t13 = graph_time(lambda: moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, 13, pdl=False), a.reps, flush, es)
         with es: out.fill_(float('nan'))
-        tp = graph_time(lambda: moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, 13, pdl=True), a.reps, flush, es)
+        tp = graph_time(lambda: moe_cuda_launch(x, idx, w, ex, 2.827, out, ws, a.version, pdl=True), a.reps, flush, es)
         torch.cuda.synchronize()
         res['checks'].append(dict(T=T, pdl=True, graph=True, same_bits=torch.equal(out, ref)))
         hit = idx.unique().numel(); mb = hit * ex.bytes_per_expert / 1e6

@@ -182,7 +182,7 @@ def _moe_torch(x, topk_idx, topk_w, ex: PackedExperts, rsf: float) -> torch.Tens
 # %% ../nbs/03a_moe_w4a16.ipynb #efa6e1c8
 _SIG_GROUP, _SIG_GU, _SIG_DOWN, _SIG_COMB = 'PiiPPPPPP', 'PiiiPPPPPPPPP', 'PiiPPPPPPPP', 'PPiiifP'
 _SIG_ROUTE, _SIG_ROUTER = 'PPiiiifPPPPPPPP', 'PPiiPiiifPPPPPPPPPP'
-_SIG_GU_SG, _SIG_DOWN_SG = 'PiiiPiiPPPPP', 'PiiPiiPPPPPPPPPP'   # the self-grouping v15 kernels take topk_idx, P, E instead of the grouping
+_SIG_GU_SG, _SIG_DOWN_SG = 'PiiiPiiPPPPP', 'PiiPiiPPPPPPPPPP'   # the self-grouping v24 kernels take topk_idx, P, E instead of the grouping
 ROUTE_FUSED_MAX_T = 64    # the routing launches run one block: above this the torch top-k + moe_group is faster (moe_w4a16.md, session 11's sweep)
 ROUTER_WPE, ROUTER_NW4 = 10, 8  # moe_router_group: warps per expert (3 experts a block), float4 of router weights held per lane
 ROUTER_MAX_H = ROUTER_WPE * 32 * 4 * ROUTER_NW4   # 10240: the widest hidden whose router rows fit the lanes' registers
@@ -198,17 +198,17 @@ MOE_VERSIONS = {1: (('moe_gate_up', 256, 8), ('moe_down', 256, 8)),
                 9: (('moe_gate_up_v4', 128, 16), ('moe_down_v9', 32, 32)),
                 10: (('moe_gate_up_v10', 64, 16), ('moe_down_v9', 32, 32)),
                 **{v: ((f'moe_gate_up_v{v}', 128, None), (f'moe_down_v{v}', 128, None)) for v in (11, 12, 13, 14)},
-                15: (('moe_gate_up_v14', 128, None), ('moe_down_v14', 128, None))}   # v14 above 8 tokens; see SELF_GROUP
+                24: (('moe_gate_up_v14', 128, None), ('moe_down_v14', 128, None))}   # v14 above 8 tokens; see SELF_GROUP
 CUDA_VERSION = 14
 # a version whose share-out by cost only pays when an expert can have more than 8 tokens -> the version it equals below that
 # (T <= 8: every expert is one 8-token pass, so the count share is the cost share and the block scan is pure overhead)
-ONE_PASS_VERSION = {14: 13, 15: 13}
+ONE_PASS_VERSION = {14: 13, 24: 13}
 # versions whose T <= 8 launches (P = T * k <= SELF_GROUP_MAX_P pairs) have no grouping launch: gate/up and down group the pairs
 # themselves, in shared memory (kernels/moe_w4a16.cu, "1b"); down also writes the grouping to the workspace (benchmarks/moe_w4a16.md, "Session 18")
-SELF_GROUP, SELF_GROUP_MAX_P = {15: ('moe_gate_up_v15', 'moe_down_v15')}, 128
+SELF_GROUP, SELF_GROUP_MAX_P = {24: ('moe_gate_up_v24', 'moe_down_v24')}, 128
 # where each version's gate/up and down live: the shipped one in kernels/moe_w4a16.cu (with moe_group and moe_combine,
 # which every version uses), the history in kernels/dev/ (llm.c style: still runs from a checkout, not in the wheel)
-MOE_SOURCES = {**{v: 'dev/moe_w4a16_v1_v10.cu' for v in range(1, 11)}, **{v: 'moe_w4a16.cu' for v in (11, 12, 13, 14, 15)}}
+MOE_SOURCES = {**{v: 'dev/moe_w4a16_v1_v10.cu' for v in range(1, 11)}, **{v: 'moe_w4a16.cu' for v in (11, 12, 13, 14, 24)}}
 # versions whose gate/up, down and combine also come as programmatic dependents (moe_w4a16.cu's _pdl kernels, the same bits):
 # moe_cuda_launch launches those on sm_90+ (benchmarks/moe_w4a16.md, "Session 16")
 PDL_KERNELS = {13: ('moe_gate_up_v13_pdl', 'moe_down_v13_pdl', 'moe_combine_pdl')}
@@ -244,7 +244,7 @@ def moe_group_launch(x, topk_idx, topk_w, n_experts: int, ws: MoEWorkspace, rout
 # %% ../nbs/03a_moe_w4a16.ipynb #b7c1e2f3
 def moe_cuda_launch(x, topk_idx, topk_w, ex: PackedExperts, rsf: float, out: torch.Tensor, ws: MoEWorkspace, version: int=CUDA_VERSION,
                     marks: list|None=None, route: tuple|None=None, pdl: bool|None=None):
-    "The four launches (no checks, no host sync), three for a `SELF_GROUP` version at T <= 8. v1 keeps act in fp32, v2+ as bf16 in the same workspace. `marks`: 5 CUDA events recorded around the launches (benchmark breakdown). `route`: see `moe_group_launch`. `pdl`: the launches after the grouping as programmatic dependents where the version has them (`PDL_KERNELS`; v15's gate/up too); None: on sm_90+."
+    "The four launches (no checks, no host sync), three for a `SELF_GROUP` version at T <= 8. v1 keeps act in fp32, v2+ as bf16 in the same workspace. `marks`: 5 CUDA events recorded around the launches (benchmark breakdown). `route`: see `moe_group_launch`. `pdl`: the launches after the grouping as programmatic dependents where the version has them (`PDL_KERNELS`; v24's gate/up too); None: on sm_90+."
     T, k = topk_idx.shape
     P, E, H, I, d = T * k, ex.n_experts, ex.hidden, ex.inter, x.device.index
     sg = SELF_GROUP.get(version) if T <= 8 and P <= SELF_GROUP_MAX_P else None
@@ -260,7 +260,7 @@ def moe_cuda_launch(x, topk_idx, topk_w, ex: PackedExperts, rsf: float, out: tor
     mark = (lambda i: marks[i].record()) if marks is not None else (lambda i: None)
     Y = min(E, P)
     mark(0)
-    if route is not None or not sg: moe_group_launch(x, topk_idx, topk_w, E, ws, route)   # (v15 with a routing launch: its grouping is redone)
+    if route is not None or not sg: moe_group_launch(x, topk_idx, topk_w, E, ws, route)   # (v24 with a routing launch: its grouping is redone)
     mark(1)
     ld(fu, sigs[0], MOE_SOURCES[version])(x, H, I, k, *gin, ex.gate_packed, ex.gate_scale, ex.up_packed, ex.up_scale, ws.act,
                                           grid=_launch_grid(ru, I, Y, n_sm), block=tu, pdl=dep)

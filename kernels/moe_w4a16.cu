@@ -10,7 +10,7 @@
 //   3. moe_down_v1x     ybuf[slot, n] = topk_w[p] * act[slot].Wd[n] (workspace [P, H] fp32).
 //   4. moe_combine  out[t, n] = bf16(routed_scaling_factor * sum_j ybuf[pos[t*k+j], n]), j in order
 //                   (deterministic: no atomics on the output).
-// v15 at T <= 8 (P <= SG_MAXP pairs) drops launch 1: gate/up and down each group the pairs in shared memory (1b below).
+// v24 at T <= 8 (P <= SG_MAXP pairs) drops launch 1: gate/up and down each group the pairs in shared memory (1b below).
 // The gate/up and down kernels come in numbered versions (llm.c style), each validated and timed by
 // benchmarks/bench_moe.py (benchmarks/moe_w4a16.md): v1..v10 live in kernels/dev/moe_w4a16_v1_v10.cu and can still be
 // run (ddtree_nb.moe.moe_w4a16(..., version=v)); v11..v14 are here, one loop switched by template flags (v12: one lop3
@@ -82,7 +82,7 @@ moe_group(const int *__restrict__ topk_idx, int P, int E, int *__restrict__ coun
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// 1b. v15 (T <= 8, P <= SG_MAXP pairs): no grouping launch. The gate/up and down launches each group the pairs in shared
+// 1b. v24 (T <= 8, P <= SG_MAXP pairs): no grouping launch. The gate/up and down launches each group the pairs in shared
 //     memory, one thread per pair, in a stable order (slot = pairs of a smaller expert + earlier pairs of the same one), so
 //     both get the same slots without talking to each other. Down also stores the grouping in the workspace as moe_group
 //     would (the combine reads pos there, after its wait for down; ws.grouping() stays what it was). The grouping launch
@@ -98,6 +98,7 @@ struct SmemGroup {
 };
 // the block's grouping into g (blockDim.x == SG_MAXP, P <= SG_MAXP); returns this thread's pair's slot (-1: none)
 __device__ __forceinline__ int group_in_block(const int *topk_idx, int P, int E, SmemGroup &g) {
+    if (P > SG_MAXP || blockDim.x != SG_MAXP || E > MAXE) __trap();   // moe.py never launches these; a caller who does fails loudly
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     int e = -1;
     if (tid < P) { const int v = topk_idx[tid]; e = v >= 0 && v < E ? v : -1; }
@@ -670,11 +671,11 @@ extern "C" __global__ void __launch_bounds__(128, 4) moe_gate_up_v13_pdl(GU_ARGS
                                    gate_packed, gate_scale, up_packed, up_scale, act);
 }
 extern "C" __global__ void __launch_bounds__(128, 4) moe_down_v13_pdl(DN_ARGS) { down_v11<true, true, false, true>(DN_PASS); }
-// v15: the T <= 8 chain without its grouping launch (1b above): gate/up waits, lets down launch, groups; down groups and stores
+// v24: the T <= 8 chain without its grouping launch (1b above): gate/up waits, lets down launch, groups; down groups and stores
 // the grouping before its wait (topk_idx was complete before gate/up let it launch), then runs as moe_down_v13_pdl; the
 // combine is moe_combine(_pdl). Under a plain launch the waits return at once: the same kernels serve both.
 extern "C" __global__ void __launch_bounds__(128, 4)
-moe_gate_up_v15(const bf16 *__restrict__ x, int H, int I, int k, const int *__restrict__ topk_idx, int P, int E,
+moe_gate_up_v24(const bf16 *__restrict__ x, int H, int I, int k, const int *__restrict__ topk_idx, int P, int E,
                 const uint4 *__restrict__ gate_packed, const bf16 *__restrict__ gate_scale, const uint4 *__restrict__ up_packed,
                 const bf16 *__restrict__ up_scale, bf16 *__restrict__ act) {
     __shared__ SmemGroup g;
@@ -684,7 +685,7 @@ moe_gate_up_v15(const bf16 *__restrict__ x, int H, int I, int k, const int *__re
     gate_up_v11<true, true, false>(x, H, I, k, g.sorted, g.off, g.hit, &g.nh, gate_packed, gate_scale, up_packed, up_scale, act);
 }
 extern "C" __global__ void __launch_bounds__(128, 4)
-moe_down_v15(const bf16 *__restrict__ act, int I, int H, const int *__restrict__ topk_idx, int P, int E, const float *__restrict__ topk_w,
+moe_down_v24(const bf16 *__restrict__ act, int I, int H, const int *__restrict__ topk_idx, int P, int E, const float *__restrict__ topk_w,
              int *__restrict__ counts, int *__restrict__ offsets, int *__restrict__ hit, int *__restrict__ n_hit,
              int *__restrict__ sorted_pair, int *__restrict__ pos, const uint4 *__restrict__ down_packed,
              const bf16 *__restrict__ down_scale, float *__restrict__ ybuf) {
