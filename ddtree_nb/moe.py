@@ -244,10 +244,10 @@ def moe_group_launch(x, topk_idx, topk_w, n_experts: int, ws: MoEWorkspace, rout
 # %% ../nbs/03a_moe_w4a16.ipynb #b7c1e2f3
 def moe_cuda_launch(x, topk_idx, topk_w, ex: PackedExperts, rsf: float, out: torch.Tensor, ws: MoEWorkspace, version: int=CUDA_VERSION,
                     marks: list|None=None, route: tuple|None=None, pdl: bool|None=None):
-    "The four launches (no checks, no host sync), three for a `SELF_GROUP` version at T <= 8. v1 keeps act in fp32, v2+ as bf16 in the same workspace. `marks`: 5 CUDA events recorded around the launches (benchmark breakdown). `route`: see `moe_group_launch`. `pdl`: the launches after the grouping as programmatic dependents where the version has them (`PDL_KERNELS`; v24's gate/up too); None: on sm_90+."
+    "The four launches (no checks, no host sync), three for a `SELF_GROUP` version at T <= 8 without `route`. v1 keeps act in fp32, v2+ as bf16 in the same workspace. `marks`: 5 CUDA events recorded around the launches (benchmark breakdown). `route`: see `moe_group_launch`. `pdl`: the launches after the grouping as programmatic dependents where the version has them (`PDL_KERNELS`; v24's gate/up too); None: on sm_90+."
     T, k = topk_idx.shape
     P, E, H, I, d = T * k, ex.n_experts, ex.hidden, ex.inter, x.device.index
-    sg = SELF_GROUP.get(version) if T <= 8 and P <= SELF_GROUP_MAX_P else None
+    sg = SELF_GROUP.get(version) if T <= 8 and P <= SELF_GROUP_MAX_P and route is None else None   # a routing launch groups anyway
     if T <= 8: version = ONE_PASS_VERSION.get(version, version)
     (fu, tu, ru), (fd, td, rd) = MOE_VERSIONS[version]
     fc, dep = 'moe_combine', version in PDL_KERNELS and (pdl_supported(d) if pdl is None else bool(pdl))
@@ -260,7 +260,7 @@ def moe_cuda_launch(x, topk_idx, topk_w, ex: PackedExperts, rsf: float, out: tor
     mark = (lambda i: marks[i].record()) if marks is not None else (lambda i: None)
     Y = min(E, P)
     mark(0)
-    if route is not None or not sg: moe_group_launch(x, topk_idx, topk_w, E, ws, route)   # (v24 with a routing launch: its grouping is redone)
+    if not sg: moe_group_launch(x, topk_idx, topk_w, E, ws, route)
     mark(1)
     ld(fu, sigs[0], MOE_SOURCES[version])(x, H, I, k, *gin, ex.gate_packed, ex.gate_scale, ex.up_packed, ex.up_scale, ws.act,
                                           grid=_launch_grid(ru, I, Y, n_sm), block=tu, pdl=dep)
