@@ -17,9 +17,10 @@
 #   bash benchmarks/gpu_next.sh moe       "$OUT"   # the MoE kernel: validation, bench_moe T = 1..1025 vs v4, 03a's cuda cells, sanitizer (~6 min; MOE_VERSIONS)
 #   bash benchmarks/gpu_next.sh moe_pdl   "$OUT"   # the T <= 8 PDL chain: 03a's cuda cells, --stress 50, its sanitizer case, per-layer timings (<= 8.5 min)
 #   bash benchmarks/gpu_next.sh moe_v24   "$OUT"   # moe_pdl's checks with v24 (no grouping launch) beside v13 in graphs of layers (<= 9 min)
+#   bash benchmarks/gpu_next.sh verify_pdl "$OUT"  # the PDL split combine and the split kernels' early trigger: 03's cells, sanitizer, --pdl timings, 60 s fuzz (<= 8.5 min)
 # Each step has its own timeout, so a slow one leaves the others' logs in $OUT; the summary is $OUT/gpu_next.log.
 set -uo pipefail
-part=${1:?part: validate, long, long_run, bench, sanitize, sanitize_kernels, tree, profile_tree, verify90, fuzz5, soak, compile, moe, moe_pdl or moe_v24}
+part=${1:?part: validate, long, long_run, bench, sanitize, sanitize_kernels, tree, profile_tree, verify90, fuzz5, soak, compile, moe, moe_pdl, moe_v24 or verify_pdl}
 out=${2:-${OUT:-/tmp}}
 mkdir -p "$out" && out=$(cd "$out" && pwd)
 cd "$(dirname "$0")/.."
@@ -104,5 +105,15 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     KERNELS=moe_pdl,moe_v24 TIMEOUT_PLAIN=25 TIMEOUT_MEMCHECK=35 TIMEOUT_INITCHECK=30 TIMEOUT_SYNCCHECK=25 TIMEOUT_RACECHECK=45 \
       step sanitize_moe_v24 165 bash benchmarks/sanitize_kernels.sh "$out/sanitize_moe_v24"
     tar czf "$out/sanitize_moe_v24.tgz" -C "$out" sanitize_moe_v24 && rm -rf "$out/sanitize_moe_v24" ;;
+  verify_pdl)   # sessions 17-18: the PDL split combine (off by default) and the split kernels' early trigger, one call (<= 505 s)
+    GPU_TESTS_TIMEOUT=110 step gpu_tests_03 120 bash benchmarks/gpu_tests.sh "$out" 03_verify
+    KERNELS=verify_pdl,verify_sm90,verify_ar_step TIMEOUT_PLAIN=25 TIMEOUT_MEMCHECK=35 TIMEOUT_INITCHECK=30 TIMEOUT_SYNCCHECK=25 TIMEOUT_RACECHECK=45 \
+      step sanitize_verify_pdl 165 bash benchmarks/sanitize_kernels.sh "$out/sanitize_verify_pdl"
+    tar czf "$out/sanitize_verify_pdl.tgz" -C "$out" sanitize_verify_pdl && rm -rf "$out/sanitize_verify_pdl"
+    export DDTREE_COMMIT=$commit   # the JSON records it (the machine has no .git)
+    step bench_verify_pdl 120 python benchmarks/bench_verify_default.py --pdl --out "$out"
+    step fuzz_verify_auto 100 python -c "from ddtree_nb.reliability import fuzz_verify
+r = fuzz_verify(60, seed=23, backend='cuda', impl='auto', out_dir='$out/fuzz_repro')
+print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mismatches']), 'mismatches')" ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac
