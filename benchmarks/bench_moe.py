@@ -24,7 +24,7 @@ group 32), top-k routing drawn uniformly (distinct experts per token). For each 
   err      ||kernel - torch|| / ||torch||
 Prints markdown tables, and JSON with --json.
 """
-import argparse, json, statistics, subprocess, time
+import argparse, json, os, statistics, subprocess, time
 import torch
 from ddtree_nb.moe import MoEWorkspace, moe_w4a16, check_grouping, moe_cuda_launch, MOE_VERSIONS
 from ddtree_nb.runtime import engine_stream
@@ -50,6 +50,12 @@ def pct_of_ceiling(mb, us):
     "% of the 4.27 TB/s ceiling for `mb` megabytes moved in `us` microseconds (one decimal)."
     return round(100 * mb * 1e6 / (us * 1e-6) / CEIL, 1)
 
+
+def save_json(obj, out_dir, name):
+    "Write `obj` as `out_dir/name` (indented JSON), making the folder; nothing when `out_dir` is empty (the scripts' `--out`)."
+    if not out_dir: return
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, name), 'w') as f: json.dump(obj, f, indent=1)
 
 def rel_err(a, b): return ((a.float() - b.float()).norm() / b.float().norm()).item()
 

@@ -4,10 +4,10 @@ off. The eager decode path is bound by host time, so a slow launch shows there (
 
     python benchmarks/launch_overhead.py [--n 2000] [--out DIR]
 """
-import argparse, json, os, statistics, sys, time
+import argparse, os, statistics, sys, time
 import torch
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_moe import H, I, rand_packed, routing
+from bench_moe import H, I, rand_packed, routing, save_json
 from ddtree_nb.moe import MoEWorkspace, moe_cuda_launch
 from ddtree_nb.runtime import load_kernel, engine_stream
 
@@ -42,9 +42,7 @@ def main():
         for pdl in (False, True):
             res[f'moe_t1_pdl{int(pdl)}_us'] = round(host_us(lambda: moe_cuda_launch(xt, idx, w, ex, 2.827, out, ws, 13, pdl=pdl), a.n // 10), 2)
     print(res, flush=True)
-    if a.out:
-        os.makedirs(a.out, exist_ok=True)
-        json.dump(res, open(os.path.join(a.out, 'launch_overhead.json'), 'w'), indent=1)
+    save_json(res, a.out, 'launch_overhead.json')
 
 
 if __name__ == '__main__': main()

@@ -10,10 +10,10 @@ the same routing) and without its combine: what each of the two small launches c
 
     python benchmarks/moe_in_graph.py [--tokens 1 2 4 8] [--versions 13 24] [--reps 20] [--parts] [--out DIR]
 """
-import argparse, json, os, sys
+import argparse, os, sys
 import torch
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_moe import H, I, pct_of_ceiling, rand_packed, routing, make_flush, graph_time
+from bench_moe import H, I, pct_of_ceiling, rand_packed, routing, make_flush, graph_time, save_json
 from ddtree_nb.moe import MoEWorkspace, moe_cuda_launch, moe_group_launch, PDL_KERNELS, BLOCKS_PER_SM, _kernel, _combine_grid, _SIG_GU, _SIG_DOWN, _SIG_COMB
 from ddtree_nb.runtime import device_limits
 from ddtree_nb.runtime import engine_stream
@@ -70,9 +70,7 @@ def main():
                 row[f'pdl_{name}_per_layer_us'] = round((ts[1] - ts[0]) / (max(a.layers) - 1), 1)
         res['bench'].append(row)
         print(row, flush=True)
-    if a.out:
-        os.makedirs(a.out, exist_ok=True)
-        json.dump(res, open(os.path.join(a.out, 'moe_in_graph.json'), 'w'), indent=1)
+    save_json(res, a.out, 'moe_in_graph.json')
 
 
 if __name__ == '__main__': main()

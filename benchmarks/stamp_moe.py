@@ -12,7 +12,7 @@ time by the number of row tiles it took, and the gap between gate/up's last end 
 import argparse, json, os, statistics, sys
 import torch
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_moe import H, I, rand_packed, routing
+from bench_moe import H, I, rand_packed, routing, save_json
 from ddtree_nb.moe import MoEWorkspace, moe_w4a16, moe_group_launch, _SIG_GU, _SIG_DOWN, _SIG_COMB, _combine_grid, BLOCKS_PER_SM
 from ddtree_nb.runtime import load_kernel, device_limits, engine_stream
 
@@ -94,9 +94,7 @@ def main():
                 m = (it == n) & (load == L)
                 print(f"{kn}: blocks of {int(n)} tiles on SMs holding {int(L)} tiles: {int(m.sum())} blocks, "
                       f"{d[m].median():.2f} µs median, {d[m].min():.2f}-{d[m].max():.2f}")
-    if a.out:
-        os.makedirs(a.out, exist_ok=True)
-        json.dump(dict(res, runs=runs, raw=raw), open(os.path.join(a.out, f'stamp_moe_t{a.tokens}.json'), 'w'), indent=1)
+    save_json(dict(res, runs=runs, raw=raw), a.out, f'stamp_moe_t{a.tokens}.json')
 
 
 if __name__ == '__main__': main()

@@ -6,10 +6,10 @@ median µs, % of 4.27 TB/s for the hit experts' bytes.
 
     python benchmarks/try_moe_bulk.py [--reps 20] [--tokens 1 2 4 8] [--out DIR]
 """
-import argparse, json, os, sys
+import argparse, os, sys
 import torch
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_moe import H, I, pct_of_ceiling, rand_packed, routing, make_flush, graph_time
+from bench_moe import H, I, pct_of_ceiling, rand_packed, routing, make_flush, graph_time, save_json
 from ddtree_nb.moe import (MoEWorkspace, moe_w4a16, moe_cuda_launch, moe_group_launch, _SIG_GU, _SIG_DOWN, _SIG_COMB, _combine_grid,
                            BLOCKS_PER_SM)
 from ddtree_nb.runtime import load_kernel, device_limits, engine_stream
@@ -76,9 +76,7 @@ def main():
                    v13_pct=pct_of_ceiling(mb, t13), v20_pct=pct_of_ceiling(mb, t20))
         res['bench'].append(row)
         print(row, flush=True)
-    if a.out:
-        os.makedirs(a.out, exist_ok=True)
-        json.dump(res, open(os.path.join(a.out, 'try_moe_bulk.json'), 'w'), indent=1)
+    save_json(res, a.out, 'try_moe_bulk.json')
 
 
 if __name__ == '__main__': main()

@@ -10,10 +10,10 @@ experts' bytes. `--stamps DIR` also records, per block, its start, end and the t
 
     python benchmarks/try_moe_fused.py [--reps 20] [--tokens 1 2 4 8] [--items 1,2 2,2] [--stress 20] [--out DIR]
 """
-import argparse, json, os, sys
+import argparse, os, sys
 import torch
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_moe import H, I, pct_of_ceiling, rand_packed, routing, make_flush, graph_time
+from bench_moe import H, I, pct_of_ceiling, rand_packed, routing, make_flush, graph_time, save_json
 from ddtree_nb.moe import MoEWorkspace, moe_w4a16, moe_cuda_launch, _SIG_GROUP, _SIG_GU, _SIG_COMB, _combine_grid, BLOCKS_PER_SM, MAX_EXPERTS
 from ddtree_nb.runtime import load_kernel, device_limits, engine_stream
 
@@ -141,9 +141,7 @@ def main():
                              first_end_us=round(end.min().item(), 2), ramp_us=round(beg.max().item(), 2),
                              gu_tiles=sorted(set(s[:, 2].long().tolist())), dn_tiles=sorted(set(s[:, 3].long().tolist())))
                     res['stamps'].append(d); print('stamps', d, flush=True)
-    if a.out:
-        os.makedirs(a.out, exist_ok=True)
-        json.dump(res, open(os.path.join(a.out, 'try_moe_fused.json'), 'w'), indent=1)
+    save_json(res, a.out, 'try_moe_fused.json')
 
 
 if __name__ == '__main__': main()

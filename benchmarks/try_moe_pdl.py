@@ -8,10 +8,10 @@ graph), then both as CUDA graphs with bench_moe.py's L2 flush (a 256 MB read) ah
     python benchmarks/try_moe_pdl.py --stress 100 [--vary] --tokens 1 4 8     # only the checks, N runs each
     --version 24: the PDL chain is v24's (no grouping launch), still against v13's plain launches
 """
-import argparse, json, os, sys
+import argparse, os, sys
 import torch
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_moe import H, I, pct_of_ceiling, rand_packed, routing, make_flush, graph_time
+from bench_moe import H, I, pct_of_ceiling, rand_packed, routing, make_flush, graph_time, save_json
 from ddtree_nb.moe import MoEWorkspace, moe_cuda_launch
 from ddtree_nb.runtime import engine_stream
 
@@ -88,9 +88,7 @@ def main():
                    v13_pct=pct_of_ceiling(mb, t13), pdl_pct=pct_of_ceiling(mb, tp))
         res['bench'].append(row)
         print([c for c in res['checks'] if c['T'] == T], row, flush=True)
-    if a.out:
-        os.makedirs(a.out, exist_ok=True)
-        json.dump(res, open(os.path.join(a.out, 'try_moe_pdl.json'), 'w'), indent=1)
+    save_json(res, a.out, 'try_moe_pdl.json')
 
 
 if __name__ == '__main__': main()
