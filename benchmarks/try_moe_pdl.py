@@ -53,7 +53,7 @@ def main():
                         torch.cuda.synchronize()
                     with es:   # the poison on the launches' stream: the output, act, ybuf and the grouping (v24's down writes it)
                         for t in (out, ws.act, ws.ybuf): t.fill_(float('nan'))
-                        for t in (ws.counts, ws.offsets, ws.hit, ws.n_hit, ws.sorted_pair, ws.pos): t.fill_(-7)
+                        for t in ws.grouping_arrays(): t.fill_(-7)
                         launch()
                     torch.cuda.synchronize()
                     if not torch.equal(out, ref):

@@ -158,7 +158,10 @@ class MoEWorkspace:
     def fits(self, T: int, k: int, ex: PackedExperts) -> bool:
         return (T <= self.max_tokens and k == self.top_k and ex.n_experts == self.n_experts and ex.hidden == self.hidden
                 and ex.inter == self.inter and self.act.device == ex.device)
-    def grouping(self) -> Grouping: return Grouping(self.counts, self.offsets, self.hit, self.n_hit, self.sorted_pair, self.pos)
+    def grouping_arrays(self) -> tuple:
+        "(counts, offsets, hit, n_hit, sorted_pair, pos): the grouping as its kernels take it, in their argument order."
+        return self.counts, self.offsets, self.hit, self.n_hit, self.sorted_pair, self.pos
+    def grouping(self) -> Grouping: return Grouping(*self.grouping_arrays())
 
 _ws_cache = {}
 def workspace_for(T: int, k: int, ex: PackedExperts) -> MoEWorkspace:
@@ -233,7 +236,7 @@ def _combine_grid(T: int, H: int) -> tuple[int, int]:
 def moe_group_launch(x, topk_idx, topk_w, n_experts: int, ws: MoEWorkspace, route: tuple|None=None):
     "The first of `moe_cuda_launch`'s four launches, alone: `moe_group` groups `topk_idx`'s pairs by expert into `ws`; with `route` = (logits, bias, norm, rsf, router weight or None) the routing launch picks the top-k into `topk_idx`/`topk_w` first (`moe_route_group`), and with a router weight computes the logits from `x` too (`moe_router_group`, into `logits`)."
     (T, k), E, H, d = topk_idx.shape, n_experts, x.shape[1], x.device.index
-    grouping = (ws.counts, ws.offsets, ws.hit, ws.n_hit, ws.sorted_pair, ws.pos)
+    grouping = ws.grouping_arrays()
     if route is None: return _kernel('moe_group', _SIG_GROUP, d)(topk_idx, T * k, E, *grouping, grid=1, block=MAX_EXPERTS)
     logits, bias, norm, r_rsf, w_router = route
     sfx = 'e384' if E <= 384 else 'e1024'     # the per-lane register array's size
@@ -252,9 +255,9 @@ def moe_cuda_launch(x, topk_idx, topk_w, ex: PackedExperts, rsf: float, out: tor
     (fu, tu, ru), (fd, td, rd) = MOE_VERSIONS[version]
     fc, dep = 'moe_combine', version in PDL_KERNELS and (pdl_supported(d) if pdl is None else bool(pdl))
     if dep: fu, fd, fc = PDL_KERNELS[version]
-    gin, din, sigs = (ws.sorted_pair, ws.offsets, ws.hit, ws.n_hit), (ws.sorted_pair, topk_w, ws.offsets, ws.hit, ws.n_hit), (_SIG_GU, _SIG_DOWN)
-    if sg: (fu, fd), gin, sigs = sg, (topk_idx, P, E), (_SIG_GU_SG, _SIG_DOWN_SG)   # the pairs themselves; down writes the grouping
-    if sg: din = (topk_idx, P, E, topk_w, ws.counts, ws.offsets, ws.hit, ws.n_hit, ws.sorted_pair, ws.pos)
+    if sg:   # the kernels take the pairs themselves, and down writes the grouping
+        (fu, fd), sigs, gin, din = sg, (_SIG_GU_SG, _SIG_DOWN_SG), (topk_idx, P, E), (topk_idx, P, E, topk_w, *ws.grouping_arrays())
+    else: sigs, gin, din = (_SIG_GU, _SIG_DOWN), (ws.sorted_pair, ws.offsets, ws.hit, ws.n_hit), (ws.sorted_pair, topk_w, ws.offsets, ws.hit, ws.n_hit)
     n_sm = device_limits(d)['sms'] if None in (ru, rd) else 0
     ld = lambda fn, sig, src='moe_w4a16.cu': _kernel(fn, sig, d, src)
     mark = (lambda i: marks[i].record()) if marks is not None else (lambda i: None)
