@@ -94,7 +94,7 @@ struct SmemGroup {
     int sorted[SG_MAXP];            // slot -> pair
     int hit[SG_MAXP];               // hit slot -> expert
     int off[MAXE + 1];              // expert e -> its first slot (off[e]) and one past its last (off[e + 1]): hit experts only
-    int nh, wstart[4];              // hit experts; starts of an expert's slots per warp
+    int nh, nv, wstart[4];          // hit experts, valid pairs; starts of an expert's slots per warp
 };
 // the block's grouping into g (blockDim.x == SG_MAXP, P <= SG_MAXP); returns this thread's pair's slot (-1: none)
 __device__ __forceinline__ int group_in_block(const int *topk_idx, int P, int E, SmemGroup &g) {
@@ -128,7 +128,7 @@ __device__ __forceinline__ int group_in_block(const int *topk_idx, int P, int E,
         g.hit[y] = se;
         g.off[se] = tid;
     }
-    if (tid == 0) g.nh = g.wstart[0] + g.wstart[1] + g.wstart[2] + g.wstart[3];
+    if (tid == 0) { g.nh = g.wstart[0] + g.wstart[1] + g.wstart[2] + g.wstart[3]; g.nv = nv; }
     __syncthreads();
     return slot;
 }
@@ -144,9 +144,8 @@ __device__ __forceinline__ void store_group(const SmemGroup &g, int slot, int P,
         if (e < E) counts[e] = eq;
     }
     if (blockIdx.x == 0) {
-        const int nv = g.nh ? g.off[g.hit[g.nh - 1] + 1] : 0;
         if (tid < P) pos[tid] = slot;
-        if (tid < nv) sorted_pair[tid] = g.sorted[tid];
+        if (tid < g.nv) sorted_pair[tid] = g.sorted[tid];
         if (tid < g.nh) hit[tid] = g.hit[tid];
         if (tid == 0) n_hit[0] = g.nh;
     }
