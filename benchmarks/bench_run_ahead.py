@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 CASES = [('ar', 0), ('dflash', 15), ('ddtree', 16), ('ddtree', 64)]
+MERGE = False   # --merge: Stages(merge=True), the models' projections of one input as one GEMM each
 
 
 def decode(t, d, p, method, B, T, ahead, n_new, timed=None, seed=0, compile=False):
@@ -21,7 +22,7 @@ def decode(t, d, p, method, B, T, ahead, n_new, timed=None, seed=0, compile=Fals
     from ddtree_nb.decode import Decoder, Stages, _EventClock
     g = torch.Generator(device='cuda').manual_seed(seed) if T > 0 else None
     dec = Decoder(t, d if method != 'ar' else None, p, method=method, budget=B, temperature=T, max_new_tokens=n_new,
-                  backend='cuda', generator=g, stages=Stages(graph=True, compile=compile), run_ahead=ahead)
+                  backend='cuda', generator=g, stages=Stages(graph=True, compile=compile, merge=MERGE), run_ahead=ahead)
     dec.prefill(); dec.step(); dec.step()          # round 1 (eager, the prompt's features) and round 2 (captured) are not timed:
     n0, r0 = len(dec.tokens), len(dec.acceptance_lengths)   # each generation captures its own graph (tens of ms, noisy)
     if timed: dec.timed = _EventClock(dec.device)
@@ -70,7 +71,7 @@ def census(t, d, p, method, B, log, compile=False):
     "Kernels launched by one eager round (round 3 of a generation), grouped by stage and by name."
     from torch.profiler import profile, ProfilerActivity, record_function
     from ddtree_nb.decode import Decoder, Stages
-    dec = Decoder(t, d if method != 'ar' else None, p, method=method, budget=B, max_new_tokens=64, backend='cuda', stages=Stages(graph=False, compile=compile))
+    dec = Decoder(t, d if method != 'ar' else None, p, method=method, budget=B, max_new_tokens=64, backend='cuda', stages=Stages(graph=False, compile=compile, merge=MERGE))
     dec.prefill(); dec.step(); dec.step(); torch.cuda.synchronize()
     def rf(stage, f, *a):
         with record_function('stage:' + stage): return f(*a)
@@ -121,8 +122,10 @@ def main(argv=None):
     ap.add_argument('--max-new', type=int, default=256); ap.add_argument('--reps', type=int, default=3)
     ap.add_argument('--prompts', type=int, default=2)
     ap.add_argument('--compile', action='store_true', help="Stages(compile=True): the round's target layers and draft through torch.compile")
+    ap.add_argument('--merge', action='store_true', help="Stages(merge=True): the projections of one input as one GEMM each")
     ap.add_argument('--temps', default='0,0.8', help='temperatures, comma-separated')
     a = ap.parse_args(argv)
+    global MERGE; MERGE = a.merge
     out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
     logf = open(out / 'run_ahead.log', 'w')
     def log(s): print(s, flush=True); logf.write(s + '\n'); logf.flush()
@@ -131,7 +134,7 @@ def main(argv=None):
     prompts = held_out_prompts(tok, n=a.prompts, prompt_tokens=32)
     res = dict(meta=dict(date=time.strftime('%Y-%m-%d'), gpu=torch.cuda.get_device_name(), commit=a.commit, torch=torch.__version__,
                          command='python benchmarks/bench_run_ahead.py ' + ' '.join(argv or __import__('sys').argv[1:]),
-                         prompts=len(prompts), max_new=a.max_new, reps=a.reps, compile=a.compile))
+                         prompts=len(prompts), max_new=a.max_new, reps=a.reps, compile=a.compile, merge=a.merge))
     res['ab'] = ab(t, d, prompts, a.max_new, a.reps, log, tuple(float(x) for x in a.temps.split(',')), a.compile)
     res['census'] = []
     for m, B in (('ar', 0), ('ddtree', 64)):

@@ -10,7 +10,7 @@ import torch
 from .tree import TreeBuffers, build_tree_ref, load_tree, write_chain, truncate_tree, fill_tree, MAX_BUDGET
 from .accept import Accepted, MAX_PATH, ERR_PAST_CACHE, accept_compact, accept_workspace, gumbel_keys, round_keys, target_choice, make_accepted
 from .runtime import releasing_on_oom, require_cuda, cuda_ok, engine_stream
-from .model import MoE
+from .model import MoE, merge_projections
 from .moe import PackedMoE, live_workspaces
 from .verify import DC, DR
 from .budget import AUTO_SIZES, AutoBudget, RoundCost, expected_at
@@ -449,6 +449,7 @@ class _RoundBuffers:
     def setup(self, dec, features):
         "Make the round ready for `dec` after its prefill (`features`: the prompt's, drafted from in round 1)."
         key = (dec.target, dec.drafter if dec.use_drafter else None, dec.method, dec.budget, dec.temperature, dec.cache, dec.dcache)
+        if self.merge and dec.use_drafter: merge_projections(dec.drafter)
         if self.__dict__.get('key') != key: self._allocate(dec, features.numel() // dec.P if dec.use_drafter else 0, features.dtype)
         self.key = key                     # a graph captured for this key replays on the same buffers, caches and settings
         self._reset(dec, features)
@@ -721,11 +722,12 @@ class Stages(_RoundCaches, _RoundRecord, _RoundBuffers, _RoundStages, _RoundRepl
                  graph: bool|None=None,          # capture full-depth rounds in a CUDA graph (None: when faces='cuda', any temperature)
                  keep: bool=False,               # keep caches, buffers and graph for the next generation (same models and settings)
                  compile: bool=False,            # the round's target layers and draft through `torch.compile` (each token count compiles once per process)
+                 merge: bool=False,              # the models' projections of one input as one GEMM each (`model.merge_projections`), from the prefill on
                  round_cost: RoundCost|None=None,   # budget='auto': a round's seconds by tree size (default: measured at setup)
                  choice_wait_s: float|None=None):   # with round_cost: the host's wait per round when choosing per round (default 0)
         if faces not in ('cuda', 'torch'): raise ValueError(f"faces must be 'cuda' or 'torch', got {faces!r}")
         if graph and faces != 'cuda': raise ValueError("graph=True needs faces='cuda' (a graph replays GPU work only)")
-        self.faces, self.graph, self.keep, self.compile, self.dec = faces, graph, keep, compile, None
+        self.faces, self.graph, self.keep, self.compile, self.merge, self.dec = faces, graph, keep, compile, merge, None
         self.round_cost, self.choice_wait_s = round_cost, choice_wait_s
 
     def check(self, dec):
@@ -739,5 +741,6 @@ class Stages(_RoundCaches, _RoundRecord, _RoundBuffers, _RoundStages, _RoundRepl
 
     def prefill(self, target, prompt: torch.Tensor, cache, hidden_layers):
         "Run the prompt causally into cache slots [0, P); last-row logits and all rows' features."
+        if self.merge: merge_projections(target)   # checked each generation: merged anew where a parameter was replaced
         out = target(prompt, torch.arange(len(prompt), device=prompt.device), cache, 0, None, hidden_layers=hidden_layers)
         return out.logits[-1], out.hidden

@@ -117,8 +117,8 @@ def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float, dtype: to
 SwiGLU = model.MLP         # Qwen3's MLP is the target's dense SwiGLU, same parameter names
 
 # %% ../nbs/05a_drafter.ipynb #9d94049c
-class DFlashAttention(nn.Module):
-    "Qwen3 GQA attention whose keys/values cover [context ; block] and whose queries cover the block; no mask."
+class DFlashAttention(model.Mergeable, nn.Module):
+    "Qwen3 GQA attention whose keys/values cover [context ; block] and whose queries cover the block; no mask. `merge()`: k, v (and q) as one GEMM."
     def __init__(self, c: DrafterConfig):
         super().__init__()
         self.nh, self.nkv, self.hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
@@ -128,12 +128,13 @@ class DFlashAttention(nn.Module):
         self.v_proj = nn.Linear(c.hidden_size, self.nkv * self.hd, bias=b)
         self.o_proj = nn.Linear(self.nh * self.hd, c.hidden_size, bias=b)
         self.q_norm, self.k_norm = RMSNorm(self.hd, c.rms_norm_eps), RMSNorm(self.hd, c.rms_norm_eps)
+    def _linears(self): return self.k_proj, self.v_proj, self.q_proj   # k, v first: the context rows need only those
 
-    def kv(self, x, cos, sin):
-        "Keys (normed, rotated) and values `[T, nkv, hd]` of rows `x [T, hidden]`."
+    def kv(self, x, cos, sin, raw=None):
+        "Keys (normed, rotated) and values `[T, nkv, hd]` of rows `x [T, hidden]` (`raw`: their projections, when made already)."
         T = x.shape[0]
-        k = model.apply_rope(self.k_norm(self.k_proj(x).view(T, self.nkv, self.hd)), cos, sin, False)   # rotate-half
-        return k, self.v_proj(x).view(T, self.nkv, self.hd)
+        k, v = raw or self.projections(x, 2)
+        return model.apply_rope(self.k_norm(k.view(T, self.nkv, self.hd)), cos, sin, False), v.view(T, self.nkv, self.hd)   # rotate-half
 
     def forward(self, x, k_ctx, v_ctx, cos, sin, mask=None,
                 block_slots=None):   # [T] rows of k_ctx/v_ctx to write the block's K/V into (scratch rows) instead of concatenating
@@ -141,8 +142,9 @@ class DFlashAttention(nn.Module):
         *lead, T, _ = x.shape
         nh, nkv, hd, g = self.nh, self.nkv, self.hd, self.nh // self.nkv
         xf = x.reshape(-1, x.shape[-1])
-        q = model.apply_rope(self.q_norm(self.q_proj(xf).view(-1, nh, hd)), cos, sin, False).view(*lead, T, nkv, g, hd)
-        kb, vb = (t.view(*lead, T, nkv, hd) for t in self.kv(xf, cos, sin))
+        k, v, q = self.projections(xf)
+        q = model.apply_rope(self.q_norm(q.view(-1, nh, hd)), cos, sin, False).view(*lead, T, nkv, g, hd)
+        kb, vb = (t.view(*lead, T, nkv, hd) for t in self.kv(xf, cos, sin, (k, v)))
         if block_slots is None: k, v = torch.cat([k_ctx, kb], -3), torch.cat([v_ctx, vb], -3)
         else:                   # the block lands in the cache's scratch rows: no copy of the whole context per layer
             k_ctx.index_copy_(0, block_slots, kb); v_ctx.index_copy_(0, block_slots, vb)

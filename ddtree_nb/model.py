@@ -15,9 +15,10 @@ from .verify import tree_visible, tree_attention_torch, bits_to_vis, vis_to_bits
 
 # %% auto #0
 __all__ = ['MODEL_TYPES', 'ATTN_BACKENDS', 'TargetConfig', 'config_from_dict', 'LatentCache', 'rope_inv_freq', 'rope_cos_sin',
-           'apply_rope', 'RMSNorm', 'MLP', 'Router', 'expert_loop', 'MoE', 'attention_fn', 'MLAttention',
+           'apply_rope', 'RMSNorm', 'merge_params', 'views_rows_of', 'linear_parts', 'Merged', 'use_merged',
+           'Mergeable', 'merge_projections', 'MLP', 'Router', 'expert_loop', 'MoE', 'attention_fn', 'MLAttention',
            'DecoderLayer', 'TargetOutput', 'TargetModel', 'check_forward_inputs', 'tiny_config', 'kimi_config',
-           'build_target']
+           'build_target', 'gemms']
 
 # %% ../nbs/01a_target_model.ipynb #5866f664
 MODEL_TYPES = ('deepseek_v3', 'kimi_k2', 'kimi_k25')
@@ -156,13 +157,87 @@ class RMSNorm(nn.Module):
         xf = x.to(torch.promote_types(x.dtype, torch.float32))   # fp32 for bf16/fp32 inputs, fp64 stays fp64
         return self.weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
 
-class MLP(nn.Module):
-    "SwiGLU feed-forward: `down(silu(gate(x)) * up(x))`."
+# %% ../nbs/01a_target_model.ipynb #540a85d3
+def merge_params(ps) -> torch.Tensor:
+    "One new tensor holding parameters `ps` stacked along dim 0, each parameter made a view of its rows: values, names and the state dict stay, and one GEMM can read them all."
+    w = torch.cat([p.detach() for p in ps])
+    for p, v in zip(ps, w.split([p.shape[0] for p in ps])): p.data = v
+    return w
+
+def views_rows_of(w: torch.Tensor, ps) -> bool:
+    "Are `ps` still the consecutive row blocks of `w` (no `to()` or `p.data = ...` since `merge_params`)?"
+    off = 0
+    for p in ps:
+        n = p.shape[0]
+        if (p.dtype, p.device, p.shape[1:]) != (w.dtype, w.device, w.shape[1:]) or not p.is_contiguous(): return False
+        if n == 0 or off + n > w.shape[0] or p.data_ptr() != w[off].data_ptr(): return False
+        off += n
+    return off == w.shape[0]
+
+def linear_parts(*lins: nn.Linear) -> tuple[list, list|None]:
+    "The (weights, biases or None) of Linears, for `Merged`: all of them or none must have a bias."
+    nb = sum(l.bias is not None for l in lins)
+    if nb not in (0, len(lins)): raise ValueError(f"merging Linears needs all or none with a bias, got {nb} of {len(lins)}")
+    return [l.weight for l in lins], [l.bias for l in lins] if nb else None
+
+class Merged:
+    "Projections of one input as one GEMM: their `weights` (and `biases`) merged by `merge_params`; `linear(x)` gives each one's output."
+    def __init__(self, weights, biases=None):
+        self.sizes = [w.shape[0] for w in weights]
+        self.weight, self.bias = merge_params(weights), None if biases is None else merge_params(biases)
+    def ok(self, weights, biases=None) -> bool:
+        "Are these (the module's current parameters) still what was merged?"
+        if (biases is None) != (self.bias is None): return False
+        return views_rows_of(self.weight, weights) and (biases is None or views_rows_of(self.bias, biases))
+    def linear(self, x, n: int|None=None) -> tuple:
+        "The outputs of the first `n` projections (default all) on `x`, from one GEMM over their rows."
+        k = sum(self.sizes[:n])
+        return F.linear(x, self.weight[:k], None if self.bias is None else self.bias[:k]).split(self.sizes[:n], -1)
+    def __reduce__(self): return type(None), ()   # a copy or pickle of the module holds its own parameters: it starts unmerged
+
+def use_merged(m: Merged|None) -> bool:
+    "Run the merged GEMM? Only without autograd: the merged tensor is not a parameter, so gradients would not reach the parameters."
+    return m is not None and not torch.is_grad_enabled()
+
+# %% ../nbs/01a_target_model.ipynb #68c16b55
+class Mergeable:
+    "A module with one group of projections on one input (`_linears()`, or `_merge_parts() -> (weights, biases)`) that `merge()` runs as one GEMM. `to()` and `load_state_dict` keep the merge."
+    merged = None
+    def _merge_parts(self): return linear_parts(*self._linears())
+    def merge(self, on: bool=True):
+        "Merge (again, where a parameter was replaced since) or, with `on=False`, go back to one GEMM per projection (the weights stay where they are)."
+        parts = self._merge_parts()
+        self.merged = None if not on else self.merged if self.merged is not None and self.merged.ok(*parts) else Merged(*parts)
+        if on and '_remerge' not in self.__dict__: self._remerge = self.register_load_state_dict_post_hook(_remerge_after_load)
+        return self
+    def projections(self, x, n: int|None=None) -> tuple:
+        "The outputs of the first `n` of `_linears()` (default all) on `x`: one GEMM when merged."
+        return self.merged.linear(x, n) if use_merged(self.merged) else tuple(l(x) for l in self._linears()[:n])
+    def _apply(self, fn, recurse=True):          # `to()`, `half()`: new tensors for the parameters, so merge them anew
+        r = super()._apply(fn, recurse)
+        if self.merged is not None: self.merge()
+        return r
+
+def _remerge_after_load(m: Mergeable, keys):     # in-place loads keep the views; `assign=True` gives new tensors
+    if m.merged is not None: m.merge()
+
+def merge_projections(model: nn.Module, on: bool=True) -> nn.Module:
+    "`merge(on)` every `Mergeable` submodule of `model` (each checked, and merged anew where a parameter was replaced); returns `model`."
+    for m in model.modules():
+        if isinstance(m, Mergeable): m.merge(on)
+    return model
+
+# %% ../nbs/01a_target_model.ipynb #b9838181
+class MLP(Mergeable, nn.Module):
+    "SwiGLU feed-forward: `down(silu(gate(x)) * up(x))`; `merge()` runs gate and up as one GEMM."
     def __init__(self, dim: int, inter: int):
         super().__init__()
         self.gate_proj, self.up_proj = nn.Linear(dim, inter, bias=False), nn.Linear(dim, inter, bias=False)
         self.down_proj = nn.Linear(inter, dim, bias=False)
-    def forward(self, x): return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+    def _linears(self): return self.gate_proj, self.up_proj
+    def forward(self, x):
+        g, u = self.projections(x)
+        return self.down_proj(F.silu(g) * u)
 
 # %% ../nbs/01a_target_model.ipynb #5457ffa8
 class Router(nn.Module):
@@ -209,7 +284,7 @@ def expert_loop(x: torch.Tensor,         # [T, hidden] the tokens
     return out
 
 # %% ../nbs/01a_target_model.ipynb #cca787b2
-class MoE(nn.Module):
+class MoE(Mergeable, nn.Module):
     def __init__(self, c: TargetConfig):
         super().__init__()
         E, H, I = c.n_routed_experts, c.hidden_size, c.moe_intermediate_size
@@ -223,11 +298,14 @@ class MoE(nn.Module):
         w, idx = self.gate(x)
         out = self._dense(x, w, idx) if (dispatch or self.dispatch) == 'dense' else self._loop(x, w, idx)
         return out + self.shared_experts(x) if self.shared_experts is not None else out
+    def _merge_parts(self): return [self.experts.gate_proj, self.experts.up_proj], None   # [2E, I, H]: one batched GEMM in `_dense`
     def _dense(self, x, w, idx):
         "Every expert on every token, weighted by the routing (zero off-route): static shapes, no host read."
         ex = self.experts
         gate = torch.zeros(x.shape[0], ex.gate_proj.shape[0], dtype=w.dtype, device=x.device).scatter_(1, idx, w)   # [T, E]
-        h = F.silu(torch.einsum('th,eih->eti', x, ex.gate_proj)) * torch.einsum('th,eih->eti', x, ex.up_proj)
+        if use_merged(self.merged): g, u = torch.einsum('th,eih->eti', x, self.merged.weight).chunk(2)
+        else: g, u = torch.einsum('th,eih->eti', x, ex.gate_proj), torch.einsum('th,eih->eti', x, ex.up_proj)
+        h = F.silu(g) * u
         y = torch.einsum('eti,ehi->eth', h, ex.down_proj)
         return (y * gate.T[..., None]).sum(0).to(x.dtype)
     def expert(self, e: int, h: torch.Tensor) -> torch.Tensor:
@@ -264,7 +342,7 @@ def attention_fn(backend: str,
     raise ValueError(f"attn_backend must be one of {ATTN_BACKENDS}, got {backend!r}")
 
 # %% ../nbs/01a_target_model.ipynb #b02c9fc3
-class MLAttention(nn.Module):
+class MLAttention(Mergeable, nn.Module):
     def __init__(self, c: TargetConfig, layer_idx: int):
         super().__init__()
         self.c, self.layer_idx = c, layer_idx
@@ -279,14 +357,16 @@ class MLAttention(nn.Module):
         self.kv_a_layernorm = RMSNorm(c.kv_lora_rank)
         self.kv_b_proj = nn.Linear(c.kv_lora_rank, H * (c.qk_nope_head_dim + c.v_head_dim), bias=False)
         self.o_proj = nn.Linear(H * c.v_head_dim, D, bias=bias)
+    def _linears(self): return self.q_proj if self.c.q_lora_rank is None else self.q_a_proj, self.kv_a_proj_with_mqa   # both read the layer's input
 
     def project(self, x, cos, sin):
         "Tokens `x [T, ..., D]` (sequence first) -> absorbed queries `q_latent [T, ..., H, Dc]`, `q_pe [T, ..., H, Dr]` and their cache rows `[T, ..., Dc + Dr]` (normed `c_kv` | rotated `k_pe`)."
         c = self.c
         H, dn, dr, Dc = c.num_attention_heads, c.qk_nope_head_dim, c.qk_rope_head_dim, c.kv_lora_rank
-        q = self.q_proj(x) if c.q_lora_rank is None else self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x)))
+        q, kv = self.projections(x)
+        if c.q_lora_rank is not None: q = self.q_b_proj(self.q_a_layernorm(q))
         q_nope, q_pe = q.view(*x.shape[:-1], H, dn + dr).split([dn, dr], dim=-1)
-        c_kv, k_pe = self.kv_a_proj_with_mqa(x).split([Dc, dr], dim=-1)
+        c_kv, k_pe = kv.split([Dc, dr], dim=-1)
         rows = torch.cat([self.kv_a_layernorm(c_kv), apply_rope(k_pe, cos, sin, c.rope_interleave)], -1)
         w_uk, _ = split_kv_b(self.kv_b_proj.weight, H, dn, c.v_head_dim)
         return torch.einsum('...hn,hnc->...hc', q_nope, w_uk), apply_rope(q_pe, cos, sin, c.rope_interleave), rows
@@ -511,6 +591,20 @@ def build_target(config: TargetConfig|dict, dtype=torch.float32, device='cpu', s
         if not isinstance(mod, Router): 
             for n_, p in mod.named_parameters(recurse=False): p.data = p.data.to(dtype)
     return m.eval().requires_grad_(False)
+
+# %% ../nbs/01a_target_model.ipynb #f45b22da
+from torch.utils._python_dispatch import TorchDispatchMode
+
+class _GemmCount(TorchDispatchMode):
+    def __init__(self): super().__init__(); self.n = 0
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket in (torch.ops.aten.mm, torch.ops.aten.addmm, torch.ops.aten.bmm, torch.ops.aten.baddbmm): self.n += 1
+        return func(*args, **(kwargs or {}))
+
+def gemms(f) -> int:
+    "How many matrix multiplies (aten `mm`, `addmm`, `bmm`, `baddbmm`) calling `f()` runs."
+    with _GemmCount() as c: f()
+    return c.n
 
 # %% ../nbs/01a_target_model.ipynb #45250270
 def _causal_forward(self: TargetModel,
