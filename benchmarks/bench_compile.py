@@ -1,7 +1,8 @@
 """Fusion A/B for the round's torch parts (issue 17): the demo target's forward uncompiled and with each decoder layer
-`torch.compile`d (inductor, triton), the PyCUDA verify kernel left opaque (`torch.compiler.disable`, one graph break per
-layer); each with the projections of one input merged into one GEMM (`model.merge_projections`) or not, and compiled
-variants under inductor options (combo kernels, programmatic dependent launch, GEMM autotuning). Each variant is captured
+`torch.compile`d (inductor, triton; `TargetModel.compile_layers`), the PyCUDA verify kernel either a graph break
+(`torch.compiler.disable`, the default) or a custom op inside the graph (`trace_attention`); with the projections of one
+input merged into one GEMM (`model.merge_projections`) or not; and compiled variants under inductor options (combo
+kernels, programmatic dependent launch, GEMM autotuning). Each variant is captured
 in one CUDA graph on the engine stream; reported per T (1 = an AR step, 65 = a DDTree B=64 verify): kernels per forward
 (torch.profiler, CUPTI) and the most frequent names, graph-replay time (CUDA events, median of many), the largest |logit|
 difference to the uncompiled forward, the error against an fp32 copy of the weights, and the first call's time (the
@@ -13,11 +14,12 @@ import argparse, collections, json, statistics, time, traceback
 from pathlib import Path
 import torch, torch._dynamo
 
-VARIANTS = {   # name: (torch.compile kwargs, or None for the uncompiled layers; projections merged)
-    'eager': (None, False), 'eager+merge': (None, True), 'compiled': ({}, False), 'compiled+merge': ({}, True),
-    'compiled+merge+combo': (dict(options={'combo_kernels': True}), True),
-    'compiled+merge+pdl': (dict(options={'triton.enable_pdl': True}), True),
-    'compiled+merge+autotune': (dict(mode='max-autotune-no-cudagraphs'), True)}
+VARIANTS = {   # name: (torch.compile kwargs, or None for the uncompiled layers; projections merged; attention traced as a custom op)
+    'eager': (None, False, False), 'eager+merge': (None, True, False), 'compiled': ({}, False, False),
+    'compiled+merge': ({}, True, False), 'compiled+merge+traced': ({}, True, True),
+    'compiled+merge+combo': (dict(options={'combo_kernels': True}), True, False),
+    'compiled+merge+pdl': (dict(options={'triton.enable_pdl': True}), True, False),
+    'compiled+merge+autotune': (dict(mode='max-autotune-no-cudagraphs'), True, False)}
 
 def kernels(fn):
     from torch.profiler import profile, ProfilerActivity
@@ -36,19 +38,17 @@ def replay_ms(g, es, reps):
     return statistics.median(ts)
 
 def setup_variant(t, name):
-    "Layers back to plain, dynamo's caches dropped, then the variant's merge and compile."
+    "The variant on the model's own switches (what `Stages(compile=True, merge=...)` sets): dynamo's caches dropped, then merge, trace, compile."
     from ddtree_nb.model import merge_projections
-    kw, merged = VARIANTS[name]
-    for l in t.layers: l.__dict__.pop('forward', None)
+    kw, merged, traced = VARIANTS[name]
     torch._dynamo.reset()
     merge_projections(t, merged)
-    if kw is not None:
-        for l in t.layers: l.forward = torch.compile(l.forward, dynamic=False, **kw)
+    t.compiled_layers, t.use_compiled, t.trace_attention = None, kw is not None, traced
+    if kw is not None: t.compile_layers(**kw)
 
 def main():
     ap = argparse.ArgumentParser(); ap.add_argument('--out', required=True); ap.add_argument('--commit', default='unknown')
     ap.add_argument('--reps', type=int, default=200); ap.add_argument('--variants', default=','.join(VARIANTS)); a = ap.parse_args()
-    from ddtree_nb import model as M
     from ddtree_nb.demo import load_demo_pair
     from ddtree_nb.verify import vis_to_bits
     from ddtree_nb.runtime import engine_stream
@@ -61,9 +61,7 @@ def main():
     start = torch.tensor([P], dtype=torch.int32, device='cuda')
     t32 = load_demo_pair('cuda', torch.float32)[0]       # the reference: fp32 weights (the bf16 ones, upcast), torch attention
     t32.moe_dispatch, t32.check_inputs = 'dense', False
-    plain = M.attention_fn
-    M.attention_fn = lambda *x: torch.compiler.disable(plain(*x))     # the verify kernel stays opaque (a no-op uncompiled)
-    torch._dynamo.config.cache_size_limit = torch._dynamo.config.accumulated_cache_size_limit = 256   # a graph per layer per T
+    torch._dynamo.config.cache_size_limit = torch._dynamo.config.accumulated_cache_size_limit = 256   # a graph per layer kind per T
     out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
     meta = dict(date=time.strftime('%Y-%m-%d'), gpu=torch.cuda.get_device_name(), torch=torch.__version__, commit=a.commit,
                 command=f'python benchmarks/bench_compile.py --out {a.out} --commit {a.commit} --reps {a.reps} --variants {a.variants}')

@@ -100,7 +100,7 @@ def census(t, d, p, method, B, log, compile=False):
 def markdown(res) -> str:
     m = res['meta']
     lines = [f"# Run-ahead A/B and launch census ({m['date']}, {m['gpu']}, commit {m['commit']})", '',
-             f"Command: `{m['command']}`; demo pair bf16, cuda faces, CUDA graph{', torch.compile' if m.get('compile') else ''}, {m['prompts']} prompts x {m['max_new']} new tokens, "
+             f"Command: `{m['command']}`; demo pair bf16, cuda faces, CUDA graph{', torch.compile' if m.get('compile') else ''}{', merged projections' if m.get('merge') else ''}{', traced attention' if m.get('traced') else ''}, {m['prompts']} prompts x {m['max_new']} new tokens, "
              f"median of {m['reps']} runs per prompt after a warm-up; rounds 3 onwards (graph replays) only: prefill, the eager round 1 "
              f"and the capture of round 2 excluded.", '',
              '| T | method | B | tau | plain tok/s | ahead tok/s | speed-up | plain ms/round | ahead ms/round | GPU ms/round | same tokens |',
@@ -123,6 +123,7 @@ def main(argv=None):
     ap.add_argument('--prompts', type=int, default=2)
     ap.add_argument('--compile', action='store_true', help="Stages(compile=True): the round's target layers and draft through torch.compile")
     ap.add_argument('--merge', action='store_true', help="Stages(merge=True): the projections of one input as one GEMM each")
+    ap.add_argument('--traced', action='store_true', help="target.trace_attention: compiled layers keep the verify kernel inside their graph (a custom op)")
     ap.add_argument('--temps', default='0,0.8', help='temperatures, comma-separated')
     a = ap.parse_args(argv)
     global MERGE; MERGE = a.merge
@@ -131,10 +132,11 @@ def main(argv=None):
     def log(s): print(s, flush=True); logf.write(s + '\n'); logf.flush()
     from ddtree_nb.demo import load_demo_pair, held_out_prompts
     t, d, tok = load_demo_pair('cuda', torch.bfloat16)
+    t.trace_attention = a.traced
     prompts = held_out_prompts(tok, n=a.prompts, prompt_tokens=32)
     res = dict(meta=dict(date=time.strftime('%Y-%m-%d'), gpu=torch.cuda.get_device_name(), commit=a.commit, torch=torch.__version__,
                          command='python benchmarks/bench_run_ahead.py ' + ' '.join(argv or __import__('sys').argv[1:]),
-                         prompts=len(prompts), max_new=a.max_new, reps=a.reps, compile=a.compile, merge=a.merge))
+                         prompts=len(prompts), max_new=a.max_new, reps=a.reps, compile=a.compile, merge=a.merge, traced=a.traced))
     res['ab'] = ab(t, d, prompts, a.max_new, a.reps, log, tuple(float(x) for x in a.temps.split(',')), a.compile)
     res['census'] = []
     for m, B in (('ar', 0), ('ddtree', 64)):

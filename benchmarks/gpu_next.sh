@@ -17,7 +17,7 @@
 #   bash benchmarks/gpu_next.sh moe       "$OUT"   # the MoE kernel: validation, bench_moe T = 1..1025 vs v4, 03a's cuda cells, sanitizer (~6 min; MOE_VERSIONS)
 #   bash benchmarks/gpu_next.sh moe_pdl   "$OUT"   # the T <= 8 PDL chain: 03a's cuda cells, --stress 50, its sanitizer case, per-layer timings (<= 8.5 min)
 #   bash benchmarks/gpu_next.sh moe_v24   "$OUT"   # moe_pdl's checks with v24 (no grouping launch) beside v13 in graphs of layers (<= 9 min)
-#   bash benchmarks/gpu_next.sh compile_ab "$OUT"  # merged projections and inductor options: bench_compile's variants, the compiled round with and without --merge (<= 9 min)
+#   bash benchmarks/gpu_next.sh compile_ab "$OUT"  # merged projections, traced attention, inductor options: bench_compile's variants, the compiled round with and without them (<= 9 min)
 #   bash benchmarks/gpu_next.sh verify_pdl "$OUT"  # the PDL split combine and the split kernels' early trigger: 03's cells, sanitizer, --pdl timings, 60 s fuzz (<= 8.5 min)
 # Each step has its own timeout, so a slow one leaves the others' logs in $OUT; the summary is $OUT/gpu_next.log.
 set -uo pipefail
@@ -74,9 +74,9 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     step bench_compile 90 python benchmarks/bench_compile.py --out "$out/compile" --commit "$commit" --variants eager,compiled
     step run_ahead_compiled 150 python benchmarks/bench_run_ahead.py --out "$out/rac" --commit "$commit" --compile --temps 0,0.8 --reps 2
     step run_ahead 120 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --temps 0,0.8 --reps 2 ;;
-  compile_ab)   # issue 17's launches: one forward per variant (merged projections, inductor's combo kernels / PDL / GEMM autotuning), then the compiled round merged and not
+  compile_ab)   # issue 17's launches: one forward per variant (merged projections, the attention traced as a custom op, inductor's combo kernels / PDL / GEMM autotuning), then the compiled round merged + traced and not
     step bench_compile_ab 300 python benchmarks/bench_compile.py --out "$out/compile_ab" --commit "$commit"
-    step run_ahead_merge 120 python benchmarks/bench_run_ahead.py --out "$out/rac_merge" --commit "$commit" --compile --merge --temps 0 --reps 2
+    step run_ahead_merge 120 python benchmarks/bench_run_ahead.py --out "$out/rac_merge" --commit "$commit" --compile --merge --traced --temps 0 --reps 2
     step run_ahead_plain 120 python benchmarks/bench_run_ahead.py --out "$out/rac_plain" --commit "$commit" --compile --temps 0 --reps 2 ;;
   soak)   # ddtree bench --demo three times back to back, T = 0 and 1; a T=0 output other than AR's is a stderr warning (issue 21); SOAK_ARGS adds options (e.g. --backends cuda)
     for i in 1 2 3; do

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from .reference import mla_softmax_scale, split_kv_b, yarn_mscale
-from .verify import tree_visible, tree_attention_torch, bits_to_vis, vis_to_bits, mla_tree_attention
+from .verify import tree_visible, tree_attention_torch, bits_to_vis, vis_to_bits, mla_tree_attention, mla_tree_attention_op
 
 
 # %% auto #0
@@ -319,9 +319,17 @@ ATTN_BACKENDS = ('torch', 'cuda')
 
 def attention_fn(backend: str,
                  visibility: torch.Tensor, # [T, T] bool, or the tree builder's packed bitmask [T, W] int32
+                 traced: bool=False,       # a device-held prefix through `mla_tree_attention_op`, which torch.compile traces through
                 ):
     "Attention for `backend` under `visibility`: `f(q_latent, q_pe, kv, prefix_len, scale) -> out_latent [T, H, Dc]`; `prefix_len` an int or an int [1] device tensor."
     packed = visibility.dtype == torch.int32
+    if traced:
+        plain, bits = attention_fn(backend, visibility), visibility if packed else vis_to_bits(visibility)
+        def _op(q_latent, q_pe, kv, prefix_len, scale):
+            if not isinstance(prefix_len, torch.Tensor): return plain(q_latent, q_pe, kv, prefix_len, scale)
+            return mla_tree_attention_op(q_latent, q_pe, kv, prefix_len, bits, scale, backend)
+        _op.traceable = True
+        return _op
     if backend == 'torch':
         if packed: visibility = bits_to_vis(visibility, visibility.shape[0])
         see = {}            # one forward's mask, built by its first layer and shared by the rest (same P, visibility and S)
@@ -448,6 +456,7 @@ class TargetModel(nn.Module):
         if c.tie_word_embeddings: self.lm_head.weight = self.embed_tokens.weight
         self.attn_backend, self.check_inputs = 'torch', True
         self.compiled_layers, self.use_compiled = None, False    # see `compile_layers`
+        self.trace_attention = False      # compiled layers: the attention as a custom op inside the graph, not a graph break
         self.init_rope()
 
     @property
@@ -504,9 +513,11 @@ def _target_forward(self: TargetModel,
     if self.check_inputs: check_forward_inputs(self, input_ids, positions, cache, start, visibility, hidden_layers)
     T = input_ids.shape[0]
     if visibility is None: visibility = torch.ones(T, T, dtype=torch.bool, device=input_ids.device).tril()
-    attend = attention_fn(self.attn_backend, visibility)   # resolved before anything is written
+    attend = attention_fn(self.attn_backend, visibility, self.trace_attention)   # resolved before anything is written
     layers = self.layers
-    if self.use_compiled and self.compiled_layers: layers, attend = self.compiled_layers, torch.compiler.disable(attend)
+    if self.use_compiled and self.compiled_layers:
+        layers = self.compiled_layers
+        if not (getattr(attend, 'traceable', False) and isinstance(start, torch.Tensor)): attend = torch.compiler.disable(attend)
     cos, sin = self.rope(positions)
     def step(i, layer, x):
         kv = cache.kv[i]

@@ -13,7 +13,8 @@ from .runtime import load_kernel, require_cuda, engine_stream, device_arch, devi
 __all__ = ['DC', 'DR', 'DQK', 'MAX_SPLITS', 'H200_BW', 'H200_BF16', 'V2_CONFIGS', 'SM90_KERNELS', 'SM90_PV_N', 'SM90_MIN_CUDA',
            'IMPLS', 'SIG_V1', 'SIG_V2', 'SIG_COMBINE', 'verify_cost', 'check_aligned', 'check_verify_inputs',
            'tree_visible', 'tree_attention_torch', 'v2_smem', 'pick_config', 'choose_splits', 'sm90_smem', 'sm90_fits',
-           'combine_shape', 'verify_plan', 'verify_workspace', 'check_workspace', 'mla_tree_attention']
+           'combine_shape', 'verify_plan', 'verify_workspace', 'check_workspace', 'mla_tree_attention',
+           'mla_tree_attention_op']
 
 # %% ../nbs/03_verify.ipynb #2e46cf25
 DC, DR = 512, 64                      # latent and rope widths the kernel is built for
@@ -300,3 +301,15 @@ def mla_tree_attention(q_latent: torch.Tensor,  # [T, H, 512] queries with W_UK 
     if backend == 'torch': _verify_torch(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse)
     else: _verify_cuda(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, **kw)
     return out, lse
+
+# %% ../nbs/03_verify.ipynb #24231acb
+@torch.library.custom_op('ddtree::mla_tree_attention', mutates_args=())
+def mla_tree_attention_op(q_latent: torch.Tensor, q_pe: torch.Tensor, kv: torch.Tensor, prefix_len: torch.Tensor,
+                          vis_bits: torch.Tensor, scale: float, backend: str) -> torch.Tensor:
+    "`mla_tree_attention(...)[0]` as one custom op; `prefix_len` an int32 [1] tensor. The torch face takes any latent width (the model's) and reads no host value."
+    if backend == 'cuda': return mla_tree_attention(q_latent.contiguous(), q_pe.contiguous(), kv, prefix_len, vis_bits, scale)[0]
+    see = tree_visible(prefix_len, bits_to_vis(vis_bits, q_latent.shape[0]), kv.shape[0])   # the whole layer, masked (P clamped)
+    return tree_attention_torch(q_latent, q_pe, kv, see, scale)[0].to(q_latent.dtype)
+
+@mla_tree_attention_op.register_fake
+def _(q_latent, q_pe, kv, prefix_len, vis_bits, scale, backend): return torch.empty_like(q_latent, memory_format=torch.contiguous_format)
