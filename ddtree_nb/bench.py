@@ -106,13 +106,15 @@ def _skip_reason(backend: str, device) -> str|None:
 
 def bench_run(target, drafter, prompt_ids, method: str, budget: int, temperature: float, backend: str='torch',
               max_new_tokens: int=128, seed: int=0, stop_ids=(), compile: bool=False,
-              stages=None) -> dict:              # a `Stages` to decode with (e.g. a kept one: its buffers and graph made already; same `compile`)
+              stages=None,                       # a `Stages` to decode with (e.g. a kept one: its buffers and graph made already; same `compile`)
+              merge: bool|None=None) -> dict:    # without `stages`: `Stages(merge=...)` (True: projections merged, `model.merge_projections`)
     "One `generate` call as a benchmark record (or a `skipped` record naming why it can't run)."
     dev = target.embed_tokens.weight.device
     rec = dict(method=method, budget=budget, temperature=float(temperature), backend=backend, prompt_len=len(prompt_ids))
     why = _skip_reason(backend, dev)
     if why: return dict(rec, skipped=why)
     gen = torch.Generator(device=dev).manual_seed(seed)
+    if stages is None and merge is not None: stages = Stages(backend, compile=compile, merge=merge)
     g = generate(target, drafter if method != 'ar' else None, prompt_ids, method=method, budget=budget, temperature=temperature,
                  max_new_tokens=max_new_tokens, stop_ids=stop_ids, backend=backend, generator=gen, stages=stages, compile=compile)
     st = {k: 0.0 for k in STAGE_KEYS} | dict(g.stage_times)
@@ -200,11 +202,11 @@ def run_meta(target, command: str|None=None, **extra) -> dict:
 
 # %% ../nbs/07_benchmarks.ipynb #78160ead
 def _bench_setting(target, drafter, prompts, c: dict, max_new_tokens: int, seed: int, stop_ids, compile: bool, keep: bool, warmup: bool,
-                   bar) -> list:
+                   bar, merge: bool|None=None) -> list:
     "Every prompt's run of setting `c`; with `keep`, all on one kept `Stages`, made by an untimed warm-up run (the longest prompt) and freed after."
-    st = Stages(c['backend'], keep=True, compile=compile) if keep else None
+    st = Stages(c['backend'], keep=True, compile=compile, merge=merge) if keep else None
     run = lambda p, s: bench_run(target, drafter, p, c['method'], c['budget'], c['temperature'], c['backend'], max_new_tokens, s, stop_ids,
-                                 compile, stages=st)
+                                 compile, stages=st, merge=merge)
     try:
         if st is not None and warmup: run(max(prompts, key=len), seed)   # caches that fit every prompt, the buffers, the round's CUDA graph
         out = []
@@ -220,6 +222,7 @@ def run_bench(target, drafter, prompts,              # list of token-id lists
               max_new_tokens: int=128, seed: int=0, stop_ids=(), warmup: bool=True, progress: bool=True,
               command: str|None=None,
               compile: bool=False,               # rounds through `torch.compile`: every setting is warmed up first (its compiles are not timed)
+              merge: bool|None=None,             # True: the models' projections of one input as one GEMM each (`Stages(merge=True)`)
               keep: bool=True) -> dict:          # one kept `Stages` per setting, as a server keeps one: its caches, buffers and CUDA graph are
                                                  # made in an untimed warm-up run, so the timed runs measure decoding, not set-up
     "AR vs DFlash vs DDTree on `prompts`: every run, the pooled summary and the run's provenance."
@@ -234,15 +237,15 @@ def run_bench(target, drafter, prompts,              # list of token-id lists
         warm = cfgs if compile else [dict(method='ddtree' if drafter is not None else 'ar', budget=min(budgets, key=budget_order), temperature=0.0, backend=be) for be in backends]
         for c in warm:
             if _skip_reason(c['backend'], dev) is None:
-                bench_run(target, drafter, prompts[0], c['method'], c['budget'], c['temperature'], c['backend'], min(8, max_new_tokens), seed, compile=compile)
+                bench_run(target, drafter, prompts[0], c['method'], c['budget'], c['temperature'], c['backend'], min(8, max_new_tokens), seed, compile=compile, merge=merge)
     runs = []
     with tqdm(total=len(cfgs) * len(prompts), desc='ddtree bench', disable=not progress, file=sys.stderr) as bar:
         for c in cfgs:
             bar.set_postfix_str(f"{c['method']} B={c['budget']} T={c['temperature']:g} {c['backend']}")
             runs += _bench_setting(target, drafter, prompts, c, max_new_tokens, seed, stop_ids, compile, keep and _skip_reason(c['backend'], dev) is None,
-                                   warmup, bar)
+                                   warmup, bar, merge)
     config = dict(methods=list(methods), budgets=sorted(budgets, key=budget_order), temperatures=[float(t) for t in temperatures], backends=list(backends),
-                  max_new_tokens=max_new_tokens, seed=seed, prompts=len(prompts), block_size=block, compile=compile, keep=keep,
+                  max_new_tokens=max_new_tokens, seed=seed, prompts=len(prompts), block_size=block, compile=compile, merge=merge, keep=keep,
                   prompt_ids=[[int(t) for t in p] for p in prompts])     # what each run's `prompt` index means: a run can be replayed anywhere
     return dict(meta=run_meta(target, command), config=config, runs=runs, summary=summarize(runs))
 
@@ -263,6 +266,7 @@ def results_markdown(res: dict, title: str='ddtree bench') -> str:
              f"- target: {t.get('layers')} layers, hidden {t.get('hidden')}, vocab {t.get('vocab')}, {t.get('dtype')}",
              f"- prompts: {c['prompts']}, max_new_tokens {c['max_new_tokens']}, seed {c['seed']}; DFlash chain = block_size − 1 = {c['block_size'] - 1}"
              + ("; rounds through torch.compile (every setting warmed up first)" if c.get('compile') else '')
+             + ("; projections merged (`Stages(merge=True)`)" if c.get('merge') else '')
              + ("; one kept `Stages` per setting, its caches, buffers and CUDA graph made in an untimed warm-up run" if c.get('keep') else ''),
              "- tokens, ms/token, tokens/s: the decode rounds only (the prefill and the token it gives are left out, as they cost the same "
              "for every method); the stage columns split ms/token; `round` is a CUDA-graph replay's whole round (cuda backend only)",
@@ -323,6 +327,7 @@ def _bench_parser():
     ap.add_argument('--plots', action='store_true', help='also write OUT_speedup.png, OUT_accept_hist.png, OUT_stages.png')
     ap.add_argument('--no-progress', action='store_true')
     ap.add_argument('--compile', action='store_true', help="run the rounds' torch parts through torch.compile (each setting warmed up, so compiling is not timed)")
+    ap.add_argument('--merge', action='store_true', help="run the projections of one input as one GEMM each (q_a|kv_a, gate|up, the drafter's k|v|q)")
     ap.add_argument('--fresh', action='store_true', help="every run a fresh generate call (allocates and captures its CUDA graph anew, timed) instead of one kept Stages per setting")
     return ap
 
@@ -367,7 +372,7 @@ def bench_main(argv=None, pair=None) -> int:
         with cpu_threads(args.threads, dev):
             res = run_bench(target, drafter, ids, methods=args.methods, budgets=args.budgets, temperatures=args.temperatures,
                             backends=backends, max_new_tokens=args.max_new_tokens, seed=args.seed, progress=not args.no_progress, command=cmd.strip(),
-                            compile=args.compile, keep=not args.fresh)
+                            compile=args.compile, merge=True if args.merge else None, keep=not args.fresh)
     except (ValueError, OSError, NotImplementedError) as e: return err(' '.join(str(e).split()))
     if not any('skipped' not in r for r in res['runs']):
         return err("nothing ran: " + '; '.join(sorted({r['skipped'] for r in res['runs']})))

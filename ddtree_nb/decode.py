@@ -449,7 +449,7 @@ class _RoundBuffers:
     def setup(self, dec, features):
         "Make the round ready for `dec` after its prefill (`features`: the prompt's, drafted from in round 1)."
         key = (dec.target, dec.drafter if dec.use_drafter else None, dec.method, dec.budget, dec.temperature, dec.cache, dec.dcache)
-        if self.merge and dec.use_drafter: merge_projections(dec.drafter)
+        if self.merge is not None and dec.use_drafter: merge_projections(dec.drafter, self.merge)
         if self.__dict__.get('key') != key: self._allocate(dec, features.numel() // dec.P if dec.use_drafter else 0, features.dtype)
         self.key = key                     # a graph captured for this key replays on the same buffers, caches and settings
         self._reset(dec, features)
@@ -722,7 +722,7 @@ class Stages(_RoundCaches, _RoundRecord, _RoundBuffers, _RoundStages, _RoundRepl
                  graph: bool|None=None,          # capture full-depth rounds in a CUDA graph (None: when faces='cuda', any temperature)
                  keep: bool=False,               # keep caches, buffers and graph for the next generation (same models and settings)
                  compile: bool=False,            # the round's target layers and draft through `torch.compile` (each token count compiles once per process)
-                 merge: bool=False,              # the models' projections of one input as one GEMM each (`model.merge_projections`), from the prefill on
+                 merge: bool|None=None,          # True: the models' projections of one input as one GEMM each (`model.merge_projections`), from the prefill on; False: unmerged; None: as they are
                  round_cost: RoundCost|None=None,   # budget='auto': a round's seconds by tree size (default: measured at setup)
                  choice_wait_s: float|None=None):   # with round_cost: the host's wait per round when choosing per round (default 0)
         if faces not in ('cuda', 'torch'): raise ValueError(f"faces must be 'cuda' or 'torch', got {faces!r}")
@@ -741,6 +741,6 @@ class Stages(_RoundCaches, _RoundRecord, _RoundBuffers, _RoundStages, _RoundRepl
 
     def prefill(self, target, prompt: torch.Tensor, cache, hidden_layers):
         "Run the prompt causally into cache slots [0, P); last-row logits and all rows' features."
-        if self.merge: merge_projections(target)   # checked each generation: merged anew where a parameter was replaced
+        if self.merge is not None: merge_projections(target, self.merge)   # checked each generation: merged anew where a parameter was replaced
         out = target(prompt, torch.arange(len(prompt), device=prompt.device), cache, 0, None, hidden_layers=hidden_layers)
         return out.logits[-1], out.hidden
