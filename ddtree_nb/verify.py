@@ -11,10 +11,10 @@ from .runtime import load_kernel, require_cuda, engine_stream, device_arch, devi
 
 # %% auto #0
 __all__ = ['DC', 'DR', 'DQK', 'MAX_SPLITS', 'H200_BW', 'H200_BF16', 'V2_CONFIGS', 'SM90_KERNELS', 'SM90_PV_N', 'SM90_MIN_CUDA',
-           'IMPLS', 'SIG_V1', 'SIG_V2', 'SIG_COMBINE', 'verify_cost', 'check_aligned', 'check_verify_inputs',
-           'tree_visible', 'tree_attention_torch', 'v2_smem', 'pick_config', 'choose_splits', 'sm90_smem', 'sm90_fits',
-           'combine_shape', 'verify_plan', 'verify_workspace', 'check_workspace', 'mla_tree_attention',
-           'mla_tree_attention_op']
+           'IMPLS', 'SIG_V1', 'SIG_V2', 'SIG_COMBINE', 'mla_tree_attention_op', 'verify_cost', 'check_aligned',
+           'check_verify_inputs', 'tree_visible', 'tree_attention_torch', 'v2_smem', 'pick_config', 'choose_splits',
+           'sm90_smem', 'sm90_fits', 'combine_shape', 'verify_plan', 'verify_workspace', 'check_workspace',
+           'mla_tree_attention']
 
 # %% ../nbs/03_verify.ipynb #2e46cf25
 DC, DR = 512, 64                      # latent and rope widths the kernel is built for
@@ -303,13 +303,17 @@ def mla_tree_attention(q_latent: torch.Tensor,  # [T, H, 512] queries with W_UK 
     return out, lse
 
 # %% ../nbs/03_verify.ipynb #24231acb
-@torch.library.custom_op('ddtree::mla_tree_attention', mutates_args=())
-def mla_tree_attention_op(q_latent: torch.Tensor, q_pe: torch.Tensor, kv: torch.Tensor, prefix_len: torch.Tensor,
-                          vis_bits: torch.Tensor, scale: float, backend: str) -> torch.Tensor:
+def _attention_op(q_latent: torch.Tensor, q_pe: torch.Tensor, kv: torch.Tensor, prefix_len: torch.Tensor,
+                  vis_bits: torch.Tensor, scale: float, backend: str) -> torch.Tensor:
     "`mla_tree_attention(...)[0]` as one custom op; `prefix_len` an int32 [1] tensor. The torch face takes any latent width (the model's) and reads no host value."
     if backend == 'cuda': return mla_tree_attention(q_latent.contiguous(), q_pe.contiguous(), kv, prefix_len, vis_bits, scale)[0]
     see = tree_visible(prefix_len, bits_to_vis(vis_bits, q_latent.shape[0]), kv.shape[0])   # the whole layer, masked (P clamped)
     return tree_attention_torch(q_latent, q_pe, kv, see, scale)[0].to(q_latent.dtype)
 
-@mla_tree_attention_op.register_fake
-def _(q_latent, q_pe, kv, prefix_len, vis_bits, scale, backend): return torch.empty_like(q_latent, memory_format=torch.contiguous_format)
+def _attention_op_fake(q_latent, q_pe, kv, prefix_len, vis_bits, scale, backend): return torch.empty_like(q_latent, memory_format=torch.contiguous_format)
+
+# Defined once a process: defining a custom op again destroys the first definition's dispatcher entry under every graph and
+# op handle that still holds it (a notebook's export cell after the package's import did that: a use after free in CI).
+if not hasattr(torch.ops.ddtree, 'mla_tree_attention'):
+    torch.library.custom_op('ddtree::mla_tree_attention', _attention_op, mutates_args=()).register_fake(_attention_op_fake)
+mla_tree_attention_op = torch.ops.ddtree.mla_tree_attention.default
