@@ -10,7 +10,7 @@ import torch
 from .tree import TreeBuffers, build_tree_ref, load_tree, write_chain, truncate_tree, fill_tree, MAX_BUDGET
 from .accept import Accepted, MAX_PATH, ERR_PAST_CACHE, accept_compact, accept_workspace, gumbel_keys, round_keys, target_choice, make_accepted
 from .runtime import releasing_on_oom, require_cuda, cuda_ok, engine_stream
-from .model import MoE, merge_projections
+from .model import MoE, merge_projections, merge_moves
 from .moe import PackedMoE, live_workspaces
 from .verify import DC, DR
 from .budget import AUTO_SIZES, AutoBudget, RoundCost, expected_at
@@ -408,8 +408,10 @@ class _RoundCaches:
         for slot in self.__dict__.get('unread', ()) if self.__dict__.get('readies') else ():
             self.readies[slot].synchronize()     # a round still running (run-ahead, discarded) uses the buffers
         self.dec = None
+        if self.merge and dec is not None:   # merged for the generation only: a forward outside the engine reads the parameters themselves (never a stale merge)
+            for m in (dec.target, dec.drafter): merge_projections(m, False)   # the weights stay where they are: the next merge adopts them
         if not ((not self.keep) if free is None else free): return
-        keep = ('faces', 'graph', 'keep', 'compile', 'dec', 'mode', 'use_graph', 'round_cost', 'choice_wait_s', 'auto')    # the settings, and how the last generation ran (to inspect)
+        keep = ('faces', 'graph', 'keep', 'compile', 'merge', 'dec', 'mode', 'use_graph', 'round_cost', 'choice_wait_s', 'auto')    # the settings, and how the last generation ran (to inspect)
         for k in [k for k in self.__dict__ if k not in keep]: del self.__dict__[k]
 
 # %% ../nbs/05_decode.ipynb #rc0a1b01
@@ -448,8 +450,9 @@ class _RoundBuffers:
     "The round's device state for one generation: allocated at its first setup, reset in place for later ones when `keep`."
     def setup(self, dec, features):
         "Make the round ready for `dec` after its prefill (`features`: the prompt's, drafted from in round 1)."
-        key = (dec.target, dec.drafter if dec.use_drafter else None, dec.method, dec.budget, dec.temperature, dec.cache, dec.dcache)
         if self.merge is not None and dec.use_drafter: merge_projections(dec.drafter, self.merge)
+        key = (dec.target, dec.drafter if dec.use_drafter else None, dec.method, dec.budget, dec.temperature, dec.cache, dec.dcache,
+               merge_moves())         # a merge that moved parameters since: a kept graph would read their old memory
         if self.__dict__.get('key') != key: self._allocate(dec, features.numel() // dec.P if dec.use_drafter else 0, features.dtype)
         self.key = key                     # a graph captured for this key replays on the same buffers, caches and settings
         self._reset(dec, features)

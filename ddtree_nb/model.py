@@ -15,10 +15,10 @@ from .verify import tree_visible, tree_attention_torch, bits_to_vis, vis_to_bits
 
 # %% auto #0
 __all__ = ['MODEL_TYPES', 'ATTN_BACKENDS', 'TargetConfig', 'config_from_dict', 'LatentCache', 'rope_inv_freq', 'rope_cos_sin',
-           'apply_rope', 'RMSNorm', 'merge_params', 'views_rows_of', 'linear_parts', 'Merged', 'use_merged',
-           'Mergeable', 'merge_projections', 'MLP', 'Router', 'expert_loop', 'MoE', 'attention_fn', 'MLAttention',
-           'DecoderLayer', 'TargetOutput', 'TargetModel', 'check_forward_inputs', 'tiny_config', 'kimi_config',
-           'build_target', 'gemms']
+           'apply_rope', 'RMSNorm', 'merge_params', 'merge_moves', 'views_rows_of', 'linear_parts', 'Merged',
+           'use_merged', 'Mergeable', 'merge_projections', 'MLP', 'Router', 'expert_loop', 'MoE', 'attention_fn',
+           'MLAttention', 'DecoderLayer', 'TargetOutput', 'TargetModel', 'check_forward_inputs', 'tiny_config',
+           'kimi_config', 'build_target', 'gemms']
 
 # %% ../nbs/01a_target_model.ipynb #5866f664
 MODEL_TYPES = ('deepseek_v3', 'kimi_k2', 'kimi_k25')
@@ -159,10 +159,26 @@ class RMSNorm(nn.Module):
 
 # %% ../nbs/01a_target_model.ipynb #540a85d3
 def merge_params(ps) -> torch.Tensor:
-    "One new tensor holding parameters `ps` stacked along dim 0, each parameter made a view of its rows: values, names and the state dict stay, and one GEMM can read them all."
-    w = torch.cat([p.detach() for p in ps])
+    "One tensor holding parameters `ps` stacked along dim 0, each parameter a view of its rows: values, names and the state dict stay, and one GEMM can read them all. Parameters merged before are adopted as they lie (nothing is copied or moved)."
+    with torch.inference_mode(False):        # a merge under inference_mode must not turn the parameters into inference tensors
+        if (w := _rows_over(ps)) is not None: return w
+        w = torch.cat([p.detach() for p in ps])
     for p, v in zip(ps, w.split([p.shape[0] for p in ps])): p.data = v
+    _MOVES[0] += 1
     return w
+
+_MOVES = [0]
+def merge_moves() -> int:
+    "How many times `merge_params` has moved parameters into a new tensor in this process: a CUDA graph captured before a move reads the old memory (the decode round's kept graphs are keyed on it)."
+    return _MOVES[0]
+
+def _rows_over(ps) -> torch.Tensor|None:
+    "A tensor over the rows `ps` occupy when they are consecutive row blocks of one storage (as `merge_params` leaves them), else None."
+    p0, n = ps[0], sum(p.shape[0] for p in ps)
+    st, off = p0.untyped_storage(), p0.storage_offset()
+    if not p0.is_contiguous() or (off + n * p0[0].numel()) * p0.element_size() > st.nbytes(): return None
+    w = torch.empty(0, dtype=p0.dtype, device=p0.device).set_(st, off, (n, *p0.shape[1:]))
+    return w if views_rows_of(w, ps) else None
 
 def views_rows_of(w: torch.Tensor, ps) -> bool:
     "Are `ps` still the consecutive row blocks of `w` (no `to()` or `p.data = ...` since `merge_params`)?"
@@ -174,10 +190,10 @@ def views_rows_of(w: torch.Tensor, ps) -> bool:
         off += n
     return off == w.shape[0]
 
-def linear_parts(*lins: nn.Linear) -> tuple[list, list|None]:
-    "The (weights, biases or None) of Linears, for `Merged`: all of them or none must have a bias."
+def linear_parts(*lins: nn.Linear) -> tuple[list, list|None]|None:
+    "The (weights, biases or None) of Linears, for `Merged`; None when some have a bias and some not (they stay separate)."
     nb = sum(l.bias is not None for l in lins)
-    if nb not in (0, len(lins)): raise ValueError(f"merging Linears needs all or none with a bias, got {nb} of {len(lins)}")
+    if nb not in (0, len(lins)): return None
     return [l.weight for l in lins], [l.bias for l in lins] if nb else None
 
 class Merged:
@@ -201,13 +217,13 @@ def use_merged(m: Merged|None) -> bool:
 
 # %% ../nbs/01a_target_model.ipynb #68c16b55
 class Mergeable:
-    "A module with one group of projections on one input (`_linears()`, or `_merge_parts() -> (weights, biases)`) that `merge()` runs as one GEMM. `to()` and `load_state_dict` keep the merge."
+    "A module with one group of projections on one input (`_linears()`, or `_merge_parts() -> (weights, biases)`, None: nothing to merge) that `merge()` runs as one GEMM. `to()` and `load_state_dict` keep the merge."
     merged = None
     def _merge_parts(self): return linear_parts(*self._linears())
     def merge(self, on: bool=True):
         "Merge (again, where a parameter was replaced since) or, with `on=False`, go back to one GEMM per projection (the weights stay where they are)."
-        parts = self._merge_parts()
-        self.merged = None if not on else self.merged if self.merged is not None and self.merged.ok(*parts) else Merged(*parts)
+        parts = self._merge_parts() if on else None
+        self.merged = None if parts is None else self.merged if self.merged is not None and self.merged.ok(*parts) else Merged(*parts)
         if on and '_remerge' not in self.__dict__: self._remerge = self.register_load_state_dict_post_hook(_remerge_after_load)
         return self
     def projections(self, x, n: int|None=None) -> tuple:
@@ -221,8 +237,9 @@ class Mergeable:
 def _remerge_after_load(m: Mergeable, keys):     # in-place loads keep the views; `assign=True` gives new tensors
     if m.merged is not None: m.merge()
 
-def merge_projections(model: nn.Module, on: bool=True) -> nn.Module:
-    "`merge(on)` every `Mergeable` submodule of `model` (each checked, and merged anew where a parameter was replaced); returns `model`."
+def merge_projections(model, on: bool=True):
+    "`merge(on)` every `Mergeable` submodule of `model` (each checked, and merged anew where a parameter was replaced; a model that is no `nn.Module` is left alone); returns `model`. Merged, a forward reads the merged weights: after replacing a parameter by hand, merge again (`Stages(merge=True)` does at every generation)."
+    if not isinstance(model, nn.Module): return model
     for m in model.modules():
         if isinstance(m, Mergeable): m.merge(on)
     return model
@@ -513,7 +530,7 @@ def _target_forward(self: TargetModel,
     if self.check_inputs: check_forward_inputs(self, input_ids, positions, cache, start, visibility, hidden_layers)
     T = input_ids.shape[0]
     if visibility is None: visibility = torch.ones(T, T, dtype=torch.bool, device=input_ids.device).tril()
-    attend = attention_fn(self.attn_backend, visibility, self.trace_attention)   # resolved before anything is written
+    attend = attention_fn(self.attn_backend, visibility, self.trace_attention and isinstance(start, torch.Tensor))   # resolved before anything is written
     layers = self.layers
     if self.use_compiled and self.compiled_layers:
         layers = self.compiled_layers

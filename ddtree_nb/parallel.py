@@ -89,6 +89,7 @@ class EPMoE(MoE):
         self.experts.up_proj = nn.Parameter(torch.empty(self.n_local, I, H, device=dev))
         self.experts.down_proj = nn.Parameter(torch.empty(self.n_local, H, I, device=dev))
         if c.n_shared_experts: self.shared_experts = MLP(H, I * c.n_shared_experts // world).to(dev)
+    def _merge_parts(self): return None             # the expert loop below never reads merged experts (the shared MLP merges itself)
 
     def forward(self, x):
         w, idx = self.gate(x)                       # every rank routes every token
