@@ -202,7 +202,7 @@ MOE_VERSIONS = {1: (('moe_gate_up', 256, 8), ('moe_down', 256, 8)),
                 10: (('moe_gate_up_v10', 64, 16), ('moe_down_v9', 32, 32)),
                 **{v: ((f'moe_gate_up_v{v}', 128, None), (f'moe_down_v{v}', 128, None)) for v in (11, 12, 13, 14)},
                 24: (('moe_gate_up_v14', 128, None), ('moe_down_v14', 128, None))}   # v14 above 8 tokens; see SELF_GROUP
-CUDA_VERSION = 14
+CUDA_VERSION = 24   # v14, and at T <= 8 (<= 128 pairs, no routing launch) gate/up and down group the pairs themselves (H200, session 19)
 # a version whose share-out by cost only pays when an expert can have more than 8 tokens -> the version it equals below that
 # (T <= 8: every expert is one 8-token pass, so the count share is the cost share and the block scan is pure overhead)
 ONE_PASS_VERSION = {14: 13, 24: 13}
