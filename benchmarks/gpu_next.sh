@@ -76,8 +76,8 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     step run_ahead 120 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --temps 0,0.8 --reps 2 ;;
   compile_ab)   # issue 17's launches: one forward per variant (merged projections, the attention traced as a custom op, inductor's combo kernels / PDL / GEMM autotuning), then the compiled round merged + traced and not
     step bench_compile_ab 300 python benchmarks/bench_compile.py --out "$out/compile_ab" --commit "$commit"
-    step run_ahead_merge 120 python benchmarks/bench_run_ahead.py --out "$out/rac_merge" --commit "$commit" --compile --merge --traced --temps 0 --reps 2
-    step run_ahead_plain 120 python benchmarks/bench_run_ahead.py --out "$out/rac_plain" --commit "$commit" --compile --temps 0 --reps 2 ;;
+    step run_ahead_merge 120 python benchmarks/bench_run_ahead.py --out "$out/rac_merge" --commit "$commit" --compile --merge on --traced --temps 0 --reps 2
+    step run_ahead_plain 120 python benchmarks/bench_run_ahead.py --out "$out/rac_plain" --commit "$commit" --compile --merge off --temps 0 --reps 2 ;;
   soak)   # ddtree bench --demo three times back to back, T = 0 and 1; a T=0 output other than AR's is a stderr warning (issue 21); SOAK_ARGS adds options (e.g. --backends cuda)
     for i in 1 2 3; do
       step "soak_$i" "${SOAK_LIMIT:-180}" python -m ddtree_nb.cli bench --demo --no-progress --n-prompts 8 --budgets 4,16,64,256,1024 --temperatures 0,1 --out "$out/soak_$i" ${SOAK_ARGS:-}

@@ -336,15 +336,13 @@ ATTN_BACKENDS = ('torch', 'cuda')
 
 def attention_fn(backend: str,
                  visibility: torch.Tensor, # [T, T] bool, or the tree builder's packed bitmask [T, W] int32
-                 traced: bool=False,       # a device-held prefix through `mla_tree_attention_op`, which torch.compile traces through
+                 traced: bool=False,       # through `mla_tree_attention_op`, which torch.compile traces through (`prefix_len` then on the device)
                 ):
     "Attention for `backend` under `visibility`: `f(q_latent, q_pe, kv, prefix_len, scale) -> out_latent [T, H, Dc]`; `prefix_len` an int or an int [1] device tensor."
     packed = visibility.dtype == torch.int32
     if traced:
-        plain, bits = attention_fn(backend, visibility), visibility if packed else vis_to_bits(visibility)
-        def _op(q_latent, q_pe, kv, prefix_len, scale):
-            if not isinstance(prefix_len, torch.Tensor): return plain(q_latent, q_pe, kv, prefix_len, scale)
-            return mla_tree_attention_op(q_latent, q_pe, kv, prefix_len, bits, scale, backend)
+        bits = visibility if packed else vis_to_bits(visibility)
+        def _op(q_latent, q_pe, kv, prefix_len, scale): return mla_tree_attention_op(q_latent, q_pe, kv, prefix_len, bits, scale, backend)
         _op.traceable = True
         return _op
     if backend == 'torch':
@@ -534,7 +532,7 @@ def _target_forward(self: TargetModel,
     layers = self.layers
     if self.use_compiled and self.compiled_layers:
         layers = self.compiled_layers
-        if not (getattr(attend, 'traceable', False) and isinstance(start, torch.Tensor)): attend = torch.compiler.disable(attend)
+        if not getattr(attend, 'traceable', False): attend = torch.compiler.disable(attend)
     cos, sin = self.rope(positions)
     def step(i, layer, x):
         kv = cache.kv[i]
