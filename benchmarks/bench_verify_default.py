@@ -3,8 +3,9 @@ pair (H = 4, P = 1000) and a Kimi layer (H = 64, P = 4096), T = 1 (an AR step) a
 Each variant is checked against fp64 first (`bench_verify.bench_shape`); CUDA-graph replay over cache copies that do not fit L2.
 
     python benchmarks/bench_verify_default.py --out DIR      # writes DIR/bench_verify_default.json, prints a markdown table
-    python benchmarks/bench_verify_default.py --pdl --out DIR   # each kernel also with its split combine as a programmatic
-                                                               # dependent (pdl=True), and T = 1 at P = 32k and 128k too
+    python benchmarks/bench_verify_default.py --pdl --out DIR   # each kernel with its split combine plain (pdl=False) and as a
+                                                               # programmatic dependent (pdl=True), T = 1 at P = 32k and 128k
+                                                               # too, and which of the two `pdl_pays` (the default) picks
 """
 import argparse, json, os, sys
 import torch
@@ -17,7 +18,9 @@ SHAPES = [(T, H, P, 'chain' if T == 1 else 'tree') for H, P in ((4, 1000), (64, 
 if __name__ == '__main__':
     ap = argparse.ArgumentParser(); ap.add_argument('--out', default='.'); ap.add_argument('--pdl', action='store_true'); a = ap.parse_args()
     impls = {'v2': dict(impl='v2'), 'sm90': dict(impl='sm90')}
-    if a.pdl: impls.update({f'{k}_pdl': dict(v, pdl=True) for k, v in impls.items()})
+    if a.pdl:
+        impls = {k: dict(v, pdl=False) for k, v in impls.items()}
+        impls.update({f'{k}_pdl': dict(v, pdl=True) for k, v in impls.items()})
     shapes = SHAPES + ([(1, 64, P, 'chain') for P in (32768, 131072)] if a.pdl else [])
     rows = [bv.bench_shape(T, H, P, k, impls, with_torch=False) for T, H, P, k in shapes]
     print('| T | H | P | v2 µs | sm90 µs | v2 / sm90 |\n|---|---|---|---|---|---|')
@@ -26,9 +29,14 @@ if __name__ == '__main__':
         if v.get('ok') and s.get('ok'): print(f"| {r['T']} | {r['H']} | {r['P']} | {v['us']:.1f} | {s['us']:.1f} | {v['us'] / s['us']:.2f}x |")
         else: print(f"| {r['T']} | {r['H']} | {r['P']} | {'ok' if v.get('ok') else 'WRONG'} | {'ok' if s.get('ok') else 'WRONG'} | |")
     if a.pdl:
-        print('\n| T | H | P | v2 µs | v2, pdl combine µs | sm90 µs | sm90, pdl combine µs |\n|---|---|---|---|---|---|---|')
+        from ddtree_nb.verify import verify_plan, pdl_pays
+        from ddtree_nb.runtime import device_limits
+        sms = device_limits(torch.cuda.current_device())['sms']
+        print('\n| T | H | P | v2 µs | v2, pdl combine µs | sm90 µs | sm90, pdl combine µs | sm90 grid | pdl_pays |\n|---|---|---|---|---|---|---|---|---|')
         for r in rows:
             us = [f"{r['impls'][k]['us']:.1f}" if r['impls'][k].get('ok') else 'WRONG' for k in ('v2', 'v2_pdl', 'sm90', 'sm90_pdl')]
-            print(f"| {r['T']} | {r['H']} | {r['P']} | " + ' | '.join(us) + ' |')
+            g = verify_plan(r['T'], r['H'], r['P'], impl='sm90')['grid']
+            r['sm90_grid'], r['pdl_pays'] = g, pdl_pays(g, sms)
+            print(f"| {r['T']} | {r['H']} | {r['P']} | " + ' | '.join(us) + f" | {g} | {r['pdl_pays']} |")
     json.dump(dict(commit=git_commit(), gpu=torch.cuda.get_device_name(), rows=rows),
               open(os.path.join(a.out, 'bench_verify_pdl.json' if a.pdl else 'bench_verify_default.json'), 'w'), indent=1, default=str)

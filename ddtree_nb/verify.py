@@ -13,7 +13,7 @@ from .runtime import load_kernel, require_cuda, engine_stream, device_arch, devi
 __all__ = ['DC', 'DR', 'DQK', 'MAX_SPLITS', 'H200_BW', 'H200_BF16', 'V2_CONFIGS', 'SM90_KERNELS', 'SM90_PV_N', 'SM90_MIN_CUDA',
            'IMPLS', 'SIG_V1', 'SIG_V2', 'SIG_COMBINE', 'mla_tree_attention_op', 'verify_cost', 'check_aligned',
            'check_verify_inputs', 'tree_visible', 'tree_attention_torch', 'v2_smem', 'pick_config', 'choose_splits',
-           'sm90_smem', 'sm90_fits', 'combine_shape', 'verify_plan', 'verify_workspace', 'check_workspace',
+           'sm90_smem', 'sm90_fits', 'combine_shape', 'verify_plan', 'verify_workspace', 'pdl_pays', 'check_workspace',
            'mla_tree_attention']
 
 # %% ../nbs/03_verify.ipynb #2e46cf25
@@ -217,6 +217,13 @@ def verify_workspace(T: int, H: int, splits: int, device=None) -> tuple:
     return (torch.empty(splits, T * H, DC, dtype=torch.bfloat16, device=device),
             torch.empty(splits, T * H, dtype=torch.float32, device=device))
 
+# %% ../nbs/03_verify.ipynb #7ef12f17
+def pdl_pays(grid: tuple, sms: int) -> bool:
+    "Whether the split combine as a programmatic dependent pays for a split grid `(row tiles, splits)` on `sms` SMs (the rule `pdl=None` follows)."
+    m_tiles, s = grid
+    return s > 1 and not (m_tiles == 1 and s > sms // 2)   # one row tile filling most SMs: its combine lost 1 µs (H200)
+
+
 # %% ../nbs/03_verify.ipynb #1a6ad903
 def check_workspace(workspace, splits: int, M: int, device):
     "Raise `ValueError` unless `workspace` = (partials, lses) holds `splits` x `M` rows on `device`, contiguous and 16-byte aligned."
@@ -250,7 +257,7 @@ def _pick_impl(impl: str, dev: int, version: int, config) -> str:
 
 # %% ../nbs/03_verify.ipynb #add44250
 def _verify_cuda(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, version=2, config=None, splits=None, workspace=None,
-                 impl='auto', pv_n=SM90_PV_N, pdl=False):
+                 impl='auto', pv_n=SM90_PV_N, pdl=None):
     "Cuda face: launch v1, v2 or the sm_90a kernel (+ the split combine, with `pdl` as its programmatic dependent) on the engine stream, with the tensors' GPU current."
     require_cuda()
     T, H, _ = q_latent.shape
@@ -267,6 +274,7 @@ def _verify_cuda(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, vers
         if version != 2: raise ValueError(f"version must be 1 or 2, got {version!r}")
         plan = verify_plan(T, H, P_bound, dev, config, splits, impl, pv_n)
         s = plan['splits']
+        if pdl is None: pdl = pdl_pays(plan['grid'], device_limits(dev)['sms'])
         if not 1 <= s <= MAX_SPLITS: raise ValueError(f"splits must be in [1, {MAX_SPLITS}], got {s}")
         src = ('verify_attn_sm90.cu', 'sm_90a') if impl == 'sm90' else ('verify_attn.cu', None)
         k = _kernel(plan['kernel'], SIG_V2, plan['smem'], *src)
@@ -292,7 +300,7 @@ def mla_tree_attention(q_latent: torch.Tensor,  # [T, H, 512] queries with W_UK 
                        out: torch.Tensor|None=None,  # [T, H, 512] preallocated output (same dtype as q)
                        lse: torch.Tensor|None=None,  # [T, H] fp32 preallocated log-sum-exp
                        backend: str='cuda',     # 'cuda' (the kernel) or 'torch' (the reference)
-                       **kw,                    # cuda only: version=2 (1 = CUDA-core kernel), config=(BM, BN, stages), splits, workspace, impl='auto' (the sm_90a wgmma kernel on an sm_90 GPU, else v2; or 'v2', 'sm90'), pv_n, pdl=False (the split combine as a programmatic dependent)
+                       **kw,                    # cuda only: version=2 (1 = CUDA-core kernel), config=(BM, BN, stages), splits, workspace, impl='auto' (the sm_90a wgmma kernel on an sm_90 GPU, else v2; or 'v2', 'sm90'), pv_n, pdl=None (the split combine as a programmatic dependent: True, False, or None = where `pdl_pays`)
                       ) -> tuple:               # (out [T, H, 512], lse [T, H] fp32, natural log)
     "Tree-masked absorbed-MLA attention of `T` tree tokens over the latent cache layer `kv`."
     T, H, S, W = check_verify_inputs(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, backend)
