@@ -8,7 +8,7 @@ in one CUDA graph on the engine stream; reported per T (1 = an AR step, 65 = a D
 difference to the uncompiled forward, the error against an fp32 copy of the weights, and the first call's time (the
 compile). A variant whose option this torch lacks is reported as an error row. Not a test.
 
-    python benchmarks/bench_compile.py --out OUTDIR [--commit HASH] [--reps 200] [--variants eager,compiled,...]
+    python benchmarks/bench_compile.py --out OUTDIR [--commit HASH] [--reps 200] [--variants eager,compiled,...] [--tokens 1,65]
 """
 import argparse, collections, json, statistics, time, traceback
 from pathlib import Path
@@ -19,7 +19,8 @@ VARIANTS = {   # name: (torch.compile kwargs, or None for the uncompiled layers;
     'compiled+merge': ({}, True, False), 'compiled+merge+traced': ({}, True, True),
     'compiled+merge+combo': (dict(options={'combo_kernels': True}), True, False),
     'compiled+merge+pdl': (dict(options={'triton.enable_pdl': True}), True, False),
-    'compiled+merge+autotune': (dict(mode='max-autotune-no-cudagraphs'), True, False)}
+    'compiled+merge+autotune': (dict(mode='max-autotune-no-cudagraphs'), True, False),
+    'compiled+merge+autotune-ar': (dict(by_tokens={1: dict(mode='max-autotune-no-cudagraphs')}), True, False)}   # = model.AUTOTUNE_AR
 
 def kernels(fn):
     from torch.profiler import profile, ProfilerActivity
@@ -48,7 +49,8 @@ def setup_variant(t, name):
 
 def main():
     ap = argparse.ArgumentParser(); ap.add_argument('--out', required=True); ap.add_argument('--commit', default='unknown')
-    ap.add_argument('--reps', type=int, default=200); ap.add_argument('--variants', default=','.join(VARIANTS)); a = ap.parse_args()
+    ap.add_argument('--reps', type=int, default=200); ap.add_argument('--variants', default=','.join(VARIANTS))
+    ap.add_argument('--tokens', default='1,65', help='token counts of the forwards, comma-separated (1 = an AR step, 17 = a DFlash / DDTree B=16 verify, 65 = B=64)'); a = ap.parse_args()
     from ddtree_nb.demo import load_demo_pair
     from ddtree_nb.verify import vis_to_bits
     from ddtree_nb.runtime import engine_stream
@@ -64,12 +66,12 @@ def main():
     torch._dynamo.config.cache_size_limit = torch._dynamo.config.accumulated_cache_size_limit = 256   # a graph per layer kind per T
     out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
     meta = dict(date=time.strftime('%Y-%m-%d'), gpu=torch.cuda.get_device_name(), torch=torch.__version__, commit=a.commit,
-                command=f'python benchmarks/bench_compile.py --out {a.out} --commit {a.commit} --reps {a.reps} --variants {a.variants}')
+                command=f'python benchmarks/bench_compile.py --out {a.out} --commit {a.commit} --reps {a.reps} --variants {a.variants} --tokens {a.tokens}')
     res, first_fwd, ref = [], {}, {}
     for variant in a.variants.split(','):
         try: setup_variant(t, variant)
         except Exception as e: res.append(dict(variant=variant, error=repr(e)[:300])); print(res[-1], flush=True); continue
-        for T in (1, 65):
+        for T in (int(x) for x in a.tokens.split(',')):
             try: r = dict(variant=variant, T=T, **measure(t, t32, cache, start, P, rows, T, es, a.reps, ref, first_fwd, vis_to_bits))
             except Exception: r = dict(variant=variant, T=T, error=traceback.format_exc()[-600:])
             print(json.dumps(r), flush=True); res.append(r)

@@ -19,9 +19,12 @@
 #   bash benchmarks/gpu_next.sh moe_v24   "$OUT"   # moe_pdl's checks with v24 (no grouping launch) beside v13 in graphs of layers (<= 9 min)
 #   bash benchmarks/gpu_next.sh compile_ab "$OUT"  # merged projections, traced attention, inductor options: bench_compile's variants, the compiled round with and without them (<= 9 min)
 #   bash benchmarks/gpu_next.sh verify_pdl "$OUT"  # the PDL split combine and the split kernels' early trigger: 03's cells, sanitizer, --pdl timings, 60 s fuzz (<= 8.5 min)
+#   bash benchmarks/gpu_next.sh pdl_rule  "$OUT"   # session 20: the verify combine's PDL by rule (pdl=None default): 03's and 05's cells, --pdl timings with the rule's pick (<= 7.5 min)
+#   bash benchmarks/gpu_next.sh autotune_ar "$OUT" # session 20: the AR step's layers autotuned alone (AUTOTUNE_AR): bench_compile at T = 1/17/65, the round merged with and without (<= 8 min)
+#   bash benchmarks/gpu_next.sh ratios    "$OUT"   # issue 17's goals: ddtree bench --demo --compile [--autotune-ar], 8 prompts x 512 tokens, T = 0 and 1 (<= 9.5 min; E2E_ARGS adds options)
 # Each step has its own timeout, so a slow one leaves the others' logs in $OUT; the summary is $OUT/gpu_next.log.
 set -uo pipefail
-part=${1:?part: validate, long, long_run, bench, sanitize, sanitize_kernels, tree, profile_tree, verify90, fuzz5, soak, compile, compile_ab, moe, moe_pdl, moe_v24 or verify_pdl}
+part=${1:?part: validate, long, long_run, bench, sanitize, sanitize_kernels, tree, profile_tree, verify90, fuzz5, soak, compile, compile_ab, moe, moe_pdl, moe_v24, verify_pdl, pdl_rule, autotune_ar or ratios}
 out=${2:-${OUT:-/tmp}}
 mkdir -p "$out" && out=$(cd "$out" && pwd)
 cd "$(dirname "$0")/.."
@@ -120,5 +123,17 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     step fuzz_verify_auto 100 python -c "from ddtree_nb.reliability import fuzz_verify
 r = fuzz_verify(60, seed=23, backend='cuda', impl='auto', out_dir='$out/fuzz_repro')
 print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mismatches']), 'mismatches')" ;;
+  pdl_rule)   # session 20: pdl=None follows pdl_pays (on for trees and H = 4; off for one row tile over > half the SMs)
+    GPU_TESTS_TIMEOUT=110 step gpu_tests_03 120 bash benchmarks/gpu_tests.sh "$out" 03_verify
+    export DDTREE_COMMIT=$commit
+    step bench_verify_pdl 120 python benchmarks/bench_verify_default.py --pdl --out "$out"
+    GPU_TESTS_TIMEOUT=200 N_WORKERS=1 step gpu_tests_05 210 bash benchmarks/gpu_tests.sh "$out" 05 ;;
+  autotune_ar)   # session 20: compile_layers(by_tokens=AUTOTUNE_AR): max-autotune for the one-token forward only
+    step bench_compile_ar 180 python benchmarks/bench_compile.py --out "$out/compile_ar" --commit "$commit" --variants compiled+merge,compiled+merge+autotune-ar --tokens 1,17,65
+    step run_ahead_merge 130 python benchmarks/bench_run_ahead.py --out "$out/rac_merge" --commit "$commit" --compile --merge on --temps 0,0.8 --reps 2
+    step run_ahead_autotune 160 python benchmarks/bench_run_ahead.py --out "$out/rac_autotune" --commit "$commit" --compile --autotune-ar --merge on --temps 0,0.8 --reps 2 ;;
+  ratios)   # issue 17's goals at the issue's size: the best budget's speedup over AR against the acceptance length, DDTree against DFlash
+    step e2e_ratios 560 python -m ddtree_nb.cli bench --demo --compile --no-progress --n-prompts 8 --max-new-tokens 512 --budgets 16,64,256 \
+      --temperatures 0,1 --out "$out/e2e_ratios" ${E2E_ARGS:-} ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac

@@ -377,12 +377,14 @@ def moe_plan(target, faces: str='cuda') -> tuple[str, _Capturable]:
                                "pack_moe_experts) for a capturable round")
 
 class _ModelMode:
-    "Temporarily set a target's attention backend, MoE dispatch and whether its compiled layers run (restored on exit)."
-    def __init__(self, target, attn: str, moe: str, compiled: bool=False): self.t, self.new = target, (attn, moe, compiled)
+    "Temporarily set a target's attention backend, MoE dispatch, whether its compiled layers run and their copies by token count (restored on exit)."
+    def __init__(self, target, attn: str, moe: str, compiled: bool=False, by_tokens: dict|None=None):
+        self.t, self.new, self.by_tokens = target, (attn, moe, compiled), dict(by_tokens or {})
     def __enter__(self):
-        self.old = (self.t.attn_backend, self.t.moe_dispatch, self.t.use_compiled)
-        self.t.attn_backend, self.t.moe_dispatch, self.t.use_compiled = self.new
-    def __exit__(self, *a): self.t.attn_backend, self.t.moe_dispatch, self.t.use_compiled = self.old
+        t = self.t
+        self.old = (t.attn_backend, t.moe_dispatch, t.use_compiled, t.compile_tokens)
+        (t.attn_backend, t.moe_dispatch, t.use_compiled), t.compile_tokens = self.new, self.by_tokens
+    def __exit__(self, *a): self.t.attn_backend, self.t.moe_dispatch, self.t.use_compiled, self.t.compile_tokens = self.old
 
 # %% ../nbs/05_decode.ipynb #st0a1b02
 class _RoundCaches:
@@ -411,7 +413,7 @@ class _RoundCaches:
         if self.merge and dec is not None:   # merged for the generation only: a forward outside the engine reads the parameters themselves (never a stale merge)
             for m in (dec.target, dec.drafter): merge_projections(m, False)   # the weights stay where they are: the next merge adopts them
         if not ((not self.keep) if free is None else free): return
-        keep = ('faces', 'graph', 'keep', 'compile', 'merge', 'dec', 'mode', 'use_graph', 'round_cost', 'choice_wait_s', 'auto')    # the settings, and how the last generation ran (to inspect)
+        keep = ('faces', 'graph', 'keep', 'compile', 'compile_by_tokens', 'merge', 'dec', 'mode', 'use_graph', 'round_cost', 'choice_wait_s', 'auto')    # the settings, and how the last generation ran (to inspect)
         for k in [k for k in self.__dict__ if k not in keep]: del self.__dict__[k]
 
 # %% ../nbs/05_decode.ipynb #rc0a1b01
@@ -473,8 +475,9 @@ class _RoundBuffers:
         c = t.config
         kernel_attn = self.faces == 'cuda' and (c.kv_lora_rank, c.qk_rope_head_dim) == (DC, DR) and t.dtype == torch.bfloat16
         dispatch, capturable = moe_plan(t, self.faces)
-        if self.compile: t.compile_layers()
-        self.mode = _ModelMode(t, 'cuda' if kernel_attn else 'torch', dispatch, self.compile)
+        if self.compile:   # the copies made; which run is the round's mode's to say, so the target's own choice stays
+            named = t.compile_tokens; t.compile_layers(by_tokens=self.compile_by_tokens); t.compile_tokens = named
+        self.mode = _ModelMode(t, 'cuda' if kernel_attn else 'torch', dispatch, self.compile, self.compile_by_tokens)
         self.chain_n, self.graphs, self._graph_ws = None, {}, {}
         self.use_graph = (self.graph if self.graph is not None else self.faces == 'cuda') and bool(capturable)
 
@@ -570,7 +573,8 @@ class _RoundCapture:
     "A CUDA-graph capture of a round's work on the engine stream, and what a setting of the round is."
     def _settings(self) -> tuple:
         d = self.dec
-        return (id(d.drafter) if d.use_drafter else None, d.method, d.budget, d.temperature > 0, self.faces, self.compile)
+        return (id(d.drafter) if d.use_drafter else None, d.method, d.budget, d.temperature > 0, self.faces, self.compile,
+                repr(sorted(self.compile_by_tokens.items())))
 
     def _prepare(self, depth: int):
         "Write a chain's structure before a capture (so replays need not rewrite it)."
@@ -724,13 +728,14 @@ class Stages(_RoundCaches, _RoundRecord, _RoundBuffers, _RoundStages, _RoundRepl
     def __init__(self, faces: str='cuda',        # 'cuda': the kernels; 'torch': their torch faces on the same buffers (any device)
                  graph: bool|None=None,          # capture full-depth rounds in a CUDA graph (None: when faces='cuda', any temperature)
                  keep: bool=False,               # keep caches, buffers and graph for the next generation (same models and settings)
-                 compile: bool=False,            # the round's target layers and draft through `torch.compile` (each token count compiles once per process)
+                 compile: bool|dict=False,       # the round's target layers and draft through `torch.compile` (each token count compiles once per process); a dict {token count: torch.compile kwargs} also gives those forwards their own options (`AUTOTUNE_AR`)
                  merge: bool|None=None,          # the models' projections of one input as one GEMM each (`model.merge_projections`) for each generation; None: on the cuda faces (-11% a compiled AR forward on the H200), the models as they are on the torch faces
                  round_cost: RoundCost|None=None,   # budget='auto': a round's seconds by tree size (default: measured at setup)
                  choice_wait_s: float|None=None):   # with round_cost: the host's wait per round when choosing per round (default 0)
         if faces not in ('cuda', 'torch'): raise ValueError(f"faces must be 'cuda' or 'torch', got {faces!r}")
         if graph and faces != 'cuda': raise ValueError("graph=True needs faces='cuda' (a graph replays GPU work only)")
-        self.faces, self.graph, self.keep, self.compile, self.dec = faces, graph, keep, compile, None
+        self.faces, self.graph, self.keep, self.compile, self.dec = faces, graph, keep, bool(compile) or isinstance(compile, dict), None
+        self.compile_by_tokens = dict(compile) if isinstance(compile, dict) else {}   # see TargetModel.compile_layers
         self.merge = (faces == 'cuda' or None) if merge is None else merge
         self.round_cost, self.choice_wait_s = round_cost, choice_wait_s
 

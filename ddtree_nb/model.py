@@ -14,11 +14,11 @@ from .verify import tree_visible, tree_attention_torch, bits_to_vis, vis_to_bits
 
 
 # %% auto #0
-__all__ = ['MODEL_TYPES', 'ATTN_BACKENDS', 'TargetConfig', 'config_from_dict', 'LatentCache', 'rope_inv_freq', 'rope_cos_sin',
-           'apply_rope', 'RMSNorm', 'merge_params', 'merge_moves', 'views_rows_of', 'linear_parts', 'Merged',
-           'use_merged', 'Mergeable', 'merge_projections', 'MLP', 'Router', 'expert_loop', 'MoE', 'attention_fn',
-           'MLAttention', 'DecoderLayer', 'TargetOutput', 'TargetModel', 'check_forward_inputs', 'tiny_config',
-           'kimi_config', 'build_target', 'gemms']
+__all__ = ['MODEL_TYPES', 'ATTN_BACKENDS', 'AUTOTUNE_AR', 'TargetConfig', 'config_from_dict', 'LatentCache', 'rope_inv_freq',
+           'rope_cos_sin', 'apply_rope', 'RMSNorm', 'merge_params', 'merge_moves', 'views_rows_of', 'linear_parts',
+           'Merged', 'use_merged', 'Mergeable', 'merge_projections', 'MLP', 'Router', 'expert_loop', 'MoE',
+           'attention_fn', 'MLAttention', 'DecoderLayer', 'TargetOutput', 'TargetModel', 'check_forward_inputs',
+           'tiny_config', 'kimi_config', 'build_target', 'gemms']
 
 # %% ../nbs/01a_target_model.ipynb #5866f664
 MODEL_TYPES = ('deepseek_v3', 'kimi_k2', 'kimi_k25')
@@ -471,6 +471,7 @@ class TargetModel(nn.Module):
         if c.tie_word_embeddings: self.lm_head.weight = self.embed_tokens.weight
         self.attn_backend, self.check_inputs = 'torch', True
         self.compiled_layers, self.use_compiled = None, False    # see `compile_layers`
+        self.compile_tokens, self.compiled_copies = {}, {}        # token count -> its torch.compile options; (T, options) -> layers
         self.trace_attention = False      # compiled layers: the attention as a custom op inside the graph, not a graph break
         self.init_rope()
 
@@ -531,12 +532,12 @@ def _target_forward(self: TargetModel,
     attend = attention_fn(self.attn_backend, visibility, self.trace_attention and isinstance(start, torch.Tensor))   # resolved before anything is written
     layers = self.layers
     if self.use_compiled and self.compiled_layers:
-        layers = self.compiled_layers
+        layers = self.compiled_for(T)
         if not getattr(attend, 'traceable', False): attend = torch.compiler.disable(attend)
     cos, sin = self.rope(positions)
     def step(i, layer, x):
         kv = cache.kv[i]
-        if layers is self.compiled_layers: torch._dynamo.maybe_mark_dynamic(kv, 0)   # any cache size: no compile per generation
+        if layers is not self.layers: torch._dynamo.maybe_mark_dynamic(kv, 0)   # any cache size: no compile per generation
         return layer(x, cos, sin, kv, start, attend)   # a layer sees its own cache rows: one compiled graph serves every layer
     x, hidden = self._through_layers(self.embed_tokens(input_ids), step, hidden_layers, layers)
     return TargetOutput(self.lm_head(x).float(), hidden)
@@ -652,13 +653,28 @@ TargetModel.causal_forward = _causal_forward
 
 
 # %% ../nbs/01a_target_model.ipynb #07620675
-def _compile_layers(self: TargetModel, **kw) -> TargetModel:
-    "`torch.compile` each decoder layer (a compile per layer kind and token count; the cache size is dynamic) for forwards run with `use_compiled`; `kw` go to `torch.compile`."
-    if self.compiled_layers is None:
-        import torch._dynamo    # lazy: importing dynamo costs a second, and only compiled rounds need it
-        # the layers share one code object: a graph per layer kind (dense, MoE) and token count counts against
-        # dynamo's recompile limit (8), past which it would run the rest eagerly without a word
-        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
-        self.compiled_layers = [torch.compile(l, dynamic=False, **kw) for l in self.layers]
+AUTOTUNE_AR = {1: dict(mode='max-autotune-no-cudagraphs')}   # `by_tokens` (and `Stages(compile=...)`): the AR step's layers autotuned
+
+def _options_key(T: int, opts: dict) -> tuple: return T, repr(sorted(opts.items()))
+
+def _compile_layers(self: TargetModel,
+                    by_tokens: dict|None=None,   # {token count: more `torch.compile` kwargs}: forwards of that many tokens run a copy compiled with them
+                    **kw) -> TargetModel:        # to `torch.compile`, for every copy
+    "`torch.compile` each decoder layer (a compile per layer kind and token count; the cache size is dynamic) for forwards run with `use_compiled`; each call sets which copies run."
+    import torch._dynamo    # lazy: importing dynamo costs a second, and only compiled rounds need it
+    # the layers share one code object: a graph per layer kind (dense, MoE), token count and set of options counts against
+    # dynamo's recompile limit (8), past which it would run the rest eagerly without a word
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+    if self.compiled_layers is None: self.compiled_layers = [torch.compile(l, dynamic=False, **kw) for l in self.layers]
+    for T, opts in (by_tokens or {}).items():
+        if _options_key(T, opts) not in self.compiled_copies:
+            self.compiled_copies[_options_key(T, opts)] = [torch.compile(l, dynamic=False, **{**kw, **opts}) for l in self.layers]
+    self.compile_tokens = dict(by_tokens or {})
     return self
 TargetModel.compile_layers = _compile_layers
+
+def _compiled_for(self: TargetModel, T: int) -> list:
+    "The compiled layers a forward of `T` tokens runs: the copy `compile_tokens` names for `T`, else `compiled_layers`."
+    opts = self.compile_tokens.get(T)
+    return self.compiled_layers if opts is None else self.compiled_copies[_options_key(T, opts)]
+TargetModel.compiled_for = _compiled_for
