@@ -471,6 +471,7 @@ class TargetModel(nn.Module):
         if c.tie_word_embeddings: self.lm_head.weight = self.embed_tokens.weight
         self.attn_backend, self.check_inputs = 'torch', True
         self.compiled_layers, self.use_compiled = None, False    # see `compile_layers`
+        self.compiled_ends = None                                 # `_enter` and `_head` compiled with the layers
         self.compile_tokens, self.compiled_copies = {}, {}        # token count -> its torch.compile options; (T, options) -> layers
         self.trace_attention = False      # compiled layers: the attention as a custom op inside the graph, not a graph break
         self.init_rope()
@@ -504,16 +505,29 @@ class TargetModel(nn.Module):
 
 
 # %% ../nbs/01a_target_model.ipynb #1d063b2a
-def _through_layers(self: TargetModel, x, step, hidden_layers: tuple, layers=None):
-    "`x` through every layer (`step(i, layer, x)`) and the final norm -> (x, the outputs of `hidden_layers` stacked on dim -2)."
+def _through_layers(self: TargetModel, x, step, hidden_layers: tuple, layers=None, head=None):
+    "`x` through every layer (`step(i, layer, x)`), then `head(x, feats)` (default `_final_norm`) on the outputs of `hidden_layers` (None for the last layer's)."
     feats, last = {}, self.config.num_hidden_layers - 1
     for i, layer in enumerate(self.layers if layers is None else layers):
         x = step(i, layer, x)
         if i in hidden_layers and i != last: feats[i] = x
-    x = self.norm(x)
-    if last in hidden_layers: feats[last] = x      # the last layer's output after the final norm, as transformers reports it
-    return x, (torch.stack([feats[i] for i in hidden_layers], -2) if hidden_layers else x.new_zeros(*x.shape[:-1], 0, x.shape[-1]))
+    return (head or self._final_norm)(x, [None if i == last else feats[i] for i in hidden_layers])
 TargetModel._through_layers = _through_layers
+
+def _final_norm(self: TargetModel, x, feats: list):
+    "The final norm -> (x, `feats` stacked on dim -2; a None, the last layer's output, is x after the final norm, as transformers reports it)."
+    x = self.norm(x)
+    return x, (torch.stack([x if f is None else f for f in feats], -2) if feats else x.new_zeros(*x.shape[:-1], 0, x.shape[-1]))
+TargetModel._final_norm = _final_norm
+
+def _enter(self: TargetModel, input_ids, positions) -> tuple:
+    "A forward's first step: the token embeddings and the RoPE cos, sin of `positions`."
+    return (self.embed_tokens(input_ids), *self.rope(positions))
+def _head(self: TargetModel, x, feats: list) -> tuple:
+    "A forward's last step: `_final_norm`, then the fp32 logits."
+    x, hidden = self._final_norm(x, feats)
+    return self.lm_head(x).float(), hidden
+TargetModel._enter, TargetModel._head = _enter, _head
 
 
 # %% ../nbs/01a_target_model.ipynb #683101fd
@@ -530,17 +544,16 @@ def _target_forward(self: TargetModel,
     T = input_ids.shape[0]
     if visibility is None: visibility = torch.ones(T, T, dtype=torch.bool, device=input_ids.device).tril()
     attend = attention_fn(self.attn_backend, visibility, self.trace_attention and isinstance(start, torch.Tensor))   # resolved before anything is written
-    layers = self.layers
+    layers, (enter, head) = self.layers, (self._enter, self._head)
     if self.use_compiled and self.compiled_layers:
-        layers = self.compiled_for(T)
+        layers, (enter, head) = self.compiled_for(T), self.compiled_ends or (enter, head)
         if not getattr(attend, 'traceable', False): attend = torch.compiler.disable(attend)
-    cos, sin = self.rope(positions)
+    x, cos, sin = enter(input_ids, positions)
     def step(i, layer, x):
         kv = cache.kv[i]
         if layers is not self.layers: torch._dynamo.maybe_mark_dynamic(kv, 0)   # any cache size: no compile per generation
         return layer(x, cos, sin, kv, start, attend)   # a layer sees its own cache rows: one compiled graph serves every layer
-    x, hidden = self._through_layers(self.embed_tokens(input_ids), step, hidden_layers, layers)
-    return TargetOutput(self.lm_head(x).float(), hidden)
+    return TargetOutput(*self._through_layers(x, step, hidden_layers, layers, head))
 TargetModel.forward = _target_forward
 
 # %% ../nbs/01a_target_model.ipynb #8448838e
@@ -665,7 +678,9 @@ def _compile_layers(self: TargetModel,
     # the layers share one code object: a graph per layer kind (dense, MoE), token count and set of options counts against
     # dynamo's recompile limit (8), past which it would run the rest eagerly without a word
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
-    if self.compiled_layers is None: self.compiled_layers = [torch.compile(l, dynamic=False, **kw) for l in self.layers]
+    if self.compiled_layers is None:   # the layers, and the forward's steps before and after them (embedding, RoPE; final norm, lm_head)
+        self.compiled_layers = [torch.compile(l, dynamic=False, **kw) for l in self.layers]
+        self.compiled_ends = tuple(torch.compile(f, dynamic=False, **kw) for f in (self._enter, self._head))
     for T, opts in (by_tokens or {}).items():
         if _options_key(T, opts) not in self.compiled_copies:
             self.compiled_copies[_options_key(T, opts)] = [torch.compile(l, dynamic=False, **{**kw, **opts}) for l in self.layers]
