@@ -283,6 +283,20 @@ class Router(nn.Module):
         w = scores.gather(1, idx)
         if c.norm_topk_prob: w = w / (w.sum(-1, keepdim=True) + 1e-20)
         return w * c.routed_scaling_factor, idx
+    def dense(self, x: torch.Tensor) -> torch.Tensor:
+        "`select`'s pick for tokens `x [T, H]` as a dense gate `[T, E]` fp32: the weights of the picked experts, zero elsewhere."
+        c, logits = self.c, self.logits(x)
+        if not self.one_group:
+            w, idx = self.select(logits)
+            return torch.zeros_like(logits).scatter_(1, idx, w)
+        scores = logits.sigmoid()                   # one group: the pick by counting, not a top-k (compiled, one fused kernel)
+        choice = scores + self.e_score_correction_bias
+        e = torch.arange(choice.shape[-1], device=choice.device)
+        a, b = choice[:, :, None], choice[:, None, :]   # expert e is beaten by e' with a higher choice, or an equal one and a lower id
+        beaten = ((b > a) | ((b == a) & (e[None, :] < e[:, None]))).sum(-1)
+        w = torch.where(beaten < c.num_experts_per_tok, scores, 0.0)
+        if c.norm_topk_prob: w = w / (w.sum(-1, keepdim=True) + 1e-20)
+        return w * c.routed_scaling_factor
 
 # %% ../nbs/01a_target_model.ipynb #8b4d0159
 def expert_loop(x: torch.Tensor,         # [T, hidden] the tokens
@@ -312,14 +326,12 @@ class MoE(Mergeable, nn.Module):
         self.shared_experts = MLP(H, I * c.n_shared_experts) if c.n_shared_experts else None
         self.dispatch = 'loop'   # 'loop': routed tokens per expert (reads the expert ids back); 'dense': no host read
     def forward(self, x, dispatch: str|None=None):   # dispatch: this call's, instead of `self.dispatch`
-        w, idx = self.gate(x)
-        out = self._dense(x, w, idx) if (dispatch or self.dispatch) == 'dense' else self._loop(x, w, idx)
+        out = self._dense(x, self.gate.dense(x)) if (dispatch or self.dispatch) == 'dense' else self._loop(x, *self.gate(x))
         return out + self.shared_experts(x) if self.shared_experts is not None else out
     def _merge_parts(self): return [self.experts.gate_proj, self.experts.up_proj], None   # [2E, I, H]: one batched GEMM in `_dense`
-    def _dense(self, x, w, idx):
-        "Every expert on every token, weighted by the routing (zero off-route): static shapes, no host read."
+    def _dense(self, x, gate):
+        "Every expert on every token, weighted by the routing `gate [T, E]` (zero off-route): static shapes, no host read."
         ex = self.experts
-        gate = torch.zeros(x.shape[0], ex.gate_proj.shape[0], dtype=w.dtype, device=x.device).scatter_(1, idx, w)   # [T, E]
         if use_merged(self.merged): g, u = torch.einsum('th,eih->eti', x, self.merged.weight).chunk(2)
         else: g, u = torch.einsum('th,eih->eti', x, ex.gate_proj), torch.einsum('th,eih->eti', x, ex.up_proj)
         h = F.silu(g) * u
