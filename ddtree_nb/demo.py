@@ -199,7 +199,9 @@ class ExpertLoad:
                 self.hooks.append(m.register_forward_hook(self._hook(name)))
         self.routers = dict((n, m) for n, m in model.named_modules() if isinstance(m, Router))
     def _hook(self, name):
-        def f(mod, inp, out): self.counts[name] += torch.bincount(out[1].flatten().cpu(), minlength=len(self.counts[name])).float()
+        def f(mod, inp, out):   # out: (weights, ids), or a dense gate [T, E] (zero off the pick)
+            picks = out[1].flatten() if isinstance(out, tuple) else (out != 0).nonzero()[:, 1]
+            self.counts[name] += torch.bincount(picks.cpu(), minlength=len(self.counts[name])).float()
         return f
     @torch.no_grad()
     def rebalance(self, bias_lr: float=1e-3):

@@ -263,9 +263,9 @@ class Router(nn.Module):
         self.c = c
         self.weight = nn.Parameter(torch.zeros(c.n_routed_experts, c.hidden_size, dtype=torch.float32))
         self.register_buffer('e_score_correction_bias', torch.zeros(c.n_routed_experts, dtype=torch.float32))
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        "(weights [T, k] fp32, expert indices [T, k]) for tokens x [T, H]."
-        return self.select(self.logits(x))
+    def forward(self, x: torch.Tensor, dense: bool=False) -> tuple[torch.Tensor, torch.Tensor]|torch.Tensor:
+        "(weights [T, k] fp32, expert indices [T, k]) for tokens x [T, H]; `dense`: the same pick as a gate [T, E] (`select_dense`)."
+        return self.select_dense(self.logits(x)) if dense else self.select(self.logits(x))
     def logits(self, x: torch.Tensor) -> torch.Tensor: return F.linear(x.float(), self.weight.float())   # [T, E] fp32
     @property
     def one_group(self) -> bool: return self.c.topk_group >= self.c.n_group   # no group filter (Kimi K2): what moe_route_group runs
@@ -283,9 +283,9 @@ class Router(nn.Module):
         w = scores.gather(1, idx)
         if c.norm_topk_prob: w = w / (w.sum(-1, keepdim=True) + 1e-20)
         return w * c.routed_scaling_factor, idx
-    def dense(self, x: torch.Tensor) -> torch.Tensor:
-        "`select`'s pick for tokens `x [T, H]` as a dense gate `[T, E]` fp32: the weights of the picked experts, zero elsewhere."
-        c, logits = self.c, self.logits(x)
+    def select_dense(self, logits: torch.Tensor) -> torch.Tensor:
+        "`select`'s pick as a dense gate `[T, E]` fp32: the weights of the picked experts, zero elsewhere."
+        c = self.c
         if not self.one_group:
             w, idx = self.select(logits)
             return torch.zeros_like(logits).scatter_(1, idx, w)
@@ -326,7 +326,7 @@ class MoE(Mergeable, nn.Module):
         self.shared_experts = MLP(H, I * c.n_shared_experts) if c.n_shared_experts else None
         self.dispatch = 'loop'   # 'loop': routed tokens per expert (reads the expert ids back); 'dense': no host read
     def forward(self, x, dispatch: str|None=None):   # dispatch: this call's, instead of `self.dispatch`
-        out = self._dense(x, self.gate.dense(x)) if (dispatch or self.dispatch) == 'dense' else self._loop(x, *self.gate(x))
+        out = self._dense(x, self.gate(x, dense=True)) if (dispatch or self.dispatch) == 'dense' else self._loop(x, *self.gate(x))
         return out + self.shared_experts(x) if self.shared_experts is not None else out
     def _merge_parts(self): return [self.experts.gate_proj, self.experts.up_proj], None   # [2E, I, H]: one batched GEMM in `_dense`
     def _dense(self, x, gate):
