@@ -292,8 +292,8 @@ def launch_rows(buf, draft_logits, budget, version: str|None=None):
     ks['collect'](draft_logits, V, w['rowinfo'], w['cand'], grid=(C, L), block=256)
     ks['rowsort'](draft_logits, V, w['rowinfo'], w['rowlse'], w['cand'], w['lq'], w['ltok'], w['kd'], grid=L, block=1024)
 
-def launch_tree(buf, dtype, L, V, budget, root_token=None, force_heap=False):
-    "Phase 2: the tree from the per-depth lists into the output buffers (1 launch)."
+def launch_tree(buf, dtype, L, V, budget, root_token=None, force_heap=False, pdl: bool=True):
+    "Phase 2: the tree from the per-depth lists into the output buffers (1 launch; `pdl`: as a programmatic dependent of the launch before it, sm_90+)."
     ks = _tree_kernels(dtype)
     w, k = buf.ws, min(budget, V)
     nb, flags = tree_smem(L, k, ks['limit'])
@@ -302,17 +302,17 @@ def launch_tree(buf, dtype, L, V, budget, root_token=None, force_heap=False):
          w['u_score'], w['u_par'], w['u_rank'], w['u_depth'], w['slot_idx'],
          w['h_score'], w['h_par'], w['h_rank'], w['h_depth'], w['h_prev'], w['stats'],
          buf.n_nodes, buf.tokens, buf.depths, buf.parents, buf.first_child, buf.next_sibling, buf.vis_bits, buf.scores,
-         grid=1, block=1024, shared=nb)
+         grid=1, block=1024, shared=nb, pdl=pdl)
 
 
 # %% ../nbs/02_tree_builder.ipynb #3334dfac
 def fill_tree(buf: TreeBuffers, draft_logits: torch.Tensor, budget: int, root_token: torch.Tensor|None=None,
-              validate: bool=False, force_heap: bool=False, phase1: str|None=None) -> TreeBuffers:
-    "Build the draft tree of `draft_logits` [L, V] (bf16/fp32, on the GPU) into `buf`: kernel launches only, no host sync (CUDA-graph capturable) unless `validate` (NaN/inf checks read the GPU)."
+              validate: bool=False, force_heap: bool=False, phase1: str|None=None, pdl: bool=True) -> TreeBuffers:
+    "Build the draft tree of `draft_logits` [L, V] (bf16/fp32, on the GPU) into `buf`: kernel launches only, no host sync (CUDA-graph capturable) unless `validate` (NaN/inf checks read the GPU); `pdl`: phase 2 launched as a programmatic dependent of phase 1 (sm_90+)."
     _check_fill(buf, draft_logits, budget, root_token, validate)
     with torch.cuda.device(draft_logits.device):   # PyCUDA loads modules and launches in the current context: the tensors' GPU
         if budget > 0: launch_rows(buf, draft_logits, budget, phase1)
-        launch_tree(buf, draft_logits.dtype, *draft_logits.shape, budget, root_token, force_heap)
+        launch_tree(buf, draft_logits.dtype, *draft_logits.shape, budget, root_token, force_heap, pdl)
     return buf
 
 

@@ -10,7 +10,7 @@
 //              and token of ranks 0..k_d-1.
 // v4 (sm_90+, the default there): tb_rows_*, one launch, a cluster of 8 blocks per row (1 for V <= 32768): the
 //   candidates above a bound from the thread maxima, ranked by counting; v3 = its histogram fallback forced.
-// Phase 2, one block (tb_tree):
+// Phase 2, one block (tb_tree), launched as a programmatic dependent of phase 1 on sm_90+ (it waits for all of phase 1):
 //   v1 (force_heap=1, also the fallback): the literal best-first heap on one thread.
 //   threshold: a lower bound tau on the B-th best score from the "comb" (main chain + one deviation), a
 //       level-synchronous BFS materialising every prefix with score >= tau, a histogram that keeps the prefixes at
@@ -21,6 +21,7 @@
 #include <cuda_bf16.h>
 #include <stdint.h>
 #include "common.cuh"   // MAX_DEPTH, MAX_BUDGET
+#include "pdl.cuh"      // tb_tree as a programmatic dependent of phase 1 (sm_90+)
 static_assert(MAX_DEPTH <= 32, "tb_tree gives each depth one lane of a warp");
 
 #define NBINS 4096          // top 12 bits of the key
@@ -500,6 +501,7 @@ template <typename T, int E, int CLN>
 __device__ void rows_body(const T *__restrict__ logits, int V, int k, int vec, int rta, int force_hist, double *rowlse,
                           double *lq, int *ltok, int *kdo, int *rowinfo, long long *stamps) {
     const long long t0 = clock64();
+    pdl_launch_dependents();   // tb_tree may launch now and wait (pdl_wait) on an SM this launch leaves idle
     cg::cluster_group cl = cg::this_cluster();
     __shared__ __align__(16) unsigned long long cand[CAND4];   // candidates; the level-1 histogram before them
     __shared__ int hx[2048];                                     // level-2/3 histograms, then the ranks
@@ -753,6 +755,10 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
     int tid = threadIdx.x, nt = blockDim.x;
 #define STAMP(i) do { if (tid == 0) tst[i] = clock64(); } while (0)
     if (tid < 13) tst[tid] = 0;
+    // launched as a programmatic dependent of phase 1 (fill_tree's pdl), this block may start while phase 1 runs: wait for
+    // all of it before the first global read, and read its lists through pointers the compiler cannot hoist above the wait
+    pdl_wait();
+    lq_g = after_here(lq_g); ltok = after_here(ltok); kd_g = after_here(kd_g);
     STAMP(0);
     // shared-memory copies when they fit (smem_flags bit 0: the lists, bit 1: the BFS scores); the binary searches
     // and the BFS are chains of dependent loads, shared memory makes each step ~10x cheaper than L2
