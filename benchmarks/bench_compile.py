@@ -4,7 +4,7 @@
 input merged into one GEMM (`model.merge_projections`) or not; and compiled variants under inductor options (combo
 kernels, programmatic dependent launch, GEMM autotuning). Each variant is captured
 in one CUDA graph on the engine stream; reported per T (1 = an AR step, 65 = a DDTree B=64 verify): kernels per forward
-(torch.profiler, CUPTI) and the most frequent names, graph-replay time (CUDA events, median of many), the largest |logit|
+(torch.profiler, CUPTI), the most frequent names and the whole ordered list with each kernel's µs, graph-replay time (CUDA events, median of many), the largest |logit|
 difference to the uncompiled forward, the error against an fp32 copy of the weights, and the first call's time (the
 compile). A variant whose option this torch lacks is reported as an error row. Not a test.
 
@@ -27,7 +27,8 @@ def kernels(fn):
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as p: fn(); torch.cuda.synchronize()
     ev = [e for e in p.events() if e.device_type.name == 'CUDA' and not e.name.startswith(('Memcpy', 'Memset'))]
-    return len(ev), sum(e.device_time for e in ev), collections.Counter(e.name[:60] for e in ev).most_common(8)
+    seq = [(e.name[:60], round(e.device_time, 2)) for e in sorted(ev, key=lambda e: e.time_range.start)]   # every kernel, in order: where a layer's launches go
+    return len(ev), sum(e.device_time for e in ev), collections.Counter(e.name[:60] for e in ev).most_common(8), seq
 
 def replay_ms(g, es, reps):
     "Median ms of `reps` replays of graph `g` on engine stream `es` (the replays and their CUDA events on that stream)."
@@ -50,7 +51,8 @@ def setup_variant(t, name):
 def main():
     ap = argparse.ArgumentParser(); ap.add_argument('--out', required=True); ap.add_argument('--commit', default='unknown')
     ap.add_argument('--reps', type=int, default=200); ap.add_argument('--variants', default=','.join(VARIANTS))
-    ap.add_argument('--tokens', default='1,65', help='token counts of the forwards, comma-separated (1 = an AR step, 17 = a DFlash / DDTree B=16 verify, 65 = B=64)'); a = ap.parse_args()
+    ap.add_argument('--tokens', default='1,65', help='token counts of the forwards, comma-separated (1 = an AR step, 17 = a DFlash / DDTree B=16 verify, 65 = B=64)')
+    ap.add_argument('--draft', action='store_true', help="also the drafter's one draft (a round's front): eager and compiled, merged, kernels in order and replay ms"); a = ap.parse_args()
     from ddtree_nb.demo import load_demo_pair
     from ddtree_nb.verify import vis_to_bits
     from ddtree_nb.runtime import engine_stream
@@ -66,7 +68,7 @@ def main():
     torch._dynamo.config.cache_size_limit = torch._dynamo.config.accumulated_cache_size_limit = 256   # a graph per layer kind per T
     out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
     meta = dict(date=time.strftime('%Y-%m-%d'), gpu=torch.cuda.get_device_name(), torch=torch.__version__, commit=a.commit,
-                command=f'python benchmarks/bench_compile.py --out {a.out} --commit {a.commit} --reps {a.reps} --variants {a.variants} --tokens {a.tokens}')
+                command=f'python benchmarks/bench_compile.py --out {a.out} --commit {a.commit} --reps {a.reps} --variants {a.variants} --tokens {a.tokens}' + (' --draft' if a.draft else ''))
     res, first_fwd, ref = [], {}, {}
     for variant in a.variants.split(','):
         try: setup_variant(t, variant)
@@ -76,6 +78,32 @@ def main():
             except Exception: r = dict(variant=variant, T=T, error=traceback.format_exc()[-600:])
             print(json.dumps(r), flush=True); res.append(r)
         (out / 'bench_compile.json').write_text(json.dumps(dict(meta=meta, rows=res), indent=1))   # after each variant: a timeout keeps the rest
+    if a.draft:
+        for compiled in (False, True):
+            try: r = dict(variant='draft ' + ('compiled+merge' if compiled else 'eager+merge'), **measure_draft(d, compiled, es, a.reps))
+            except Exception: r = dict(variant='draft', error=traceback.format_exc()[-600:])
+            print(json.dumps(r), flush=True); res.append(r)
+        (out / 'bench_compile.json').write_text(json.dumps(dict(meta=meta, rows=res), indent=1))
+
+def measure_draft(d, compiled, es, reps, P=1000):
+    "The drafter's one draft as a round runs it (merged; 16 feature rows, a context of P rows): kernels in order (one of them the length reset), replay ms."
+    from ddtree_nb.model import merge_projections
+    merge_projections(d, True)
+    c = d.config
+    cache = d.new_cache(P + 64); cache.length.fill_(P)
+    feats = torch.randn(d.block_size, len(c.target_layer_ids) * c.hidden_size, device='cuda').bfloat16()
+    n_new, root = torch.tensor([5], dtype=torch.int32, device='cuda'), torch.tensor([7], device='cuda')
+    draft = d.compiled_draft() if compiled else d.draft
+    def fwd():
+        cache.length.fill_(P); return draft(cache, feats, n_new, root)
+    with es:
+        t0 = time.time(); fwd(); torch.cuda.synchronize(); first_s = time.time() - t0
+        for _ in range(3): fwd()
+        n_k, k_us, top, seq = kernels(fwd)
+        g = torch.cuda.CUDAGraph(); torch.cuda.synchronize()
+        with torch.cuda.graph(g, stream=es.torch): fwd()
+        g.replay(); torch.cuda.synchronize()
+    return dict(kernels=n_k, kernel_us=round(k_us, 1), replay_ms=round(replay_ms(g, es, reps), 4), first_call_s=round(first_s, 1), top=top, sequence=seq)
 
 def measure(t, t32, cache, start, P, rows, T, es, reps, ref, first_fwd, vis_to_bits):
     ids = torch.randint(t.config.vocab_size, (T,), device='cuda', generator=torch.Generator('cuda').manual_seed(T))
@@ -89,7 +117,7 @@ def measure(t, t32, cache, start, P, rows, T, es, reps, ref, first_fwd, vis_to_b
     with es:
         t0 = time.time(); o = fwd(); torch.cuda.synchronize(); first_s = time.time() - t0
         for _ in range(3): fwd()
-        n_k, k_us, top = kernels(fwd)
+        n_k, k_us, top, seq = kernels(fwd)
         g = torch.cuda.CUDAGraph(); torch.cuda.synchronize()
         with torch.cuda.graph(g, stream=es.torch): gout = fwd()
         g.replay(); torch.cuda.synchronize()
@@ -100,6 +128,6 @@ def measure(t, t32, cache, start, P, rows, T, es, reps, ref, first_fwd, vis_to_b
                 rel_max_logit_diff=(gout.float() - base).abs().max().item() / base.abs().max().item(),
                 same_argmax=bool((gout.argmax(-1) == base.argmax(-1)).all()),
                 rel_err_vs_fp32=((gout.float() - ref[T]).norm() / ref[T].norm()).item(),
-                argmax_agree_fp32=float((gout.argmax(-1) == ref[T].argmax(-1)).float().mean()), top=top)
+                argmax_agree_fp32=float((gout.argmax(-1) == ref[T].argmax(-1)).float().mean()), top=top, sequence=seq)
 
 if __name__ == '__main__': main()

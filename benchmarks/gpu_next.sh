@@ -129,7 +129,7 @@ print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mi
     step bench_verify_pdl 120 python benchmarks/bench_verify_default.py --pdl --out "$out"
     GPU_TESTS_TIMEOUT=200 N_WORKERS=1 step gpu_tests_05 210 bash benchmarks/gpu_tests.sh "$out" 05 ;;
   autotune_ar)   # session 20: compile_layers(by_tokens=AUTOTUNE_AR): max-autotune for the one-token forward only
-    step bench_compile_ar 180 python benchmarks/bench_compile.py --out "$out/compile_ar" --commit "$commit" --variants compiled+merge,compiled+merge+autotune-ar --tokens 1,17,65
+    step bench_compile_ar 180 python benchmarks/bench_compile.py --out "$out/compile_ar" --commit "$commit" --variants compiled+merge,compiled+merge+autotune-ar --tokens 1,17,65 --draft
     step run_ahead_merge 130 python benchmarks/bench_run_ahead.py --out "$out/rac_merge" --commit "$commit" --compile --merge on --temps 0,0.8 --reps 2
     step run_ahead_autotune 160 python benchmarks/bench_run_ahead.py --out "$out/rac_autotune" --commit "$commit" --compile --autotune-ar --merge on --temps 0,0.8 --reps 2 ;;
   ratios)   # issue 17's goals at the issue's size: the best budget's speedup over AR against the acceptance length, DDTree against DFlash
