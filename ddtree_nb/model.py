@@ -414,17 +414,17 @@ class MLAttention(Mergeable, nn.Module):
 
 
 # %% ../nbs/01a_target_model.ipynb #a18dc4f9
-def _mla_forward(self: MLAttention, x, cos, sin,
-                 kv: torch.Tensor,   # this layer's latent cache rows [S, kv_lora_rank + qk_rope_head_dim] (`cache.kv[layer]`)
-                 start: int|torch.Tensor, attend):
-    "One sequence `x [T, D]`: write its rows at `start`, attend over the cache with `attend`."
+def _mla_write(self: MLAttention, x, cos, sin,
+               kv: torch.Tensor,   # this layer's latent cache rows [S, kv_lora_rank + qk_rope_head_dim] (`cache.kv[layer]`)
+               start: int|torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    "One sequence `x [T, D]`: write its rows at `start` -> its queries (q_latent, q_pe) for the attention (`DecoderLayer.forward`)."
     T = x.shape[0]
     q_latent, q_pe, rows = self.project(x, cos, sin)
     if isinstance(start, torch.Tensor):   # prefix length on the device: scatter the rows (no host read)
         kv.index_copy_(0, start.long() + torch.arange(T, device=x.device), rows.to(kv.dtype))
     else: kv[start:start + T] = rows
-    return self.out(attend(q_latent, q_pe, kv, start, self.c.softmax_scale).to(x.dtype))
-MLAttention.forward = _mla_forward
+    return q_latent, q_pe
+MLAttention.write = _mla_write
 
 
 # %% ../nbs/01a_target_model.ipynb #795f8e22
@@ -454,8 +454,12 @@ class DecoderLayer(nn.Module):
         self.mlp = MLP(c.hidden_size, c.intermediate_size) if layer_idx < c.first_k_dense_replace else MoE(c)
         self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
-    def forward(self, x, cos, sin, kv, start, attend):   # kv: this layer's cache rows (see `MLAttention`)
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, kv, start, attend)
+    def forward(self, x, cos, sin, kv, start, attend):   # kv: this layer's cache rows (see `MLAttention.write`)
+        # the attention's steps are spelled out here, not inside a call: a compiled layer's graph then breaks at `attend` alone,
+        # two graphs a layer, where a break inside a called function also splits its caller's graph around the call (four)
+        a = self.self_attn
+        q_latent, q_pe = a.write(self.input_layernorm(x), cos, sin, kv, start)
+        x = x + a.out(attend(q_latent, q_pe, kv, start, a.c.softmax_scale).to(x.dtype))
         return x + self.mlp(self.post_attention_layernorm(x))
     def causal(self, x, cos, sin, cache=None, start: int=0):
         "The layer over a batch `x [S, B, D]` (see `MLAttention.causal`); routed experts by the dense dispatch (static shapes, no host read)."

@@ -68,7 +68,7 @@ class TPMLAttention(MLAttention):
     def __init__(self, c: TargetConfig, layer_idx: int, rank: int, world: int, group=None):
         super().__init__(replace(c, num_attention_heads=c.num_attention_heads // world), layer_idx)
         self.rank, self.world, self.group = rank, world, group
-    def forward(self, *args): return all_reduce_(super().forward(*args), self.group, self.world)
+    def out(self, o): return all_reduce_(super().out(o), self.group, self.world)   # this rank's heads' o_proj, summed over the ranks
 
 class TPMLP(MLP):
     "SwiGLU over this rank's `inter/world` slice of the intermediate dim; output all-reduced."
