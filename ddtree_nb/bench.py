@@ -19,7 +19,7 @@ from .checkpoint import load_tokenizer
 __all__ = ['DEFAULT_BUDGETS', 'STAGE_KEYS', 'DEFAULT_PROMPTS', 'OracleDrafter', 'CharTokenizer', 'tiny_pair', 'budget_order',
            'bench_configs', 'bench_run', 'first_difference', 'summarize', 'device_name', 'git_commit', 'run_meta',
            'run_bench', 'results_markdown', 'write_results', 'bench_main', 'plot_speedup', 'plot_acceptance_hist',
-           'plot_stage_breakdown', 'save_plots', 'plot_kimi_ratio']
+           'plot_stage_breakdown', 'save_plots', 'plot_kimi_ratio', 'compile_table']
 
 # %% ../nbs/07_benchmarks.ipynb #cd40fe07
 class _OracleCache:
@@ -483,3 +483,16 @@ def plot_kimi_ratio(res: dict):
     m = res.get('meta', {})
     fig.suptitle(f"Kimi-shaped slice, {m.get('layers', '?')} layers · {m.get('device', '')}")
     return fig
+
+# %% ../nbs/07_benchmarks.ipynb #a806a114
+def compile_table(res: dict) -> str:
+    "A markdown table of `bench_compile.py`'s JSON: per variant, each token count's kernels per forward and graph-replay ms."
+    rows = [r for r in res['rows'] if 'T' in r and 'error' not in r]
+    Ts = sorted({r['T'] for r in rows})
+    by = {(r['variant'], r['T']): r for r in rows}
+    out = ['| variant | ' + ' | '.join(f'T = {T}: kernels, ms' for T in Ts) + ' |', '|---|' + '---|' * len(Ts)]
+    for v in dict.fromkeys(r['variant'] for r in rows):
+        out.append(f'| {v} | ' + ' | '.join(f"{by[v, T]['kernels']}, {by[v, T]['replay_ms']:.3f}" if (v, T) in by else '-' for T in Ts) + ' |')
+    m = res.get('meta', {})
+    return '\n'.join(out) + f"\n\n{m.get('gpu', '?')}, commit {m.get('commit', '?')}, {m.get('date', '?')}"
+
