@@ -158,12 +158,18 @@ class RMSNorm(nn.Module):
         return self.weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
 
 # %% ../nbs/01a_target_model.ipynb #540a85d3
+def _as_rows(ps) -> list:
+    "`ps` as row blocks of one stack: a parameter with one dim fewer than the others is one row (`p[None]`)."
+    nd = max(p.ndim for p in ps)
+    return [p if p.ndim == nd else p[None] for p in ps]
+
 def merge_params(ps) -> torch.Tensor:
-    "One tensor holding parameters `ps` stacked along dim 0, each parameter a view of its rows: values, names and the state dict stay, and one GEMM can read them all. Parameters merged before are adopted as they lie (nothing is copied or moved)."
+    "One tensor holding parameters `ps` stacked along dim 0 (one with a dim fewer than the others as one row), each parameter a view of its rows: values, names and the state dict stay, and one GEMM can read them all. Parameters merged before are adopted as they lie (nothing is copied or moved)."
+    rs = _as_rows(ps)
     with torch.inference_mode(False):        # a merge under inference_mode must not turn the parameters into inference tensors
-        if (w := _rows_over(ps)) is not None: return w
-        w = torch.cat([p.detach() for p in ps])
-    for p, v in zip(ps, w.split([p.shape[0] for p in ps])): p.data = v
+        if (w := _rows_over(rs)) is not None: return w
+        w = torch.cat([r.detach() for r in rs])
+    for p, v in zip(ps, w.split([r.shape[0] for r in rs])): p.data = v if v.ndim == p.ndim else v[0]
     _MOVES[0] += 1
     return w
 
@@ -183,7 +189,7 @@ def _rows_over(ps) -> torch.Tensor|None:
 def views_rows_of(w: torch.Tensor, ps) -> bool:
     "Are `ps` still the consecutive row blocks of `w` (no `to()` or `p.data = ...` since `merge_params`)?"
     off = 0
-    for p in ps:
+    for p in _as_rows(ps):
         n = p.shape[0]
         if (p.dtype, p.device, p.shape[1:]) != (w.dtype, w.device, w.shape[1:]) or not p.is_contiguous(): return False
         if n == 0 or off + n > w.shape[0] or p.data_ptr() != w[off].data_ptr(): return False
@@ -199,7 +205,7 @@ def linear_parts(*lins: nn.Linear) -> tuple[list, list|None]|None:
 class Merged:
     "Projections of one input as one GEMM: their `weights` (and `biases`) merged by `merge_params`; `linear(x)` gives each one's output."
     def __init__(self, weights, biases=None):
-        self.sizes = [w.shape[0] for w in weights]
+        self.sizes = [w.shape[0] for w in _as_rows(weights)]
         self.weight, self.bias = merge_params(weights), None if biases is None else merge_params(biases)
     def ok(self, weights, biases=None) -> bool:
         "Are these (the module's current parameters) still what was merged?"
@@ -325,17 +331,40 @@ class MoE(Mergeable, nn.Module):
         self.experts.down_proj = nn.Parameter(torch.empty(E, H, I))
         self.shared_experts = MLP(H, I * c.n_shared_experts) if c.n_shared_experts else None
         self.dispatch = 'loop'   # 'loop': routed tokens per expert (reads the expert ids back); 'dense': no host read
+    merged_down = None
     def forward(self, x, dispatch: str|None=None):   # dispatch: this call's, instead of `self.dispatch`
-        out = self._dense(x, self.gate(x, dense=True)) if (dispatch or self.dispatch) == 'dense' else self._loop(x, *self.gate(x))
-        return out + self.shared_experts(x) if self.shared_experts is not None else out
-    def _merge_parts(self): return [self.experts.gate_proj, self.experts.up_proj], None   # [2E, I, H]: one batched GEMM in `_dense`
-    def _dense(self, x, gate):
-        "Every expert on every token, weighted by the routing `gate [T, E]` (zero off-route): static shapes, no host read."
-        ex = self.experts
-        if use_merged(self.merged): g, u = torch.einsum('th,eih->eti', x, self.merged.weight).chunk(2)
+        dense, shared = (dispatch or self.dispatch) == 'dense', self.shared_experts
+        joined = dense and use_merged(self.merged) and self.merged_down is not None   # the shared expert rides in the dense GEMMs
+        out = self._dense(x, self.gate(x, dense=True), joined) if dense else self._loop(x, *self.gate(x))
+        return out + shared(x) if shared is not None and not joined else out
+    def _joins_shared(self) -> bool:
+        "Can the shared expert join the routed experts' batched GEMMs as one more expert (one shared expert, the routed width)?"
+        s, ex = self.shared_experts, self.experts
+        return s is not None and (s.gate_proj.weight.shape, s.down_proj.weight.shape) == (ex.gate_proj.shape[1:], ex.down_proj.shape[1:])
+    def _merge_parts(self):   # one batched GEMM in `_dense`: [2E, I, H], or [2E + 2, I, H] with the shared expert's gate | up in the middle
+        ex, s = self.experts, self.shared_experts
+        if self._joins_shared(): return [ex.gate_proj, s.gate_proj.weight, s.up_proj.weight, ex.up_proj], None
+        return [ex.gate_proj, ex.up_proj], None
+    def merge(self, on: bool=True):
+        "`Mergeable.merge`; with the shared expert joining, also the down projections `[E + 1, H, I]`, and the shared MLP's own merge taken again where its gate | up now lie."
+        super().merge(on)
+        ex, s = self.experts, self.shared_experts
+        parts = [ex.down_proj, s.down_proj.weight] if self.merged is not None and self._joins_shared() else None
+        self.merged_down = None if parts is None else self.merged_down if self.merged_down is not None and self.merged_down.ok(parts) else Merged(parts)
+        if on and s is not None and s.merged is not None: s.merge()
+        return self
+    def _dense(self, x, gate, joined: bool=False):
+        "Every expert on every token, weighted by the routing `gate [T, E]` (zero off-route): static shapes, no host read; `joined`: the shared expert too, as expert E of weight 1."
+        ex, E = self.experts, gate.shape[1]
+        if use_merged(self.merged):
+            gu = torch.einsum('th,eih->eti', x, self.merged.weight)
+            if joined:   # rows gate_0..E-1, gate_s | up_s, up_0..E-1: the ups rolled into the gates' order
+                g, u = gu[:E + 1], gu[E + 1:].roll(-1, 0)
+                gate = torch.cat([gate, gate.new_ones(gate.shape[0], 1)], 1)
+            else: g, u = gu.chunk(2)
         else: g, u = torch.einsum('th,eih->eti', x, ex.gate_proj), torch.einsum('th,eih->eti', x, ex.up_proj)
         h = F.silu(g) * u
-        y = torch.einsum('eti,ehi->eth', h, ex.down_proj)
+        y = torch.einsum('eti,ehi->eth', h, self.merged_down.weight if joined else ex.down_proj)
         return (y * gate.T[..., None]).sum(0).to(x.dtype)
     def expert(self, e: int, h: torch.Tensor) -> torch.Tensor:
         "Routed expert `e` of this module's `experts` (SwiGLU) on rows `h [n, hidden]`."
