@@ -301,7 +301,7 @@ class Router(nn.Module):
         a, b = choice[:, :, None], choice[:, None, :]   # expert e is beaten by e' with a higher choice, or an equal one and a lower id
         beaten = ((b > a) | ((b == a) & (e[None, :] < e[:, None]))).sum(-1)
         w = torch.where(beaten < c.num_experts_per_tok, scores, 0.0)
-        if c.norm_topk_prob: w = w / (w.sum(-1, keepdim=True) + 1e-20)
+        if c.norm_topk_prob: w = (w / (w.double().sum(-1, keepdim=True) + 1e-20)).float()   # an exact sum in any order: compiled = eager
         return w * c.routed_scaling_factor
 
 # %% ../nbs/01a_target_model.ipynb #8b4d0159
