@@ -22,9 +22,12 @@
 #   bash benchmarks/gpu_next.sh pdl_rule  "$OUT"   # session 20: the verify combine's PDL by rule (pdl=None default): 03's and 05's cells, --pdl timings with the rule's pick (<= 7.5 min)
 #   bash benchmarks/gpu_next.sh autotune_ar "$OUT" # session 20: the AR step's layers autotuned alone (AUTOTUNE_AR): bench_compile at T = 1/17/65, the round merged with and without (<= 8 min)
 #   bash benchmarks/gpu_next.sh ratios    "$OUT"   # issue 17's goals: ddtree bench --demo --compile [--autotune-ar], 8 prompts x 512 tokens, T = 0 and 1 (<= 9.5 min; E2E_ARGS adds options)
+#   bash benchmarks/gpu_next.sh s20a "$OUT"  # session 20, first call: tree (02 cells + bench_tree) and the verify PDL rule (03 cells + --pdl timings) (<= 8 min)
+#   bash benchmarks/gpu_next.sh s20b "$OUT"  # session 20, second call: 05's cells, bench_compile at T = 1/17/65 (+ --draft), the round merged (<= 9 min)
+#   bash benchmarks/gpu_next.sh s20c "$OUT"  # session 20, third call: the round with AUTOTUNE_AR, then issue 17's ratios at 8 x 512 (<= 9.5 min)
 # Each step has its own timeout, so a slow one leaves the others' logs in $OUT; the summary is $OUT/gpu_next.log.
 set -uo pipefail
-part=${1:?part: validate, long, long_run, bench, sanitize, sanitize_kernels, tree, profile_tree, verify90, fuzz5, soak, compile, compile_ab, moe, moe_pdl, moe_v24, verify_pdl, pdl_rule, autotune_ar or ratios}
+part=${1:?part: validate, long, long_run, bench, sanitize, sanitize_kernels, tree, profile_tree, verify90, fuzz5, soak, compile, compile_ab, moe, moe_pdl, moe_v24, verify_pdl, pdl_rule, autotune_ar, ratios, s20a, s20b or s20c}
 out=${2:-${OUT:-/tmp}}
 mkdir -p "$out" && out=$(cd "$out" && pwd)
 cd "$(dirname "$0")/.."
@@ -134,6 +137,20 @@ print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mi
     step run_ahead_autotune 160 python benchmarks/bench_run_ahead.py --out "$out/rac_autotune" --commit "$commit" --compile --autotune-ar --merge on --temps 0,0.8 --reps 2 ;;
   ratios)   # issue 17's goals at the issue's size: the best budget's speedup over AR against the acceptance length, DDTree against DFlash
     step e2e_ratios 560 python -m ddtree_nb.cli bench --demo --compile --no-progress --n-prompts 8 --max-new-tokens 512 --budgets 16,64,256 \
+      --temperatures 0,1 --out "$out/e2e_ratios" ${E2E_ARGS:-} ;;
+  s20a)   # one machine start for session 20's kernel checks (step timeouts 450 s)
+    step tree_tests 120 nbdev_test --flags cuda --do_print --path nbs/02_tree_builder.ipynb
+    step bench_tree 90 python benchmarks/bench_tree.py --iters 100 --commit "$commit" --out "$out/bench_tree.md"
+    GPU_TESTS_TIMEOUT=110 step gpu_tests_03 120 bash benchmarks/gpu_tests.sh "$out" 03_verify
+    export DDTREE_COMMIT=$commit
+    step bench_verify_pdl 120 python benchmarks/bench_verify_default.py --pdl --out "$out" ;;
+  s20b)   # the compiled round's changes (ends, router, shared expert, two graphs a layer): 05's cells, then the numbers (step timeouts 520 s)
+    GPU_TESTS_TIMEOUT=200 N_WORKERS=1 step gpu_tests_05 210 bash benchmarks/gpu_tests.sh "$out" 05
+    step bench_compile_ar 180 python benchmarks/bench_compile.py --out "$out/compile_ar" --commit "$commit" --variants compiled+merge,compiled+merge+autotune-ar --tokens 1,17,65 --draft
+    step run_ahead_merge 130 python benchmarks/bench_run_ahead.py --out "$out/rac_merge" --commit "$commit" --compile --merge on --temps 0,0.8 --reps 2 ;;
+  s20c)   # AUTOTUNE_AR in the round, then issue 17's ratios (E2E_ARGS=--autotune-ar if it paid in s20b) (step timeouts 560 s)
+    step run_ahead_autotune 160 python benchmarks/bench_run_ahead.py --out "$out/rac_autotune" --commit "$commit" --compile --autotune-ar --merge on --temps 0,0.8 --reps 2
+    step e2e_ratios 400 python -m ddtree_nb.cli bench --demo --compile --no-progress --n-prompts 8 --max-new-tokens 512 --budgets 16,64,256 \
       --temperatures 0,1 --out "$out/e2e_ratios" ${E2E_ARGS:-} ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac
