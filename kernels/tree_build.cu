@@ -770,7 +770,18 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
     __syncthreads();
     if (B > 0 && (smem_flags & 1)) {
         double *l = (double *)extra;
-        for (int i = tid; i < L * ks; i += nt) { int d = i / ks, r = i - d * ks; if (r < kd[d]) l[d * (ks | 1) + r] = lq_g[d * KMAX + r]; }
+        // four loads in flight per thread before any store: one L2 round trip for the lists (L * ks <= 4 * 1024 at B <= 256)
+        for (int i0 = tid; i0 < L * ks; i0 += 4 * nt) {
+            double v[4]; int at[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                int i = i0 + u * nt, d = i / ks, r = i - d * ks;
+                at[u] = i < L * ks && r < kd[d] ? d * (ks | 1) + r : -1;
+                if (at[u] >= 0) v[u] = lq_g[d * KMAX + r];
+            }
+#pragma unroll
+            for (int u = 0; u < 4; ++u) if (at[u] >= 0) l[at[u]] = v[u];
+        }
         lq = l;
     }
     __syncthreads();   // the lists copied above are read by thread 0 (chain) and by every warp below
