@@ -178,6 +178,9 @@ class DrafterCache:
     @property
     def max_tokens(self) -> int: return self.k.shape[1]
     def reset(self): self.length.zero_()
+    def layers(self) -> tuple[list, list]:
+        "Per-layer views `[max_tokens, nkv, head_dim]` of `k` and `v`: a compiled draft takes them as inputs, which it writes in place (rows of a view made inside the graph came back as whole-layer copies)."
+        return [self.k[l] for l in range(self.k.shape[0])], [self.v[l] for l in range(self.v.shape[0])]
 
 # %% ../nbs/05a_drafter.ipynb #f1c7c5e4
 def check_pair(c: DrafterConfig, tc) -> None:
@@ -241,7 +244,8 @@ class Drafter(nn.Module):
 @torch.no_grad()
 def _drafter_extend(self: Drafter, cache: DrafterCache,
                     features: torch.Tensor,   # [R, len(target_layer_ids)*hidden] (or [R, n, hidden]): rows [0, n_new) are new context, the rest scratch
-                    n_new: torch.Tensor):     # int [1] on the device: how many feature rows are real (<= R)
+                    n_new: torch.Tensor,      # int [1] on the device: how many feature rows are real (<= R)
+                    kv: tuple|None=None):     # `cache.layers()`, when made already
     "Append `n_new` context rows to `cache`: all R rows' K/V are written from `length` on (rows past n_new are scratch, overwritten later); `length += n_new`."
     c, dev, dt = self.config, self.fc.weight.device, self.fc.weight.dtype
     R, nf = features.shape[0], len(c.target_layer_ids)
@@ -250,9 +254,10 @@ def _drafter_extend(self: Drafter, cache: DrafterCache,
     th = self.hidden_norm(self.fc(features.reshape(R, nf * c.hidden_size).to(dt)))
     slots = cache.length.long() + torch.arange(R, device=dev)
     cos, sin = rope_cos_sin(slots, c.head_dim, c.rope_theta, dt)
+    ks, vs = kv or cache.layers()
     for l, layer in enumerate(self.layers):
         k, v = layer.self_attn.kv(th, cos, sin)
-        cache.k[l].index_copy_(0, slots, k); cache.v[l].index_copy_(0, slots, v)
+        ks[l].index_copy_(0, slots, k); vs[l].index_copy_(0, slots, v)
     cache.length += n_new.to(torch.int32)
 
 @torch.no_grad()
@@ -273,18 +278,19 @@ def _check_room(self: Drafter, cache: DrafterCache, features, n_new):
     have, new = int(cache.length[0]), int(n_new.reshape(-1)[0])
     if have + max(R, new + B) > S: raise ValueError(f"drafter cache overflow: {have} rows + {max(R, new + B)} (context and block) > max_tokens {S}")
 
-def _draft_block(self: Drafter, cache: DrafterCache, features, n_new, root_token) -> torch.Tensor:
-    "`draft` past its room check: what `compiled_draft` compiles."
+def _draft_block(self: Drafter, cache: DrafterCache, features, n_new, root_token, kv: tuple|None=None) -> torch.Tensor:
+    "`draft` past its room check: what `compiled_draft` compiles (`kv`: `cache.layers()`, its inputs there)."
     c, dev, dt = self.config, self.fc.weight.device, self.fc.weight.dtype
-    B, S = self.block_size, cache.max_tokens
-    self.extend(cache, features, n_new)
+    ks, vs = kv = kv or cache.layers()
+    B, S = self.block_size, ks[0].shape[0]
+    self.extend(cache, features, n_new, kv)
     n = cache.length.long()
     ids = torch.cat([root_token.reshape(1).long(), torch.full((B - 1,), self.mask_token_id, dtype=torch.long, device=dev)])
     h = self.embed_tokens(ids).to(dt)
     bslots = n + torch.arange(B, device=dev)            # the block's positions, and the scratch rows its K/V go to (dropped by the next draft)
     cos, sin = rope_cos_sin(bslots, c.head_dim, c.rope_theta, dt)
     mask = (torch.arange(S, device=dev) < n + B).expand(B, S)
-    for l, layer in enumerate(self.layers): h = layer(h, cache.k[l], cache.v[l], cos, sin, mask, bslots)
+    for l, layer in enumerate(self.layers): h = layer(h, ks[l], vs[l], cos, sin, mask, bslots)
     return self._head(self.norm(h)[1:])
 
 Drafter.extend, Drafter.draft = _drafter_extend, _drafter_draft
@@ -297,8 +303,9 @@ def _drafter_compiled_draft(self: Drafter, **kw):
         @torch.no_grad()
         def draft(cache, features, n_new, root_token):
             _check_room(self, cache, features, n_new)     # eager: its host read would split the graph
-            for t in (cache.k, cache.v): torch._dynamo.maybe_mark_dynamic(t, 1)   # any cache size: no compile per generation
-            return block(cache, features, n_new, root_token)
+            kv = cache.layers()
+            for t in kv[0] + kv[1]: torch._dynamo.maybe_mark_dynamic(t, 0)   # any cache size: no compile per generation
+            return block(cache, features, n_new, root_token, kv)
         self.__dict__['_compiled_draft'] = draft
     return self.__dict__['_compiled_draft']
 Drafter.compiled_draft = _drafter_compiled_draft
