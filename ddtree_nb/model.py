@@ -291,8 +291,8 @@ class Router(nn.Module):
         return w * c.routed_scaling_factor, idx
     def select_dense(self, logits: torch.Tensor) -> torch.Tensor:
         "`select`'s pick as a dense gate `[T, E]` fp32: the weights of the picked experts, zero elsewhere."
-        c = self.c
-        if not self.one_group:
+        c, (T, E) = self.c, logits.shape
+        if not self.one_group or T * E * E > 1 << 24:   # groups, or a [T, E, E] count too large to hold: select's pick, scattered
             w, idx = self.select(logits)
             return torch.zeros_like(logits).scatter_(1, idx, w)
         scores = logits.sigmoid()                   # one group: the pick by counting, not a top-k (compiled, one fused kernel)
