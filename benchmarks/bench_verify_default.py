@@ -29,14 +29,12 @@ if __name__ == '__main__':
         if v.get('ok') and s.get('ok'): print(f"| {r['T']} | {r['H']} | {r['P']} | {v['us']:.1f} | {s['us']:.1f} | {v['us'] / s['us']:.2f}x |")
         else: print(f"| {r['T']} | {r['H']} | {r['P']} | {'ok' if v.get('ok') else 'WRONG'} | {'ok' if s.get('ok') else 'WRONG'} | |")
     if a.pdl:
-        from ddtree_nb.verify import verify_plan, pdl_pays
-        from ddtree_nb.runtime import device_limits
-        sms = device_limits(torch.cuda.current_device())['sms']
+        from ddtree_nb.verify import verify_plan
         print('\n| T | H | P | v2 µs | v2, pdl combine µs | sm90 µs | sm90, pdl combine µs | sm90 grid | pdl_pays |\n|---|---|---|---|---|---|---|---|---|')
         for r in rows:
             us = [f"{r['impls'][k]['us']:.1f}" if r['impls'][k].get('ok') else 'WRONG' for k in ('v2', 'v2_pdl', 'sm90', 'sm90_pdl')]
-            g = verify_plan(r['T'], r['H'], r['P'], impl='sm90')['grid']
-            r['sm90_grid'], r['pdl_pays'] = g, pdl_pays(g, sms)
-            print(f"| {r['T']} | {r['H']} | {r['P']} | " + ' | '.join(us) + f" | {g} | {r['pdl_pays']} |")
+            plan = verify_plan(r['T'], r['H'], r['P'], impl='sm90')
+            r['sm90_grid'], r['pdl_pays'] = plan['grid'], plan['pdl']
+            print(f"| {r['T']} | {r['H']} | {r['P']} | " + ' | '.join(us) + f" | {plan['grid']} | {plan['pdl']} |")
     json.dump(dict(commit=git_commit(), gpu=torch.cuda.get_device_name(), rows=rows),
               open(os.path.join(a.out, 'bench_verify_pdl.json' if a.pdl else 'bench_verify_default.json'), 'w'), indent=1, default=str)

@@ -196,7 +196,7 @@ def _kernel(name: str, sig: str, smem: int=0, source: str='verify_attn.cu', arch
 # %% ../nbs/03_verify.ipynb #6a424811
 def verify_plan(T: int, H: int, P: int, device: int|None=None, config: tuple|None=None, splits: int|None=None,
                 impl: str='v2', pv_n: int=SM90_PV_N) -> dict:
-    "How kernel `impl` ('v2' or 'sm90') runs `T` tree tokens x `H` heads over `P` prefix rows on `device`: kernel name, config, splits, grid, smem."
+    "How kernel `impl` ('v2' or 'sm90') runs `T` tree tokens x `H` heads over `P` prefix rows on `device`: kernel name, config, splits, grid, smem, and whether its combine launches as a programmatic dependent (`pdl_pays`)."
     dev = torch.cuda.current_device() if device is None else device
     info = device_limits(dev)
     if impl == 'sm90':
@@ -210,7 +210,7 @@ def verify_plan(T: int, H: int, P: int, device: int|None=None, config: tuple|Non
     slots = info['sms'] * max(1, info['smem'] // (smem + 1024))
     s = splits or choose_splits(m_tiles, n_tiles, slots)
     name = SM90_KERNELS[pv_n] if impl == 'sm90' else f'verify_attn_v2_{bm}x{bn}x{ns}'
-    return dict(kernel=name, config=(bm, bn, ns), splits=s, grid=(m_tiles, s), smem=smem, M=M, impl=impl)
+    return dict(kernel=name, config=(bm, bn, ns), splits=s, grid=(m_tiles, s), smem=smem, M=M, impl=impl, pdl=pdl_pays((m_tiles, s), info['sms']))
 
 def verify_workspace(T: int, H: int, splits: int, device=None) -> tuple:
     "Workspace for `splits` partials: (`[splits, T*H, 512]` bf16, `[splits, T*H]` fp32)."
@@ -274,7 +274,7 @@ def _verify_cuda(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, vers
         if version != 2: raise ValueError(f"version must be 1 or 2, got {version!r}")
         plan = verify_plan(T, H, P_bound, dev, config, splits, impl, pv_n)
         s = plan['splits']
-        if pdl is None: pdl = pdl_pays(plan['grid'], device_limits(dev)['sms'])
+        if pdl is None: pdl = plan['pdl']
         if not 1 <= s <= MAX_SPLITS: raise ValueError(f"splits must be in [1, {MAX_SPLITS}], got {s}")
         src = ('verify_attn_sm90.cu', 'sm_90a') if impl == 'sm90' else ('verify_attn.cu', None)
         k = _kernel(plan['kernel'], SIG_V2, plan['smem'], *src)
