@@ -413,7 +413,7 @@ class _RoundCaches:
         if self.merge and dec is not None:   # merged for the generation only: a forward outside the engine reads the parameters themselves (never a stale merge)
             for m in (dec.target, dec.drafter): merge_projections(m, False)   # the weights stay where they are: the next merge adopts them
         if not ((not self.keep) if free is None else free): return
-        keep = ('faces', 'graph', 'keep', 'compile', 'compile_by_tokens', 'merge', 'dec', 'mode', 'use_graph', 'round_cost', 'choice_wait_s', 'auto')    # the settings, and how the last generation ran (to inspect)
+        keep = ('faces', 'graph', 'keep', 'compile', 'compile_by_tokens', 'compile_key', 'merge', 'dec', 'mode', 'use_graph', 'round_cost', 'choice_wait_s', 'auto')    # the settings, and how the last generation ran (to inspect)
         for k in [k for k in self.__dict__ if k not in keep]: del self.__dict__[k]
 
 # %% ../nbs/05_decode.ipynb #rc0a1b01
@@ -573,8 +573,7 @@ class _RoundCapture:
     "A CUDA-graph capture of a round's work on the engine stream, and what a setting of the round is."
     def _settings(self) -> tuple:
         d = self.dec
-        return (id(d.drafter) if d.use_drafter else None, d.method, d.budget, d.temperature > 0, self.faces, self.compile,
-                repr(sorted(self.compile_by_tokens.items())))
+        return (id(d.drafter) if d.use_drafter else None, d.method, d.budget, d.temperature > 0, self.faces, self.compile, self.compile_key)
 
     def _prepare(self, depth: int):
         "Write a chain's structure before a capture (so replays need not rewrite it)."
@@ -736,6 +735,7 @@ class Stages(_RoundCaches, _RoundRecord, _RoundBuffers, _RoundStages, _RoundRepl
         if graph and faces != 'cuda': raise ValueError("graph=True needs faces='cuda' (a graph replays GPU work only)")
         self.faces, self.graph, self.keep, self.compile, self.dec = faces, graph, keep, bool(compile) or isinstance(compile, dict), None
         self.compile_by_tokens = dict(compile) if isinstance(compile, dict) else {}   # see TargetModel.compile_layers
+        self.compile_key = repr(sorted(self.compile_by_tokens.items()))              # its part of `_settings` (read every round)
         self.merge = (faces == 'cuda' or None) if merge is None else merge
         self.round_cost, self.choice_wait_s = round_cost, choice_wait_s
 
