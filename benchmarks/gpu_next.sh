@@ -19,15 +19,12 @@
 #   bash benchmarks/gpu_next.sh moe_v24   "$OUT"   # moe_pdl's checks with v24 (no grouping launch) beside v13 in graphs of layers (<= 9 min)
 #   bash benchmarks/gpu_next.sh compile_ab "$OUT"  # merged projections, traced attention, inductor options: bench_compile's variants, the compiled round with and without them (<= 9 min)
 #   bash benchmarks/gpu_next.sh verify_pdl "$OUT"  # the PDL split combine and the split kernels' early trigger: 03's cells, sanitizer, --pdl timings, 60 s fuzz (<= 8.5 min)
-#   bash benchmarks/gpu_next.sh pdl_rule  "$OUT"   # session 20: the verify combine's PDL by rule (pdl=None default): 03's and 05's cells, --pdl timings with the rule's pick (<= 7.5 min)
-#   bash benchmarks/gpu_next.sh autotune_ar "$OUT" # session 20: the AR step's layers autotuned alone (AUTOTUNE_AR): bench_compile at T = 1/17/65, the round merged with and without (<= 8 min)
-#   bash benchmarks/gpu_next.sh ratios    "$OUT"   # issue 17's goals: ddtree bench --demo --compile [--autotune-ar], 8 prompts x 512 tokens, T = 0 and 1 (<= 9.5 min; E2E_ARGS adds options)
 #   bash benchmarks/gpu_next.sh s20a "$OUT"  # session 20, first call: tree (02 cells + bench_tree) and the verify PDL rule (03 cells + --pdl timings) (<= 8 min)
 #   bash benchmarks/gpu_next.sh s20b "$OUT"  # session 20, second call: 05's cells, bench_compile at T = 1/17/65 (+ --draft), the round merged (<= 9 min)
 #   bash benchmarks/gpu_next.sh s20c "$OUT"  # session 20, third call: the round with AUTOTUNE_AR, then issue 17's ratios at 8 x 512 (<= 9.5 min)
 # Each step has its own timeout, so a slow one leaves the others' logs in $OUT; the summary is $OUT/gpu_next.log.
 set -uo pipefail
-part=${1:?part: validate, long, long_run, bench, sanitize, sanitize_kernels, tree, profile_tree, verify90, fuzz5, soak, compile, compile_ab, moe, moe_pdl, moe_v24, verify_pdl, pdl_rule, autotune_ar, ratios, s20a, s20b or s20c}
+part=${1:?part: validate, long, long_run, bench, sanitize, sanitize_kernels, tree, profile_tree, verify90, fuzz5, soak, compile, compile_ab, moe, moe_pdl, moe_v24, verify_pdl, s20a, s20b or s20c}
 out=${2:-${OUT:-/tmp}}
 mkdir -p "$out" && out=$(cd "$out" && pwd)
 cd "$(dirname "$0")/.."
@@ -42,6 +39,15 @@ step() {   # step NAME SECONDS CMD...: run with a timeout, log the exit code and
     local rc=$?
     echo "   exit $rc, $(( $(date +%s) - t0 )) s$([ $rc -eq 124 ] && echo ' (TIMED OUT)')" | tee -a "$log"
     tail -3 "$out/$name.log" | sed 's/^/   | /' | tee -a "$log"
+}
+tree_steps() {   # the tree builder: its GPU tests, then bench_tree
+    step tree_tests 120 nbdev_test --flags cuda --do_print --path nbs/02_tree_builder.ipynb
+    step bench_tree 90 python benchmarks/bench_tree.py --iters 100 --commit "$commit" --out "$out/bench_tree.md"
+}
+verify_pdl_steps() {   # nbs/03's cuda cells, then the verify kernels with and without the PDL combine
+    GPU_TESTS_TIMEOUT=110 step gpu_tests_03 120 bash benchmarks/gpu_tests.sh "$out" 03_verify
+    export DDTREE_COMMIT=$commit   # the JSON records it (the machine has no .git)
+    step bench_verify_pdl 120 python benchmarks/bench_verify_default.py --pdl --out "$out"
 }
 echo "date $(date -u +%FT%TZ), commit $commit, gpu $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null), part $part" >> "$log"
 case $part in
@@ -90,8 +96,7 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
       grep -h "warning" "$out/soak_$i.log" | tee -a "$log"
     done ;;
   tree)
-    step tree_tests 120 nbdev_test --flags cuda --do_print --path nbs/02_tree_builder.ipynb
-    step bench_tree 90 python benchmarks/bench_tree.py --iters 100 --commit "$commit" --out "$out/bench_tree.md" ;;
+    tree_steps ;;
   moe)   # the W4A16 MoE kernel (issue 20): MOE_VERSIONS="13 14" (say) to compare; validation first, then the timings, nbs/03a's cuda cells, the sanitizer
     v=${MOE_VERSIONS:-14}
     step moe_val_small 90 python benchmarks/bench_moe.py --validate small --versions $v --json "$out/moe_val_small.json" --commit "$commit"
@@ -117,33 +122,16 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
       step sanitize_moe_v24 165 bash benchmarks/sanitize_kernels.sh "$out/sanitize_moe_v24"
     tar czf "$out/sanitize_moe_v24.tgz" -C "$out" sanitize_moe_v24 && rm -rf "$out/sanitize_moe_v24" ;;
   verify_pdl)   # sessions 17-18: the PDL split combine (off by default) and the split kernels' early trigger, one call (<= 505 s)
-    GPU_TESTS_TIMEOUT=110 step gpu_tests_03 120 bash benchmarks/gpu_tests.sh "$out" 03_verify
+    verify_pdl_steps
     KERNELS=verify_pdl,verify_sm90,verify_ar_step TIMEOUT_PLAIN=25 TIMEOUT_MEMCHECK=35 TIMEOUT_INITCHECK=30 TIMEOUT_SYNCCHECK=25 TIMEOUT_RACECHECK=45 \
       step sanitize_verify_pdl 165 bash benchmarks/sanitize_kernels.sh "$out/sanitize_verify_pdl"
     tar czf "$out/sanitize_verify_pdl.tgz" -C "$out" sanitize_verify_pdl && rm -rf "$out/sanitize_verify_pdl"
-    export DDTREE_COMMIT=$commit   # the JSON records it (the machine has no .git)
-    step bench_verify_pdl 120 python benchmarks/bench_verify_default.py --pdl --out "$out"
     step fuzz_verify_auto 100 python -c "from ddtree_nb.reliability import fuzz_verify
 r = fuzz_verify(60, seed=23, backend='cuda', impl='auto', out_dir='$out/fuzz_repro')
 print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mismatches']), 'mismatches')" ;;
-  pdl_rule)   # session 20: pdl=None follows pdl_pays (on for trees and H = 4; off for one row tile over > half the SMs)
-    GPU_TESTS_TIMEOUT=110 step gpu_tests_03 120 bash benchmarks/gpu_tests.sh "$out" 03_verify
-    export DDTREE_COMMIT=$commit
-    step bench_verify_pdl 120 python benchmarks/bench_verify_default.py --pdl --out "$out"
-    GPU_TESTS_TIMEOUT=200 N_WORKERS=1 step gpu_tests_05 210 bash benchmarks/gpu_tests.sh "$out" 05 ;;
-  autotune_ar)   # session 20: compile_layers(by_tokens=AUTOTUNE_AR): max-autotune for the one-token forward only
-    step bench_compile_ar 180 python benchmarks/bench_compile.py --out "$out/compile_ar" --commit "$commit" --variants compiled+merge,compiled+merge+autotune-ar --tokens 1,17,65 --draft
-    step run_ahead_merge 130 python benchmarks/bench_run_ahead.py --out "$out/rac_merge" --commit "$commit" --compile --merge on --temps 0,0.8 --reps 2
-    step run_ahead_autotune 160 python benchmarks/bench_run_ahead.py --out "$out/rac_autotune" --commit "$commit" --compile --autotune-ar --merge on --temps 0,0.8 --reps 2 ;;
-  ratios)   # issue 17's goals at the issue's size: the best budget's speedup over AR against the acceptance length, DDTree against DFlash
-    step e2e_ratios 560 python -m ddtree_nb.cli bench --demo --compile --no-progress --n-prompts 8 --max-new-tokens 512 --budgets 16,64,256 \
-      --temperatures 0,1 --out "$out/e2e_ratios" ${E2E_ARGS:-} ;;
   s20a)   # one machine start for session 20's kernel checks (step timeouts 450 s)
-    step tree_tests 120 nbdev_test --flags cuda --do_print --path nbs/02_tree_builder.ipynb
-    step bench_tree 90 python benchmarks/bench_tree.py --iters 100 --commit "$commit" --out "$out/bench_tree.md"
-    GPU_TESTS_TIMEOUT=110 step gpu_tests_03 120 bash benchmarks/gpu_tests.sh "$out" 03_verify
-    export DDTREE_COMMIT=$commit
-    step bench_verify_pdl 120 python benchmarks/bench_verify_default.py --pdl --out "$out" ;;
+    tree_steps
+    verify_pdl_steps ;;
   s20b)   # the compiled round's changes (ends, router, shared expert, two graphs a layer): 05's cells, then the numbers (step timeouts 520 s)
     GPU_TESTS_TIMEOUT=200 N_WORKERS=1 step gpu_tests_05 210 bash benchmarks/gpu_tests.sh "$out" 05
     step bench_compile_ar 180 python benchmarks/bench_compile.py --out "$out/compile_ar" --commit "$commit" --variants compiled+merge,compiled+merge+autotune-ar --tokens 1,17,65 --draft
