@@ -96,14 +96,19 @@ def measure_draft(d, compiled, es, reps, P=1000):
     draft = d.compiled_draft() if compiled else d.draft
     def fwd():
         cache.length.fill_(P); return draft(cache, feats, n_new, root)
+    r, g, _, _ = profile_and_capture(fwd, es)
+    return dict(r, replay_ms=round(replay_ms(g, es, reps), 4))
+
+def profile_and_capture(fwd, es):
+    "On engine stream `es`: `fwd`'s first call (timed: the compile), 3 warm calls, its kernels (`kernels`), then its capture in a graph -> (row fields, graph, first output, graph output)."
     with es:
-        t0 = time.time(); fwd(); torch.cuda.synchronize(); first_s = time.time() - t0
+        t0 = time.time(); o = fwd(); torch.cuda.synchronize(); first_s = time.time() - t0
         for _ in range(3): fwd()
         n_k, k_us, top, seq = kernels(fwd)
         g = torch.cuda.CUDAGraph(); torch.cuda.synchronize()
-        with torch.cuda.graph(g, stream=es.torch): fwd()
+        with torch.cuda.graph(g, stream=es.torch): gout = fwd()
         g.replay(); torch.cuda.synchronize()
-    return dict(kernels=n_k, kernel_us=round(k_us, 1), replay_ms=round(replay_ms(g, es, reps), 4), first_call_s=round(first_s, 1), top=top, sequence=seq)
+    return dict(kernels=n_k, kernel_us=round(k_us, 1), first_call_s=round(first_s, 1), top=top, sequence=seq), g, o, gout
 
 def measure(t, t32, cache, start, P, rows, T, es, reps, ref, first_fwd, vis_to_bits):
     ids = torch.randint(t.config.vocab_size, (T,), device='cuda', generator=torch.Generator('cuda').manual_seed(T))
@@ -114,20 +119,14 @@ def measure(t, t32, cache, start, P, rows, T, es, reps, ref, first_fwd, vis_to_b
         c32 = t32.new_cache(rows); c32.kv.copy_(kv0)
         ref[T] = t32(ids, pos, c32, start, vis, hidden_layers=(1, 3, 5)).logits.float()
     def fwd(): return t(ids, pos, cache, start, vis, hidden_layers=(1, 3, 5)).logits
-    with es:
-        t0 = time.time(); o = fwd(); torch.cuda.synchronize(); first_s = time.time() - t0
-        for _ in range(3): fwd()
-        n_k, k_us, top, seq = kernels(fwd)
-        g = torch.cuda.CUDAGraph(); torch.cuda.synchronize()
-        with torch.cuda.graph(g, stream=es.torch): gout = fwd()
-        g.replay(); torch.cuda.synchronize()
+    r, g, o, gout = profile_and_capture(fwd, es)
     cache.kv.copy_(kv0)
     ms = replay_ms(g, es, reps)
     base = first_fwd.setdefault(T, o.float())          # the first variant's forward (eager, in the default order)
-    return dict(kernels=n_k, kernel_us=round(k_us, 1), replay_ms=round(ms, 4), first_call_s=round(first_s, 1),
+    return dict(r, replay_ms=round(ms, 4),
                 rel_max_logit_diff=(gout.float() - base).abs().max().item() / base.abs().max().item(),
                 same_argmax=bool((gout.argmax(-1) == base.argmax(-1)).all()),
                 rel_err_vs_fp32=((gout.float() - ref[T]).norm() / ref[T].norm()).item(),
-                argmax_agree_fp32=float((gout.argmax(-1) == ref[T].argmax(-1)).float().mean()), top=top, sequence=seq)
+                argmax_agree_fp32=float((gout.argmax(-1) == ref[T].argmax(-1)).float().mean()))
 
 if __name__ == '__main__': main()
