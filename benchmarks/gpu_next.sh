@@ -22,6 +22,7 @@
 #   bash benchmarks/gpu_next.sh s20a "$OUT"  # session 20, first call: tree (02 cells + bench_tree) and the verify PDL rule (03 cells + --pdl timings) (<= 8 min)
 #   bash benchmarks/gpu_next.sh s20b "$OUT"  # session 20, second call: 05's cells, bench_compile at T = 1/17/65 (+ --draft), the round merged (<= 9 min)
 #   bash benchmarks/gpu_next.sh s20c "$OUT"  # session 20, third call: the round with AUTOTUNE_AR, then issue 17's ratios at 8 x 512 (<= 9.5 min)
+#   bash benchmarks/gpu_next.sh s21a "$OUT"  # session 21: 02/03/05 cuda cells, the compiled forward beside session 19's (.old/ = git archive 970b4f3), bench_tree (<= 9 min)
 # Each step has its own timeout, so a slow one leaves the others' logs in $OUT; the summary is $OUT/gpu_next.log.
 set -uo pipefail
 part=${1:?part: validate, long, long_run, bench, sanitize, sanitize_kernels, tree, profile_tree, verify90, fuzz5, soak, compile, compile_ab, moe, moe_pdl, moe_v24, verify_pdl, s20a, s20b or s20c}
@@ -140,5 +141,12 @@ print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mi
     step run_ahead_autotune 160 python benchmarks/bench_run_ahead.py --out "$out/rac_autotune" --commit "$commit" --compile --autotune-ar --merge on --temps 0,0.8 --reps 2
     step e2e_ratios 400 python -m ddtree_nb.cli bench --demo --compile --no-progress --n-prompts 8 --max-new-tokens 512 --budgets 16,64,256 \
       --temperatures 0,1 --out "$out/e2e_ratios" ${E2E_ARGS:-} ;;
+  s21a)   # session 21, one call of <= 540 s: session 20's GPU code checked (02, 03, 05 cuda cells), then the compiled forward at T = 1 / 65
+          # on this commit beside session 19's (970b4f3, staged as .old/ with its package, kernels and bench_compile.py), then bench_tree
+    GPU_TESTS_TIMEOUT=210 N_WORKERS=3 step gpu_tests_02_03_05 220 bash benchmarks/gpu_tests.sh "$out" 02 03_verify 05
+    step bench_compile_ar 170 python benchmarks/bench_compile.py --out "$out/compile_ar" --commit "$commit" --variants compiled+merge,compiled+merge+autotune-ar --tokens 1,65 --draft
+    [ -d .old/ddtree_nb ] && { [ -d .old/ddtree_nb/demo_pair ] || cp -r ddtree_nb/demo_pair .old/ddtree_nb/; \
+      step bench_compile_970b4f3 80 env PYTHONPATH="$PWD/.old:${PYTHONPATH:-}" python .old/benchmarks/bench_compile.py --out "$out/compile_970b4f3" --commit 970b4f3 --variants compiled+merge; }
+    step bench_tree 70 python benchmarks/bench_tree.py --iters 100 --commit "$commit" --out "$out/bench_tree.md" ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac
