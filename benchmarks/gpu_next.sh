@@ -23,6 +23,7 @@
 #   bash benchmarks/gpu_next.sh s20b "$OUT"  # session 20, second call: 05's cells, bench_compile at T = 1/17/65 (+ --draft), the round merged (<= 9 min)
 #   bash benchmarks/gpu_next.sh s20c "$OUT"  # session 20, third call: the round with AUTOTUNE_AR, then issue 17's ratios at 8 x 512 (<= 9.5 min)
 #   bash benchmarks/gpu_next.sh s21a "$OUT"  # session 21: 02/03/05 cuda cells, the compiled forward beside session 19's (.old/ = git archive 970b4f3), bench_tree (<= 9 min)
+#   bash benchmarks/gpu_next.sh s21b "$OUT"  # session 21: the compiled merged round at T = 0 without and with AUTOTUNE_AR (<= 3.5 min)
 # Each step has its own timeout, so a slow one leaves the others' logs in $OUT; the summary is $OUT/gpu_next.log.
 set -uo pipefail
 part=${1:?part: validate, long, long_run, bench, sanitize, sanitize_kernels, tree, profile_tree, verify90, fuzz5, soak, compile, compile_ab, moe, moe_pdl, moe_v24, verify_pdl, s20a, s20b or s20c}
@@ -147,6 +148,9 @@ print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mi
     step bench_compile_ar 170 python benchmarks/bench_compile.py --out "$out/compile_ar" --commit "$commit" --variants compiled+merge,compiled+merge+autotune-ar --tokens 1,65 --draft
     [ -d .old/ddtree_nb ] && { [ -d .old/ddtree_nb/demo_pair ] || cp -r ddtree_nb/demo_pair .old/ddtree_nb/; \
       step bench_compile_970b4f3 80 env PYTHONPATH="$PWD/.old:${PYTHONPATH:-}" python .old/benchmarks/bench_compile.py --out "$out/compile_970b4f3" --commit 970b4f3 --variants compiled+merge; }
-    step bench_tree 70 python benchmarks/bench_tree.py --iters 100 --commit "$commit" --out "$out/bench_tree.md" ;;
+    step bench_tree 60 python benchmarks/bench_tree.py --iters 100 --commit "$commit" --out "$out/bench_tree.md" ;;
+  s21b)   # session 21, second call (<= 200 s): the compiled merged round at T = 0 without and with AUTOTUNE_AR, same commit and machine
+    step run_ahead_merge 90 python benchmarks/bench_run_ahead.py --out "$out/rac_merge" --commit "$commit" --compile --merge on --temps 0 --reps 2
+    step run_ahead_autotune 110 python benchmarks/bench_run_ahead.py --out "$out/rac_autotune" --commit "$commit" --compile --autotune-ar --merge on --temps 0 --reps 2 ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac
