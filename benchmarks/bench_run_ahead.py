@@ -100,7 +100,7 @@ def census(t, d, p, method, B, log, compile=False):
 def markdown(res) -> str:
     m = res['meta']
     lines = [f"# Run-ahead A/B and launch census ({m['date']}, {m['gpu']}, commit {m['commit']})", '',
-             f"Command: `{m['command']}`; demo pair bf16, cuda faces, CUDA graph{', torch.compile' if m.get('compile') else ''}{' (one-token forwards autotuned)' if isinstance(m.get('compile'), dict) else ''}{ {True: ', merged projections', False: ', projections not merged'}.get(m.get('merge'), '') }{', traced attention' if m.get('traced') else ''}, {m['prompts']} prompts x {m['max_new']} new tokens, "
+             f"Command: `{m['command']}`; demo pair bf16, cuda faces, CUDA graph{', torch.compile' if m.get('compile') else ''}{' (one-token forwards autotuned)' if m.get('compile') is True or isinstance(m.get('compile'), dict) and m['compile'] else ''}{ {True: ', merged projections', False: ', projections not merged'}.get(m.get('merge'), '') }{', traced attention' if m.get('traced') else ''}, {m['prompts']} prompts x {m['max_new']} new tokens, "
              f"median of {m['reps']} runs per prompt after a warm-up; rounds 3 onwards (graph replays) only: prefill, the eager round 1 "
              f"and the capture of round 2 excluded.", '',
              '| T | method | B | tau | plain tok/s | ahead tok/s | speed-up | plain ms/round | ahead ms/round | GPU ms/round | same tokens |',
@@ -123,15 +123,15 @@ def main(argv=None):
     ap.add_argument('--prompts', type=int, default=2)
     ap.add_argument('--compile', action='store_true', help="Stages(compile=True): the round's target layers and draft through torch.compile")
     ap.add_argument('--merge', choices=('on', 'off'), default=None, help="Stages(merge=True / False): the projections of one input as one GEMM each (default: Stages' own, on for cuda)")
-    ap.add_argument('--autotune-ar', action='store_true', help="with --compile: Stages(compile=model.AUTOTUNE_AR), the one-token forwards (the AR step) through inductor's max-autotune")
+    ap.add_argument('--autotune-ar', action=argparse.BooleanOptionalAction, default=None, help="with --compile: Stages(compile=model.AUTOTUNE_AR), the one-token forwards (the AR step) through inductor's max-autotune; --no-autotune-ar: Stages(compile={}); default: Stages(compile=True), which autotunes them")
     ap.add_argument('--traced', action='store_true', help="target.trace_attention: compiled layers keep the verify kernel inside their graph (a custom op)")
     ap.add_argument('--temps', default='0,0.8', help='temperatures, comma-separated')
     a = ap.parse_args(argv)
     global MERGE; MERGE = {'on': True, 'off': False}.get(a.merge)
-    if a.autotune_ar:
-        if not a.compile: ap.error('--autotune-ar needs --compile')
+    if a.autotune_ar is not None:
+        if not a.compile: ap.error('--autotune-ar / --no-autotune-ar need --compile')
         from ddtree_nb.model import AUTOTUNE_AR
-        a.compile = AUTOTUNE_AR   # Stages(compile=...) takes the per-token-count options as its value
+        a.compile = AUTOTUNE_AR if a.autotune_ar else {}   # Stages(compile=...) takes the per-token-count options as its value
     out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
     logf = open(out / 'run_ahead.log', 'w')
     def log(s): print(s, flush=True); logf.write(s + '\n'); logf.flush()

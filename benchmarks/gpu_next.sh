@@ -24,6 +24,7 @@
 #   bash benchmarks/gpu_next.sh s20c "$OUT"  # session 20, third call: the round with AUTOTUNE_AR, then issue 17's ratios at 8 x 512 (<= 9.5 min)
 #   bash benchmarks/gpu_next.sh s21a "$OUT"  # session 21: 02/03/05 cuda cells, the compiled forward beside session 19's (.old/ = git archive 970b4f3), bench_tree (<= 9 min)
 #   bash benchmarks/gpu_next.sh s21b "$OUT"  # session 21: the compiled merged round at T = 0 without and with AUTOTUNE_AR (<= 3.5 min)
+#   bash benchmarks/gpu_next.sh s21c "$OUT"  # session 21's changes: the compiled forward and draft, the round, 8 x 128 tokens in fp32 (lossless check) (<= 3 min)
 # Each step has its own timeout, so a slow one leaves the others' logs in $OUT; the summary is $OUT/gpu_next.log.
 set -uo pipefail
 part=${1:?part: validate, long, long_run, bench, sanitize, sanitize_kernels, tree, profile_tree, verify90, fuzz5, soak, compile, compile_ab, moe, moe_pdl, moe_v24, verify_pdl, s20a, s20b or s20c}
@@ -152,5 +153,9 @@ print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mi
   s21b)   # session 21, second call (<= 200 s): the compiled merged round at T = 0 without and with AUTOTUNE_AR, same commit and machine
     step run_ahead_merge 90 python benchmarks/bench_run_ahead.py --out "$out/rac_merge" --commit "$commit" --compile --merge on --temps 0 --reps 2
     step run_ahead_autotune 110 python benchmarks/bench_run_ahead.py --out "$out/rac_autotune" --commit "$commit" --compile --autotune-ar --merge on --temps 0 --reps 2 ;;
+  s21c)   # session 21's own changes (router reduction, q contiguous in the graph, 4-D drafter SDPA, Stages(compile=True) autotuned), one call of <= 200 s
+    step bench_compile_s21 70 python benchmarks/bench_compile.py --out "$out/compile_s21" --commit "$commit" --variants compiled+merge+autotune-ar --tokens 1,65 --draft
+    step run_ahead_s21 45 python benchmarks/bench_run_ahead.py --out "$out/rac_s21" --commit "$commit" --compile --merge on --temps 0 --reps 2
+    step e2e_fp32 50 python -m ddtree_nb.cli bench --demo --compile --dtype float32 --no-progress --n-prompts 8 --max-new-tokens 128 --budgets 64 --temperatures 0 --out "$out/e2e_fp32" ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac

@@ -266,7 +266,8 @@ def results_markdown(res: dict, title: str='ddtree bench') -> str:
              f"- target: {t.get('layers')} layers, hidden {t.get('hidden')}, vocab {t.get('vocab')}, {t.get('dtype')}",
              f"- prompts: {c['prompts']}, max_new_tokens {c['max_new_tokens']}, seed {c['seed']}; DFlash chain = block_size − 1 = {c['block_size'] - 1}"
              + ("; rounds through torch.compile (every setting warmed up first)" if c.get('compile') else '')
-             + (f"; compile options by token count {c['compile']}" if isinstance(c.get('compile'), dict) else '')
+             + (f"; compile options by token count {c['compile']}" if isinstance(c.get('compile'), dict)
+                else "; compile options Stages' default (the one-token forwards autotuned on the cuda faces)" if c.get('compile') else '')
              + ({True: "; projections merged (`Stages(merge=True)`)", False: "; projections not merged (`Stages(merge=False)`)"}.get(c.get('merge'), ''))
              + ("; one kept `Stages` per setting, its caches, buffers and CUDA graph made in an untimed warm-up run" if c.get('keep') else ''),
              "- tokens, ms/token, tokens/s: the decode rounds only (the prefill and the token it gives are left out, as they cost the same "
@@ -328,7 +329,7 @@ def _bench_parser():
     ap.add_argument('--plots', action='store_true', help='also write OUT_speedup.png, OUT_accept_hist.png, OUT_stages.png')
     ap.add_argument('--no-progress', action='store_true')
     ap.add_argument('--compile', action='store_true', help="run the rounds' torch parts through torch.compile (each setting warmed up, so compiling is not timed)")
-    ap.add_argument('--autotune-ar', action='store_true', help="with --compile: the one-token forwards (the AR step) through inductor's max-autotune (triton GEMM templates; their first compile takes longer)")
+    ap.add_argument('--autotune-ar', action=argparse.BooleanOptionalAction, default=None, help="with --compile: the one-token forwards (the AR step) through inductor's max-autotune (triton GEMM templates; their first compile takes longer); default: on for the cuda backend (Stages(compile=True))")
     ap.add_argument('--merge', choices=('on', 'off'), default=None, help="the projections of one input as one GEMM each (q_a|kv_a, gate|up, the drafter's k|v|q); default: on for the cuda backend, the models as loaded for torch")
     ap.add_argument('--fresh', action='store_true', help="every run a fresh generate call (allocates and captures its CUDA graph anew, timed) instead of one kept Stages per setting")
     return ap
@@ -361,7 +362,7 @@ def bench_main(argv=None, pair=None) -> int:
     if args.target and not args.drafter and set(args.methods) != {'ar'}: return err("--target needs --drafter (or --methods ar)")
     if args.n_prompts is not None and args.n_prompts < 1: return err(f"--n-prompts must be >= 1, got {args.n_prompts}")
     if args.threads is not None and args.threads < 1: return err(f"--threads must be >= 1, got {args.threads}")
-    if args.autotune_ar and not args.compile: return err("--autotune-ar tunes compiled rounds: give --compile too")
+    if args.autotune_ar is not None and not args.compile: return err("--autotune-ar tunes compiled rounds: give --compile too")
     if args.plots and (msg := missing_extra('matplotlib', 'plots', '--plots')): return err(msg)
     try:
         prompts_text = _read_prompts(args.prompts) if args.prompts else list(DEFAULT_PROMPTS)
@@ -375,7 +376,7 @@ def bench_main(argv=None, pair=None) -> int:
         with cpu_threads(args.threads, dev):
             res = run_bench(target, drafter, ids, methods=args.methods, budgets=args.budgets, temperatures=args.temperatures,
                             backends=backends, max_new_tokens=args.max_new_tokens, seed=args.seed, progress=not args.no_progress, command=cmd.strip(),
-                            compile=AUTOTUNE_AR if args.compile and args.autotune_ar else args.compile, merge={'on': True, 'off': False}.get(args.merge), keep=not args.fresh)
+                            compile=args.compile and {None: True, True: AUTOTUNE_AR, False: {}}[args.autotune_ar], merge={'on': True, 'off': False}.get(args.merge), keep=not args.fresh)
     except (ValueError, OSError, NotImplementedError) as e: return err(' '.join(str(e).split()))
     if not any('skipped' not in r for r in res['runs']):
         return err("nothing ran: " + '; '.join(sorted({r['skipped'] for r in res['runs']})))

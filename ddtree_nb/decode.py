@@ -10,7 +10,7 @@ import torch
 from .tree import TreeBuffers, build_tree_ref, load_tree, write_chain, truncate_tree, fill_tree, MAX_BUDGET
 from .accept import Accepted, MAX_PATH, ERR_PAST_CACHE, accept_compact, accept_workspace, gumbel_keys, round_keys, target_choice, make_accepted
 from .runtime import releasing_on_oom, require_cuda, cuda_ok, engine_stream
-from .model import MoE, merge_projections, merge_moves
+from .model import MoE, merge_projections, merge_moves, AUTOTUNE_AR
 from .moe import PackedMoE, live_workspaces
 from .verify import DC, DR
 from .budget import AUTO_SIZES, AutoBudget, RoundCost, expected_at
@@ -727,13 +727,14 @@ class Stages(_RoundCaches, _RoundRecord, _RoundBuffers, _RoundStages, _RoundRepl
     def __init__(self, faces: str='cuda',        # 'cuda': the kernels; 'torch': their torch faces on the same buffers (any device)
                  graph: bool|None=None,          # capture full-depth rounds in a CUDA graph (None: when faces='cuda', any temperature)
                  keep: bool=False,               # keep caches, buffers and graph for the next generation (same models and settings)
-                 compile: bool|dict=False,       # the round's target layers and draft through `torch.compile` (each token count compiles once per process); a dict {token count: torch.compile kwargs} also gives those forwards their own options (`AUTOTUNE_AR`)
+                 compile: bool|dict=False,       # the round's target layers and draft through `torch.compile` (each token count compiles once per process); True on the cuda faces: the AR step's forward autotuned too (`AUTOTUNE_AR`); a dict {token count: torch.compile kwargs} names those options ({} for none)
                  merge: bool|None=None,          # the models' projections of one input as one GEMM each (`model.merge_projections`) for each generation; None: on the cuda faces (-11% a compiled AR forward on the H200), the models as they are on the torch faces
                  round_cost: RoundCost|None=None,   # budget='auto': a round's seconds by tree size (default: measured at setup)
                  choice_wait_s: float|None=None):   # with round_cost: the host's wait per round when choosing per round (default 0)
         if faces not in ('cuda', 'torch'): raise ValueError(f"faces must be 'cuda' or 'torch', got {faces!r}")
         if graph and faces != 'cuda': raise ValueError("graph=True needs faces='cuda' (a graph replays GPU work only)")
         self.faces, self.graph, self.keep, self.compile, self.dec = faces, graph, keep, bool(compile) or isinstance(compile, dict), None
+        if compile is True: compile = AUTOTUNE_AR if faces == 'cuda' else {}   # the AR round 0.298 -> 0.239 ms on an H100 (bench_compile.md)
         self.compile_by_tokens = dict(compile) if isinstance(compile, dict) else {}   # see TargetModel.compile_layers
         self.compile_key = repr(sorted(self.compile_by_tokens.items()))              # its part of `_settings` (read every round)
         self.merge = (faces == 'cuda' or None) if merge is None else merge

@@ -14,10 +14,10 @@ from .verify import tree_visible, tree_attention_torch, bits_to_vis, vis_to_bits
 
 
 # %% auto #0
-__all__ = ['MODEL_TYPES', 'ATTN_BACKENDS', 'AUTOTUNE_AR', 'TargetConfig', 'config_from_dict', 'LatentCache', 'rope_inv_freq',
-           'rope_cos_sin', 'apply_rope', 'RMSNorm', 'merge_params', 'merge_moves', 'views_rows_of', 'linear_parts',
-           'Merged', 'use_merged', 'Mergeable', 'merge_projections', 'MLP', 'Router', 'expert_loop', 'MoE',
-           'attention_fn', 'MLAttention', 'DecoderLayer', 'TargetOutput', 'TargetModel', 'check_forward_inputs',
+__all__ = ['MODEL_TYPES', 'ROUTER_REDUCE_MAX', 'ATTN_BACKENDS', 'AUTOTUNE_AR', 'TargetConfig', 'config_from_dict', 'LatentCache',
+           'rope_inv_freq', 'rope_cos_sin', 'apply_rope', 'RMSNorm', 'merge_params', 'merge_moves', 'views_rows_of',
+           'linear_parts', 'Merged', 'use_merged', 'Mergeable', 'merge_projections', 'MLP', 'Router', 'expert_loop',
+           'MoE', 'attention_fn', 'MLAttention', 'DecoderLayer', 'TargetOutput', 'TargetModel', 'check_forward_inputs',
            'tiny_config', 'kimi_config', 'build_target', 'gemms']
 
 # %% ../nbs/01a_target_model.ipynb #5866f664
@@ -263,6 +263,8 @@ class MLP(Mergeable, nn.Module):
         return self.down_proj(F.silu(g) * u)
 
 # %% ../nbs/01a_target_model.ipynb #5457ffa8
+ROUTER_REDUCE_MAX = 1 << 22   # T * E * H up to which a compiled router reduces instead of a GEMM (the demo's 65 * 16 * 256; Kimi's T = 1)
+
 class Router(nn.Module):
     def __init__(self, c: TargetConfig):
         super().__init__()
@@ -272,7 +274,11 @@ class Router(nn.Module):
     def forward(self, x: torch.Tensor, dense: bool=False) -> tuple[torch.Tensor, torch.Tensor]|torch.Tensor:
         "(weights [T, k] fp32, expert indices [T, k]) for tokens x [T, H]; `dense`: the same pick as a gate [T, E] (`select_dense`)."
         return self.select_dense(self.logits(x)) if dense else self.select(self.logits(x))
-    def logits(self, x: torch.Tensor) -> torch.Tensor: return F.linear(x.float(), self.weight.float())   # [T, E] fp32
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        "[T, E] fp32. Compiled and small (`ROUTER_REDUCE_MAX`): a multiply and sum, which inductor makes one reduction kernel."
+        w = self.weight.float()
+        if torch.compiler.is_compiling() and x[..., 0].numel() * w.numel() <= ROUTER_REDUCE_MAX: return (x.float().unsqueeze(-2) * w).sum(-1)
+        return F.linear(x.float(), w)   # an fp32 GEMM: on a GPU a SIMT GEMM + a split-K reduction at T = 65 (6.4 µs, H100)
     @property
     def one_group(self) -> bool: return self.c.topk_group >= self.c.n_group   # no group filter (Kimi K2): what moe_route_group runs
     def select(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -452,7 +458,7 @@ def _mla_write(self: MLAttention, x, cos, sin,
     if isinstance(start, torch.Tensor):   # prefix length on the device: scatter the rows (no host read)
         kv.index_copy_(0, start.long() + torch.arange(T, device=x.device), rows.to(kv.dtype))
     else: kv[start:start + T] = rows
-    return q_latent, q_pe
+    return q_latent.contiguous(), q_pe.contiguous()   # the kernel's layout, made here: inside a compiled layer's graph, not as an eager copy after it
 MLAttention.write = _mla_write
 
 
