@@ -152,9 +152,7 @@ class DFlashAttention(model.Mergeable, nn.Module):
         # GQA without copying K/V per query head: the g query heads of a KV head are stacked as g*T rows of one batch
         qg = q.movedim(-4, -2).reshape(*lead, nkv, g * T, hd)
         if mask is not None: mask = mask.unsqueeze(-3).expand(*lead, g, T, mask.shape[-1]).reshape(*lead, 1, g * T, -1)
-        one = () if lead else (None,)   # a decode's 3-D call as a batch of one: the fused SDPA kernels take 4-D inputs only (else fp32 math)
-        o = F.scaled_dot_product_attention(qg[one], k.transpose(-3, -2)[one], v.transpose(-3, -2)[one], scale=hd ** -0.5,
-                                           attn_mask=None if mask is None else mask[one])
+        o = F.scaled_dot_product_attention(qg, k.transpose(-3, -2), v.transpose(-3, -2), scale=hd ** -0.5, attn_mask=mask)
         return self.o_proj(o.view(*lead, nkv, g, T, hd).movedim(-2, -4).reshape(*lead, T, nh * hd))
 
 # %% ../nbs/05a_drafter.ipynb #390c2f2b
