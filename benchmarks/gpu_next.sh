@@ -153,7 +153,7 @@ print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mi
   s21b)   # session 21, second call (<= 200 s): the compiled merged round at T = 0 without and with AUTOTUNE_AR, same commit and machine
     step run_ahead_merge 90 python benchmarks/bench_run_ahead.py --out "$out/rac_merge" --commit "$commit" --compile --merge on --temps 0 --reps 2
     step run_ahead_autotune 110 python benchmarks/bench_run_ahead.py --out "$out/rac_autotune" --commit "$commit" --compile --autotune-ar --merge on --temps 0 --reps 2 ;;
-  s21c)   # session 21's own changes (router reduction, q contiguous in the graph, Stages(compile=True) autotuned), one call of <= 200 s
+  s21c)   # session 21's own changes (router reduction, q contiguous in the graph, the draft's block_attention, Stages(compile=True) autotuned), one call of <= 200 s
     step bench_compile_s21 70 python benchmarks/bench_compile.py --out "$out/compile_s21" --commit "$commit" --variants compiled+merge+autotune-ar --tokens 1,65 --draft
     step run_ahead_s21 45 python benchmarks/bench_run_ahead.py --out "$out/rac_s21" --commit "$commit" --compile --merge on --temps 0 --reps 2
     step e2e_fp32 50 python -m ddtree_nb.cli bench --demo --compile --dtype float32 --no-progress --n-prompts 8 --max-new-tokens 128 --budgets 64 --temperatures 0 --out "$out/e2e_fp32" ;;

@@ -15,8 +15,8 @@ from .runtime import unfinished_dropped
 from .checkpoint import read_json
 
 # %% auto #0
-__all__ = ['RMSNorm', 'SwiGLU', 'default_target_layer_ids', 'DrafterConfig', 'rope_cos_sin', 'DFlashAttention', 'DFlashLayer',
-           'DrafterCache', 'check_pair', 'Drafter', 'save_drafter', 'load_drafter']
+__all__ = ['RMSNorm', 'SwiGLU', 'default_target_layer_ids', 'DrafterConfig', 'rope_cos_sin', 'block_attention', 'DFlashAttention',
+           'DFlashLayer', 'DrafterCache', 'check_pair', 'Drafter', 'save_drafter', 'load_drafter']
 
 # %% ../nbs/05a_drafter.ipynb #5a8225b3
 def default_target_layer_ids(num_target_layers: int, # layers of the target model
@@ -116,6 +116,15 @@ def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float, dtype: to
 
 SwiGLU = model.MLP         # Qwen3's MLP is the target's dense SwiGLU, same parameter names
 
+# %% ../nbs/05a_drafter.ipynb #6c316cbd
+def block_attention(q, k, v,             # q [nkv, R, hd] (a block's query rows per KV head), k, v [nkv, S, hd]
+                    scale: float, attn_mask=None):   # attn_mask: bool, broadcast to [nkv, R, S], True = attend
+    "SDPA's math for a draft's one block: scores and softmax in fp32 (fp64 kept), then P in v's dtype for the PV product, as flash attention rounds it."
+    ct = torch.promote_types(q.dtype, torch.float32)
+    s = torch.matmul(q.to(ct), k.to(ct).transpose(-1, -2)) * scale
+    if attn_mask is not None: s = s.masked_fill(~attn_mask, float('-inf'))
+    return torch.matmul(s.softmax(-1).to(v.dtype), v)
+
 # %% ../nbs/05a_drafter.ipynb #9d94049c
 class DFlashAttention(model.Mergeable, nn.Module):
     "Qwen3 GQA attention whose keys/values cover [context ; block] and whose queries cover the block; no mask. `merge()`: k, v (and q) as one GEMM."
@@ -152,7 +161,8 @@ class DFlashAttention(model.Mergeable, nn.Module):
         # GQA without copying K/V per query head: the g query heads of a KV head are stacked as g*T rows of one batch
         qg = q.movedim(-4, -2).reshape(*lead, nkv, g * T, hd)
         if mask is not None: mask = mask.unsqueeze(-3).expand(*lead, g, T, mask.shape[-1]).reshape(*lead, 1, g * T, -1)
-        o = F.scaled_dot_product_attention(qg, k.transpose(-3, -2), v.transpose(-3, -2), scale=hd ** -0.5, attn_mask=mask)
+        attend = F.scaled_dot_product_attention if lead else block_attention   # batches (training): the fused kernels
+        o = attend(qg, k.transpose(-3, -2), v.transpose(-3, -2), scale=hd ** -0.5, attn_mask=mask)
         return self.o_proj(o.view(*lead, nkv, g, T, hd).movedim(-2, -4).reshape(*lead, T, nh * hd))
 
 # %% ../nbs/05a_drafter.ipynb #390c2f2b
