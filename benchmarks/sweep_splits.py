@@ -1,0 +1,45 @@
+"""The verify kernel's key-range splits swept at the demo pair's shapes (H = 4, a prefix of about 1000 rows): what
+`choose_splits` picks against every split count, per kernel, each checked against fp64 before it is timed.
+
+At these shapes the kernels spend 7-14 µs a call for one 64-key tile a block (`bench_compile.md`, "Session 21"). The
+pick's cost model counts waves and tiles, not a block's fixed cost or the partials it writes (4.5 MB at T = 65 and 17
+splits, against 1.5 MB of inputs).
+
+    python benchmarks/sweep_splits.py --out DIR [--P 1000] [--T 1,17,65] [--H 4]
+
+Writes DIR/sweep_splits.json (every row: kernel, splits, µs, error) and prints a table per shape, the pick marked.
+Timings are bench_verify's: one CUDA graph of many launches, rotating over cache copies that live in HBM.
+"""
+import argparse, json, sys, time
+from pathlib import Path
+import torch
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_verify import bench_shape
+from ddtree_nb.verify import verify_plan
+
+def sweep(T: int, H: int, P: int, impls=('sm90', 'v2')) -> dict:
+    "One shape: each kernel at split counts 1, 2, 4, ... and one key tile a split (where `choose_splits` lands here); `pick` says which it takes."
+    kind = 'chain' if T == 1 else 'tree'
+    n_tiles = -(-(P + T) // 64)
+    counts = sorted({1, n_tiles} | {s for s in (2, 4, 8, 16, 32) if s < n_tiles})
+    runs = {f'{impl} x{s}': dict(impl=impl, splits=s) for impl in impls for s in counts}
+    res = bench_shape(T, H, P, kind, runs, with_torch=False)
+    res['pick'] = {impl: verify_plan(T, H, P, impl=impl)['splits'] for impl in impls}
+    return res
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--out', default='.'); ap.add_argument('--P', type=int, default=1000); ap.add_argument('--H', type=int, default=4)
+    ap.add_argument('--T', default='1,17,65', help='tree sizes, comma-separated')
+    a = ap.parse_args(argv)
+    out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
+    meta = dict(date=time.strftime('%Y-%m-%d'), gpu=torch.cuda.get_device_name(), torch=torch.__version__,
+                command='python benchmarks/sweep_splits.py ' + ' '.join(argv if argv is not None else sys.argv[1:]))
+    rows = []
+    for T in (int(t) for t in a.T.split(',')):
+        print(f"T = {T}, H = {a.H}, P = {a.P}", flush=True)
+        rows.append(sweep(T, a.H, a.P))
+        print('  pick: ' + ', '.join(f"{k} x{v}" for k, v in rows[-1]['pick'].items()), flush=True)
+        (out / 'sweep_splits.json').write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))
+
+if __name__ == '__main__': main()
