@@ -25,7 +25,7 @@
 #   bash benchmarks/gpu_next.sh s21a "$OUT"  # session 21: 02/03/05 cuda cells, the compiled forward beside session 19's (.old/ = git archive 970b4f3), bench_tree (<= 9 min)
 #   bash benchmarks/gpu_next.sh s21b "$OUT"  # session 21: the compiled merged round at T = 0 without and with AUTOTUNE_AR (<= 3.5 min)
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
-#   bash benchmarks/gpu_next.sh s21c "$OUT"  # session 21's changes: the compiled forward and draft, the round, 8 x 128 tokens in fp32 (lossless check) (<= 3 min)
+#   bash benchmarks/gpu_next.sh s21c "$OUT"  # session 21's changes: the compiled forward and draft, the round at T = 0 and 0.8, 8 x 128 tokens in fp32 (lossless check) (<= 3.5 min)
 # Each step has its own timeout, so a slow one leaves the others' logs in $OUT; the summary is $OUT/gpu_next.log.
 set -uo pipefail
 part=${1:?part: validate, long, long_run, bench, sanitize, sanitize_kernels, tree, profile_tree, verify90, fuzz5, soak, compile, compile_ab, moe, moe_pdl, moe_v24, verify_pdl, s20a, s20b or s20c}
@@ -154,9 +154,9 @@ print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mi
   s21b)   # session 21, second call (<= 200 s): the compiled merged round at T = 0 without and with AUTOTUNE_AR, same commit and machine
     step run_ahead_merge 90 python benchmarks/bench_run_ahead.py --out "$out/rac_merge" --commit "$commit" --compile --merge on --temps 0 --reps 2
     step run_ahead_autotune 110 python benchmarks/bench_run_ahead.py --out "$out/rac_autotune" --commit "$commit" --compile --autotune-ar --merge on --temps 0 --reps 2 ;;
-  s21c)   # session 21's own changes (router reduction, q contiguous in the graph, the draft's block_attention, Stages(compile=True) autotuned), one call of <= 200 s
+  s21c)   # session 21's own changes (router reduction, q contiguous in the graph, the draft's block_attention, fused keys and record, Stages(compile=True) autotuned), one call of <= 200 s
     step bench_compile_s21 70 python benchmarks/bench_compile.py --out "$out/compile_s21" --commit "$commit" --variants compiled+merge+autotune-ar --tokens 1,65 --draft
-    step run_ahead_s21 45 python benchmarks/bench_run_ahead.py --out "$out/rac_s21" --commit "$commit" --compile --merge on --temps 0 --reps 2
+    step run_ahead_s21 70 python benchmarks/bench_run_ahead.py --out "$out/rac_s21" --commit "$commit" --compile --merge on --temps 0,0.8 --reps 2
     step e2e_fp32 50 python -m ddtree_nb.cli bench --demo --compile --dtype float32 --no-progress --n-prompts 8 --max-new-tokens 128 --budgets 64 --temperatures 0 --out "$out/e2e_fp32" ;;
   splits)   # the verify kernels' split counts at the demo pair's shapes (H = 4, P = 1000, T = 1 / 17 / 65), each checked, then timed (~2 min)
     step sweep_splits 150 python benchmarks/sweep_splits.py --out "$out/splits" ;;

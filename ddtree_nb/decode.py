@@ -18,7 +18,7 @@ from .budget import AUTO_SIZES, AutoBudget, RoundCost, expected_at
 # %% auto #0
 __all__ = ['METHODS', 'DENSE_MAX_EXPERTS', 'REC', 'REC_STATUS', 'sample_token', 'parse_budget', 'check_decode_params',
            'check_generate_args', 'resolve_backend', 'GenerationConfig', 'Generation', 'Round', 'Decoder', 'generate',
-           'decoder_tokens', 'start_clock', 'generation_of', 'moe_plan', 'Stages']
+           'decoder_tokens', 'start_clock', 'generation_of', 'moe_plan', 'write_record', 'fused', 'Stages']
 
 # %% ../nbs/05_decode.ipynb #ca14f372
 def sample_token(logits: torch.Tensor, temperature: float, generator: torch.Generator|None=None) -> int:
@@ -522,6 +522,18 @@ class _RoundTree:
             load_tree(buf, build_tree_ref(draft_logits[:depth], self.nmax)); self.chain_n = None
         buf.tokens[:1].copy_(bonus)
 
+# %% ../nbs/05_decode.ipynb #8bfc5458
+def write_record(record, acc: Accepted, tokens, keys, status, expect):
+    "A round's record into `record` (int32): `[A, bonus, path tokens, path nodes, keys, status, expected]`."
+    toks = tokens[acc.path.clamp(min=0).long()]
+    torch.cat([acc.accepted_len, acc.bonus, toks.to(torch.int32), acc.path, keys.to(torch.int32), status, expect.view(torch.int32)], out=record)
+
+_FUSED = {}
+def fused(fn):
+    "`fn` through `torch.compile`, made once a process: a compiled round's small device ops as one kernel (the T > 0 round keys are 41 elementwise launches eager)."
+    if fn not in _FUSED: _FUSED[fn] = torch.compile(fn, dynamic=False)
+    return _FUSED[fn]
+
 # %% ../nbs/05_decode.ipynb #st0a1b04
 class _RoundStages(_RoundTree):
     "The four stages of a round on the buffers: draft and tree (the front), verify and accept (the back, at the tree's size or a smaller one)."
@@ -535,15 +547,13 @@ class _RoundStages(_RoundTree):
     def accept(self, logits, hidden):
         "Accept walk + compaction + feature gather (`plen += A`), then the round's record `[A, bonus, path tokens, path nodes, keys, status, expected]`."
         dec = self.dec
-        if self.seed is not None: round_keys(self.seed, self.counter, self.keys)   # on the device: a replay draws fresh keys
+        fuse = fused if self.compile else (lambda f: f)
+        if self.seed is not None: fuse(round_keys)(self.seed, self.counter, self.keys)   # on the device: a replay draws fresh keys
         accept_compact(self.buf, logits, dec.cache.kv, self.plen, hidden, self.feats_buf if hidden is not None else None,
                        temperature=dec.temperature, backend=self.faces, out=self.acc, check_values=False,
                        keys=self.keys, workspace=self.acc_ws)
-        toks = self.buf.tokens[self.acc.path.clamp(min=0).long()]
-        keys = self.no_keys if self.keys is None else self.keys.to(torch.int32)
         status = self.no_status if self.acc_ws is None else self.acc_ws.status[:1]   # the torch face raises instead
-        torch.cat([self.acc.accepted_len, self.acc.bonus, toks.to(torch.int32), self.acc.path, keys, status,
-                   self.expect.view(torch.int32)], out=self.record)
+        fuse(write_record)(self.record, self.acc, self.buf.tokens, self.no_keys if self.keys is None else self.keys, status, self.expect)
 
     def _front(self, depth: int, timed):
         "Draft (from the accepted path's features; round 1: the prompt's went in at setup) and build the tree; budget='auto': its expected tokens at every size."
