@@ -7,7 +7,8 @@ splits, against 1.5 MB of inputs).
 
     python benchmarks/sweep_splits.py --out DIR [--P 1000] [--T 1,17,65] [--H 4]
 
-Writes DIR/sweep_splits.json (every row: kernel, splits, µs, error) and prints a table per shape, the pick marked.
+Writes DIR/sweep_splits.json (per shape: each kernel and split count's µs and error, and `pick`: what `choose_splits`
+takes) and prints a line per run, then the picks.
 Timings are bench_verify's: one CUDA graph of many launches, rotating over cache copies that live in HBM.
 """
 import argparse, json, sys, time
