@@ -26,6 +26,7 @@
 #   bash benchmarks/gpu_next.sh s21b "$OUT"  # session 21: the compiled merged round at T = 0 without and with AUTOTUNE_AR (<= 3.5 min)
 #   bash benchmarks/gpu_next.sh s22 "$OUT"     # s21c, then splits, then bench_verify_default --pdl: one call (<= 8 min)
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
+#   bash benchmarks/gpu_next.sh s22a "$OUT"  # session 22: s21c, nbs/03's cuda cells (the cluster merge), the split x cluster sweep at the demo shapes (<= 8.5 min)
 #   bash benchmarks/gpu_next.sh s21c "$OUT"  # session 21's changes: the compiled forward and draft, the round at T = 0 and 0.8, 8 x 128 tokens in fp32 (lossless check) (<= 3.5 min)
 # Each step has its own timeout, so a slow one leaves the others' logs in $OUT; the summary is $OUT/gpu_next.log.
 set -uo pipefail
@@ -163,6 +164,10 @@ print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mi
     bash "$0" s21c "$out"; bash "$0" splits "$out"
     export DDTREE_COMMIT=$commit
     step bench_verify_pdl 120 python benchmarks/bench_verify_default.py --pdl --out "$out" ;;
+  s22a)   # session 22's first call (<= 500 s of steps): s21c, nbs/03's cuda cells (the cluster merge's checks), the split and cluster sweep at the demo shapes
+    bash "$0" s21c "$out"
+    GPU_TESTS_TIMEOUT=130 step gpu_tests_03 140 bash benchmarks/gpu_tests.sh "$out" 03_verify
+    step sweep_splits 170 python benchmarks/sweep_splits.py --out "$out/splits" ;;
   splits)   # the verify kernels' split counts at the demo pair's shapes (H = 4, P = 1000, T = 1 / 17 / 65), each checked, then timed (~2 min)
     step sweep_splits 150 python benchmarks/sweep_splits.py --out "$out/splits" ;;
   *) echo "unknown part $part" >&2; exit 2 ;;

@@ -5,7 +5,7 @@ At these shapes the kernels spend 7-14 µs a call for one 64-key tile a block (`
 pick's cost model counts waves and tiles, not a block's fixed cost or the partials it writes (4.5 MB at T = 65 and 17
 splits, against 1.5 MB of inputs).
 
-    python benchmarks/sweep_splits.py --out DIR [--P 1000] [--T 1,17,65] [--H 4]
+    python benchmarks/sweep_splits.py --out DIR [--P 1000] [--T 1,17,65] [--H 4] [--impls sm90,v2]
 
 Writes DIR/sweep_splits.json (per shape: each kernel and split count's µs and error, and `pick`: what `choose_splits`
 takes) and prints a line per run, then the picks.
@@ -18,12 +18,14 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_verify import bench_shape
 from ddtree_nb.verify import verify_plan
 
-def sweep(T: int, H: int, P: int, impls=('sm90', 'v2')) -> dict:
-    "One shape: each kernel at split counts 1, 2, 4, ... and one key tile a split (where `choose_splits` lands here); `pick` says which it takes."
+def sweep(T: int, H: int, P: int, impls=('sm90', 'v2'), clusters=(2, 4, 8)) -> dict:
+    "One shape: each kernel at split counts 1, 2, 4, ... and one key tile a split (where `choose_splits` lands here), and the sm_90a kernel's cluster merge at each cluster size and split count it divides; `pick` says which split count the plan takes."
     kind = 'chain' if T == 1 else 'tree'
     n_tiles = -(-(P + T) // 64)
-    counts = sorted({1, n_tiles} | {s for s in (2, 4, 8, 16, 32) if s < n_tiles})
+    counts = sorted({1, n_tiles} | {s for s in (2, 4, 8, 16, 32, 64, 128) if s < n_tiles})
     runs = {f'{impl} x{s}': dict(impl=impl, splits=s) for impl in impls for s in counts}
+    if 'sm90' in impls:
+        runs.update({f'sm90 c{c} x{s}': dict(impl='sm90', cluster=c, splits=s) for c in clusters for s in counts + [2 * n_tiles] if s % c == 0 and s <= min(2 * n_tiles, 256)})
     res = bench_shape(T, H, P, kind, runs, with_torch=False)
     res['pick'] = {impl: verify_plan(T, H, P, impl=impl)['splits'] for impl in impls}
     return res
@@ -32,6 +34,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--out', default='.'); ap.add_argument('--P', type=int, default=1000); ap.add_argument('--H', type=int, default=4)
     ap.add_argument('--T', default='1,17,65', help='tree sizes, comma-separated')
+    ap.add_argument('--impls', default='sm90,v2', help='kernels, comma-separated')
     a = ap.parse_args(argv)
     out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
     meta = dict(date=time.strftime('%Y-%m-%d'), gpu=torch.cuda.get_device_name(), torch=torch.__version__,
@@ -39,7 +42,7 @@ def main(argv=None):
     rows = []
     for T in (int(t) for t in a.T.split(',')):
         print(f"T = {T}, H = {a.H}, P = {a.P}", flush=True)
-        rows.append(sweep(T, a.H, a.P))
+        rows.append(sweep(T, a.H, a.P, tuple(a.impls.split(','))))
         print('  pick: ' + ', '.join(f"{k} x{v}" for k, v in rows[-1]['pick'].items()), flush=True)
         (out / 'sweep_splits.json').write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))
 

@@ -10,11 +10,11 @@ from .tree import vis_words, pack_visibility as vis_to_bits, unpack_visibility a
 from .runtime import load_kernel, require_cuda, engine_stream, device_arch, device_limits, nvcc_release, CudaUnavailable
 
 # %% auto #0
-__all__ = ['DC', 'DR', 'DQK', 'MAX_SPLITS', 'H200_BW', 'H200_BF16', 'V2_CONFIGS', 'SM90_KERNELS', 'SM90_PV_N', 'SM90_MIN_CUDA',
-           'IMPLS', 'SIG_V1', 'SIG_V2', 'SIG_COMBINE', 'mla_tree_attention_op', 'verify_cost', 'check_aligned',
-           'check_verify_inputs', 'tree_visible', 'tree_attention_torch', 'v2_smem', 'pick_config', 'choose_splits',
-           'sm90_smem', 'sm90_fits', 'combine_shape', 'verify_plan', 'verify_workspace', 'pdl_pays', 'check_workspace',
-           'mla_tree_attention']
+__all__ = ['DC', 'DR', 'DQK', 'MAX_SPLITS', 'H200_BW', 'H200_BF16', 'V2_CONFIGS', 'SM90_KERNELS', 'SM90_CLUSTERS', 'SM90_PV_N',
+           'SM90_MIN_CUDA', 'IMPLS', 'SIG_V1', 'SIG_V2', 'SIG_COMBINE', 'mla_tree_attention_op', 'verify_cost',
+           'check_aligned', 'check_verify_inputs', 'tree_visible', 'tree_attention_torch', 'v2_smem', 'pick_config',
+           'choose_splits', 'sm90_smem', 'sm90_fits', 'check_cluster', 'combine_shape', 'verify_plan',
+           'verify_workspace', 'pdl_pays', 'check_workspace', 'mla_tree_attention']
 
 # %% ../nbs/03_verify.ipynb #2e46cf25
 DC, DR = 512, 64                      # latent and rope widths the kernel is built for
@@ -163,6 +163,7 @@ def choose_splits(m_tiles: int, n_tiles: int, slots: int, max_splits: int=MAX_SP
 
 # %% ../nbs/03_verify.ipynb #0f4403c5
 SM90_KERNELS = {256: 'verify_attn_sm90_n256', 64: 'verify_attn_sm90_n64'}  # PV wgmma width -> kernel
+SM90_CLUSTERS = {2: 'verify_attn_sm90_c2', 4: 'verify_attn_sm90_c4', 8: 'verify_attn_sm90_c8'}  # cluster size -> kernel (PV width 256)
 SM90_PV_N = 256          # the default PV issue width of the sm_90a kernel
 SM90_MIN_CUDA = (12, 0)  # the oldest nvcc with sm_90a targets and wgmma: impl='auto' takes v2 below it
 IMPLS = ('v2', 'sm90', 'auto')
@@ -175,6 +176,14 @@ def sm90_smem() -> int:
 def sm90_fits(arch: str, smem_per_block: int) -> bool:
     "True when a GPU of compute arch `arch` (e.g. `'sm_90'`) with `smem_per_block` opt-in bytes can run the sm_90a kernel."
     return arch == 'sm_90' and sm90_smem() <= smem_per_block
+
+def check_cluster(cluster: int, splits: int|None, impl: str, pv_n: int) -> int:
+    "`cluster` when a plan can take it: 1, or a size of `SM90_CLUSTERS` on the sm_90a kernel at PV width 256 that divides `splits` (if given); else `ValueError`."
+    if cluster == 1: return 1
+    if cluster not in SM90_CLUSTERS: raise ValueError(f"cluster must be 1 or one of {sorted(SM90_CLUSTERS)}, got {cluster!r}")
+    if impl != 'sm90' or pv_n != 256: raise ValueError(f"cluster={cluster} needs the sm_90a kernel at pv_n=256, not impl={impl!r}, pv_n={pv_n}")
+    if splits is not None and splits % cluster: raise ValueError(f"splits={splits} is not a multiple of cluster={cluster}")
+    return cluster
 
 # %% ../nbs/03_verify.ipynb #d373a7e1
 SIG_V1, SIG_V2, SIG_COMBINE = 'PPPPiiiiPifPP', 'PPPPiiiiPifPPPPi', 'PPiiPP'
@@ -195,8 +204,8 @@ def _kernel(name: str, sig: str, smem: int=0, source: str='verify_attn.cu', arch
 
 # %% ../nbs/03_verify.ipynb #6a424811
 def verify_plan(T: int, H: int, P: int, device: int|None=None, config: tuple|None=None, splits: int|None=None,
-                impl: str='v2', pv_n: int=SM90_PV_N) -> dict:
-    "How kernel `impl` ('v2' or 'sm90') runs `T` tree tokens x `H` heads over `P` prefix rows on `device`: kernel name, config, splits, grid, smem, and whether its combine launches as a programmatic dependent (`pdl_pays`)."
+                impl: str='v2', pv_n: int=SM90_PV_N, cluster: int|None=None) -> dict:
+    "How kernel `impl` ('v2' or 'sm90') runs `T` tree tokens x `H` heads over `P` prefix rows on `device`: kernel name, config, splits, cluster size, partials, grid, smem, and whether its combine launches as a programmatic dependent (`pdl_pays`)."
     dev = torch.cuda.current_device() if device is None else device
     info = device_limits(dev)
     if impl == 'sm90':
@@ -209,11 +218,14 @@ def verify_plan(T: int, H: int, P: int, device: int|None=None, config: tuple|Non
     m_tiles, n_tiles = -(-M // bm), -(-(P + T) // bn)
     slots = info['sms'] * max(1, info['smem'] // (smem + 1024))
     s = splits or choose_splits(m_tiles, n_tiles, slots)
-    name = SM90_KERNELS[pv_n] if impl == 'sm90' else f'verify_attn_v2_{bm}x{bn}x{ns}'
-    return dict(kernel=name, config=(bm, bn, ns), splits=s, grid=(m_tiles, s), smem=smem, M=M, impl=impl, pdl=pdl_pays((m_tiles, s), info['sms']))
+    c = check_cluster(cluster or 1, s if splits else None, impl, pv_n)
+    if c > 1 and not splits: s = c * max(1, round(s / c))          # whole clusters along the splits
+    name = SM90_CLUSTERS[c] if c > 1 else SM90_KERNELS[pv_n] if impl == 'sm90' else f'verify_attn_v2_{bm}x{bn}x{ns}'
+    return dict(kernel=name, config=(bm, bn, ns), splits=s, cluster=c, parts=s // c, grid=(m_tiles, s), smem=smem, M=M, impl=impl,
+                pdl=pdl_pays((m_tiles, s // c), info['sms']))
 
 def verify_workspace(T: int, H: int, splits: int, device=None) -> tuple:
-    "Workspace for `splits` partials: (`[splits, T*H, 512]` bf16, `[splits, T*H]` fp32)."
+    "Workspace for `splits` partials (a plan's `parts`): (`[splits, T*H, 512]` bf16, `[splits, T*H]` fp32)."
     return (torch.empty(splits, T * H, DC, dtype=torch.bfloat16, device=device),
             torch.empty(splits, T * H, dtype=torch.float32, device=device))
 
@@ -257,7 +269,7 @@ def _pick_impl(impl: str, dev: int, version: int, config) -> str:
 
 # %% ../nbs/03_verify.ipynb #add44250
 def _verify_cuda(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, version=2, config=None, splits=None, workspace=None,
-                 impl='auto', pv_n=SM90_PV_N, pdl=None):
+                 impl='auto', pv_n=SM90_PV_N, pdl=None, cluster=None):
     "Cuda face: launch v1, v2 or the sm_90a kernel (+ the split combine, with `pdl` as its programmatic dependent) on the engine stream, with the tensors' GPU current."
     require_cuda()
     T, H, _ = q_latent.shape
@@ -272,22 +284,22 @@ def _verify_cuda(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, vers
                                               out, lse, grid=(M,), block=(128,))
             return
         if version != 2: raise ValueError(f"version must be 1 or 2, got {version!r}")
-        plan = verify_plan(T, H, P_bound, dev, config, splits, impl, pv_n)
-        s = plan['splits']
+        if not (splits is None or 1 <= splits <= MAX_SPLITS): raise ValueError(f"splits must be in [1, {MAX_SPLITS}], got {splits}")
+        plan = verify_plan(T, H, P_bound, dev, config, splits, impl, pv_n, cluster)
+        s, n = plan['splits'], plan['parts']        # n partials: one per cluster of splits
         if pdl is None: pdl = plan['pdl']
-        if not 1 <= s <= MAX_SPLITS: raise ValueError(f"splits must be in [1, {MAX_SPLITS}], got {s}")
         src = ('verify_attn_sm90.cu', 'sm_90a') if impl == 'sm90' else ('verify_attn.cu', None)
         k = _kernel(plan['kernel'], SIG_V2, plan['smem'], *src)
-        if s == 1: ws_o = ws_lse = 0
+        if n == 1: ws_o = ws_lse = 0
         else:
-            if workspace is None: workspace = verify_workspace(T, H, s, q_latent.device)
-            else: check_workspace(workspace, s, M, q_latent.device)
+            if workspace is None: workspace = verify_workspace(T, H, n, q_latent.device)
+            else: check_workspace(workspace, n, M, q_latent.device)
             ws_o, ws_lse = workspace
         k(q_latent, q_pe, kv, vis_bits, W, T, H, P_arg, p_ptr, S, float(scale), out, lse, ws_o, ws_lse, s,
           grid=plan['grid'], block=(256,), shared=plan['smem'])
-        if s > 1:
-            L, G = combine_shape(s)
-            _kernel('verify_attn_combine_pdl' if pdl else 'verify_attn_combine', SIG_COMBINE)(ws_o, ws_lse, s, M, out, lse,
+        if n > 1:
+            L, G = combine_shape(n)
+            _kernel('verify_attn_combine_pdl' if pdl else 'verify_attn_combine', SIG_COMBINE)(ws_o, ws_lse, n, M, out, lse,
                                                                                       grid=(M, DC // (8 * L)), block=(L, G), pdl=pdl)
 
 # %% ../nbs/03_verify.ipynb #66a5af22
@@ -300,7 +312,7 @@ def mla_tree_attention(q_latent: torch.Tensor,  # [T, H, 512] queries with W_UK 
                        out: torch.Tensor|None=None,  # [T, H, 512] preallocated output (same dtype as q)
                        lse: torch.Tensor|None=None,  # [T, H] fp32 preallocated log-sum-exp
                        backend: str='cuda',     # 'cuda' (the kernel) or 'torch' (the reference)
-                       **kw,                    # cuda only: version=2 (1 = CUDA-core kernel), config=(BM, BN, stages), splits, workspace, impl='auto' (the sm_90a wgmma kernel on an sm_90 GPU, else v2; or 'v2', 'sm90'), pv_n, pdl=None (the split combine as a programmatic dependent: True, False, or None = where `pdl_pays`)
+                       **kw,                    # cuda only: version=2 (1 = CUDA-core kernel), config=(BM, BN, stages), splits, workspace, impl='auto' (the sm_90a wgmma kernel on an sm_90 GPU, else v2; or 'v2', 'sm90'), pv_n, pdl=None (the split combine as a programmatic dependent: True, False, or None = where `pdl_pays`), cluster (sm_90a: splits merged in clusters of 2, 4 or 8 blocks)
                       ) -> tuple:               # (out [T, H, 512], lse [T, H] fp32, natural log)
     "Tree-masked absorbed-MLA attention of `T` tree tokens over the latent cache layer `kv`."
     T, H, S, W = check_verify_inputs(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, backend)

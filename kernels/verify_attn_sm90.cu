@@ -37,6 +37,8 @@
 // inside a K-major atom advances the descriptor's start address by 32 B.
 #include "verify_attn_common.cuh"  // bf16, dims, prefix clamp, tree mask, split ranges, tile loads, the edge-case rules
 #include "pdl.cuh"                 // pdl_launch_dependents: the split kernels let a PDL combine launch at their start
+#include <cooperative_groups.h>    // the cluster kernels: rank, barrier, distributed shared memory
+namespace cg = cooperative_groups;
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "verify_attn_sm90.cu uses wgmma: build it for sm_90a only (the runtime does; verify_attn.cu serves other GPUs)"
@@ -51,6 +53,9 @@ constexpr int RMAX_OFF = P_OFF + BM * BN * 2, RSUM_OFF = RMAX_OFF + 2 * BM * 4, 
 constexpr int BAD_OFF = MFIN_OFF + BM * 4, SMEM_USED = BAD_OFF + 8;
 constexpr int SMEM = SMEM_USED + 1024;               // 231,688 B with the slack that aligns the base to 1024 B
 static_assert(SMEM <= 232448, "over the 227 KB a block may opt in to on sm_90");
+constexpr int OST = DC + 8;                          // the cluster merge's fp32 O rows: 520 floats (+ 32 B: 2-way banks)
+constexpr int MST_OFF = BM * OST * 4;                // then the merged row max and sum (2 x 64 floats)
+static_assert(MST_OFF + 2 * BM * 4 <= P_OFF, "the merge's staging must fit over Q and the K/V stages");
 }
 
 // byte offset of (row, 16-byte chunk) in a 64-row tile: column block, row, swizzled chunk
@@ -100,7 +105,70 @@ __device__ __forceinline__ void wgmma_m64n256k16_tb(float *d, uint64_t da, uint6
 }
 
 
-template <int PVN>
+// The cluster merge (CS > 1 blocks of a cluster hold the same 64 rows over consecutive key ranges). Each block reads every
+// block's row max and sum through distributed shared memory, rescales its O by exp2(m_b - m) / L into its own shared
+// memory (fp32, over Q and the K/V stages, which the key loop is done with), and block r then sums columns
+// [r * 512 / CS, (r + 1) * 512 / CS) of all CS staged O's in rank order. The result goes to `out` when the cluster is its
+// row tile's only one (parts == 1), else to partial `part` of the workspace: CS times fewer partials for the combine.
+// Same edge-case rules as the direct write: a row that sees nothing gets 0 / -inf, a NaN sum stays NaN.
+template <int CS>
+__device__ __forceinline__ void cluster_merge(unsigned char *smem, const float (&o)[128], int wg, int lr0, int t4, int tid, int m0,
+                                              int M, int parts, int part, bf16 *__restrict__ out, float *__restrict__ lse,
+                                              bf16 *__restrict__ ws_o, float *__restrict__ ws_lse) {
+    cg::cluster_group cl = cg::this_cluster();
+    float *sRsum = reinterpret_cast<float *>(smem + RSUM_OFF), *sMfin = reinterpret_cast<float *>(smem + MFIN_OFF);
+    float *sO = reinterpret_cast<float *>(smem), *sMst = reinterpret_cast<float *>(smem + MST_OFF);
+    cl.sync();  // every block's row stats published (publish_row_stats) and its key loop done
+    float f[2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+        const int row = lr0 + 8 * e;
+        float m[CS], l[CS], mx = -INFINITY;
+#pragma unroll
+        for (int c = 0; c < CS; ++c) {
+            const float *rs = cl.map_shared_rank(sRsum, c);
+            m[c] = *cl.map_shared_rank(sMfin + row, c);
+            l[c] = rs[row] + rs[BM + row];
+            mx = fmaxf(mx, m[c]);
+        }
+        const float mu = mx == -INFINITY ? 0.f : mx;  // as softmax_step: nothing seen anywhere gives weights 0, not NaN
+        float L = 0.f;
+#pragma unroll
+        for (int c = 0; c < CS; ++c) L += l[c] * exp2f(m[c] - mu);
+        f[e] = (L == 0.f ? 0.f : 1.f / L) * exp2f(sMfin[row] - mu);
+        if (wg == 0 && t4 == 0) { sMst[row] = mx; sMst[BM + row] = L; }
+    }
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+#pragma unroll
+        for (int j = 0; j < 32; ++j)
+            *reinterpret_cast<float2 *>(sO + (lr0 + 8 * e) * OST + 256 * wg + 8 * j + 2 * t4) =
+                make_float2(o[4 * j + 2 * e] * f[e], o[4 * j + 2 * e + 1] * f[e]);
+    cl.sync();  // every block's scaled O staged
+    constexpr int CW = DC / CS, U = CW / 4;  // this block's columns; float4 units a row
+    const int rank = (int)cl.block_rank(), nr = min(BM, M - m0);
+    bf16 *dst = row_dst(out, ws_o, parts, part, M);
+    for (int u = tid; u < nr * U; u += 256) {
+        const int row = u / U, col = rank * CW + 4 * (u - row * U);
+        float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+        for (int c = 0; c < CS; ++c) {
+            const float4 v = *reinterpret_cast<const float4 *>(cl.map_shared_rank(sO + row * OST + col, c));
+            a.x += v.x; a.y += v.y; a.z += v.z; a.w += v.w;
+        }
+        const bf162 h0 = __floats2bfloat162_rn(a.x, a.y), h1 = __floats2bfloat162_rn(a.z, a.w);
+        *reinterpret_cast<uint2 *>(dst + (size_t)(m0 + row) * DC + col) =
+            make_uint2(*reinterpret_cast<const uint32_t *>(&h0), *reinterpret_cast<const uint32_t *>(&h1));
+    }
+    if (rank == 0 && tid < nr) {
+        const float ls = row_lse(sMst[tid], sMst[BM + tid]);
+        if (parts == 1) lse[m0 + tid] = ls;
+        else ws_lse[(size_t)part * M + m0 + tid] = ls;
+    }
+    cl.sync();  // no block leaves while another still reads its shared memory
+}
+
+template <int PVN, int CS>
 __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, const bf16 *__restrict__ q_pe,
                                             const bf16 *__restrict__ kv, const uint32_t *__restrict__ vis, int W,
                                             int T, int H, int P, const int *__restrict__ p_dev, int S, float scale,
@@ -229,8 +297,12 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
     }
     cp_async_wait_all();
 
-    // epilogue: total row sums, normalise, write bf16 (direct) or a bf16 partial + lse per split
+    // epilogue: total row sums, normalise, write bf16 (direct) or a bf16 partial + lse per split (per cluster: cluster_merge)
     publish_row_stats(sRsum, sMfin, wg, BM, lr0, lr, mr, t4 == 0);
+    if constexpr (CS > 1) {
+        cluster_merge<CS>(smem, o, wg, lr0, t4, tid, m0, M, splits / CS, split / CS, out, lse, ws_o, ws_lse);
+        return;
+    }
     const bool direct = splits == 1;
     bf16 *dst = row_dst(out, ws_o, splits, split, M);
 #pragma unroll
@@ -254,16 +326,20 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
     }
 }
 
-// Same arguments as verify_attn_v2_*; grid (ceil(M / 64), splits), block 256, dynamic shared memory SMEM.
-#define VERIFY_SM90(NAME, PVN)                                                                                  \
-    extern "C" __global__ void __launch_bounds__(256, 1)                                                        \
+// Same arguments as verify_attn_v2_*; grid (ceil(M / 64), splits), block 256, dynamic shared memory SMEM. The cluster
+// kernels take clusters of CS blocks along the splits (splits a multiple of CS) and write splits / CS partials.
+#define VERIFY_SM90(NAME, PVN, CS, ATTR)                                                                        \
+    extern "C" __global__ void ATTR __launch_bounds__(256, 1)                                                   \
     NAME(const bf16 *__restrict__ q_lat, const bf16 *__restrict__ q_pe, const bf16 *__restrict__ kv,             \
          const uint32_t *__restrict__ vis, int W, int T, int H, int P, const int *__restrict__ p_dev, int S,      \
          float scale, bf16 *__restrict__ out, float *__restrict__ lse, bf16 *__restrict__ ws_o,                  \
          float *__restrict__ ws_lse, int splits) {                                                               \
         pdl_launch_dependents();   /* as verify_attn.cu's split kernels: a PDL combine may wait on idle SMs */    \
-        verify_sm90<PVN>(q_lat, q_pe, kv, vis, W, T, H, P, p_dev, S, scale, out, lse, ws_o, ws_lse, splits);     \
+        verify_sm90<PVN, CS>(q_lat, q_pe, kv, vis, W, T, H, P, p_dev, S, scale, out, lse, ws_o, ws_lse, splits); \
     }
 
-VERIFY_SM90(verify_attn_sm90_n256, 256)  // PV as 4 x wgmma.m64n256k16 (uses the MN-major LBO)
-VERIFY_SM90(verify_attn_sm90_n64, 64)    // PV as 16 x wgmma.m64n64k16 (one swizzle atom each: LBO-independent)
+VERIFY_SM90(verify_attn_sm90_n256, 256, 1, )  // PV as 4 x wgmma.m64n256k16 (uses the MN-major LBO)
+VERIFY_SM90(verify_attn_sm90_n64, 64, 1, )    // PV as 16 x wgmma.m64n64k16 (one swizzle atom each: LBO-independent)
+VERIFY_SM90(verify_attn_sm90_c2, 256, 2, __cluster_dims__(1, 2, 1))  // n256, partials merged over clusters of 2, 4, 8
+VERIFY_SM90(verify_attn_sm90_c4, 256, 4, __cluster_dims__(1, 4, 1))
+VERIFY_SM90(verify_attn_sm90_c8, 256, 8, __cluster_dims__(1, 8, 1))
