@@ -6,6 +6,9 @@ Each variant is checked against fp64 first (`bench_verify.bench_shape`); CUDA-gr
     python benchmarks/bench_verify_default.py --pdl --out DIR   # each kernel with its split combine plain (pdl=False) and as a
                                                                # programmatic dependent (pdl=True), T = 1 at P = 32k and 128k
                                                                # too, and which of the two `pdl_pays` (the default) picks
+    python benchmarks/bench_verify_default.py --cluster --out DIR   # the sm_90a kernel with its plain split plan (cluster=1) against
+                                                               # the default plan (`default_cluster`: the cluster merge), at the
+                                                               # engine's shapes and issue 19's (bench_verify.SHAPES)
 """
 import argparse, json, os, sys
 import torch
@@ -16,7 +19,21 @@ from ddtree_nb.bench import git_commit
 SHAPES = [(T, H, P, 'chain' if T == 1 else 'tree') for H, P in ((4, 1000), (64, 4096)) for T in (1, 17, 65, 257)]
 
 if __name__ == '__main__':
-    ap = argparse.ArgumentParser(); ap.add_argument('--out', default='.'); ap.add_argument('--pdl', action='store_true'); a = ap.parse_args()
+    ap = argparse.ArgumentParser(); ap.add_argument('--out', default='.'); ap.add_argument('--pdl', action='store_true')
+    ap.add_argument('--cluster', action='store_true'); a = ap.parse_args()
+    if a.cluster:
+        from ddtree_nb.verify import verify_plan
+        impls = {'sm90_c1': dict(impl='sm90', cluster=1), 'sm90': dict(impl='sm90')}
+        rows = [bv.bench_shape(T, H, P, k, impls, with_torch=False) for T, H, P, k in SHAPES + bv.SHAPES]
+        print('| T | H | P | sm90, plain splits µs | plan | sm90, default µs | plan | plain / default |\n|---|---|---|---|---|---|---|---|')
+        for r in rows:
+            c1, d = r['impls']['sm90_c1'], r['impls']['sm90']
+            plans = [f"x{x['plan']['splits']} c{x['plan']['cluster']}" for x in (c1, d)]
+            if c1.get('ok') and d.get('ok'):
+                print(f"| {r['T']} | {r['H']} | {r['P']} | {c1['us']:.1f} | {plans[0]} | {d['us']:.1f} ({d['pct_bw']:.0f}% bw, {d['pct_flop']:.0f}% flop) | {plans[1]} | {c1['us'] / d['us']:.2f}x |")
+            else: print(f"| {r['T']} | {r['H']} | {r['P']} | {'ok' if c1.get('ok') else 'WRONG'} | {plans[0]} | {'ok' if d.get('ok') else 'WRONG'} | {plans[1]} | |")
+        json.dump(dict(commit=git_commit(), gpu=torch.cuda.get_device_name(), rows=rows), open(os.path.join(a.out, 'bench_verify_cluster.json'), 'w'), indent=1, default=str)
+        sys.exit(0)
     impls = {'v2': dict(impl='v2'), 'sm90': dict(impl='sm90')}
     if a.pdl:
         impls = {k: dict(v, pdl=False) for k, v in impls.items()}

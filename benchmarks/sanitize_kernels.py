@@ -246,6 +246,17 @@ def _verify_sm90():
 case('verify_sm90', 'verify', ['verify_attn_sm90_n256', 'verify_attn_sm90_n64', _COMB],
      'sm_90a kernel (sm_90 GPUs only): both PV widths x splits 1 and 7, AR step with 20 splits, edge cases')(_verify_sm90)
 
+def _verify_sm90_cluster():
+    if BACKEND == 'cuda':
+        from ddtree_nb.runtime import device_arch
+        if device_arch() != 'sm_90': raise Skipped(f"the sm_90a kernel needs an sm_90 GPU, this one is {device_arch()}")
+    runs = [_verify_run(16, 8, 300, seed=30 + i, impl='sm90', cluster=c, splits=k * c) for i, (c, k) in enumerate([(2, 1), (4, 2), (8, 1), (8, 3)])]
+    runs.append(_verify_run(1, 64, 2000, 'chain', seed=34, impl='sm90'))   # the default plan: clusters of 2
+    runs.append(_verify_edge(dict(P=0, dead_rows=(1, 4), nan_slots=(2,)), [dict(impl='sm90', cluster=2, splits=2), dict(impl='sm90', cluster=8, splits=16)], 35))
+    return ' / '.join(runs)
+case('verify_sm90_cluster', 'verify', ['verify_attn_sm90_c2', 'verify_attn_sm90_c4', 'verify_attn_sm90_c8', _COMB],
+     'the sm_90a cluster merge (sm_90 GPUs only): clusters of 2, 4, 8, direct and with the combine, the default plan at T=1 H=64, edge cases')(_verify_sm90_cluster)
+
 case('verify_pdl', 'verify', [_V2_H200, 'verify_attn_combine_pdl'],
      'the split combine as a programmatic dependent (pdl=True): T=1 H=64 P=2000 splits=20, T=16 H=8 P=300 splits=7')(
     lambda: ' / '.join([_verify_run(1, 64, 2000, 'chain', seed=31, splits=20, pdl=True), _verify_run(16, 8, 300, seed=32, splits=7, pdl=True)]))

@@ -328,18 +328,24 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
 
 // Same arguments as verify_attn_v2_*; grid (ceil(M / 64), splits), block 256, dynamic shared memory SMEM. The cluster
 // kernels take clusters of CS blocks along the splits (splits a multiple of CS) and write splits / CS partials.
-#define VERIFY_SM90(NAME, PVN, CS, ATTR)                                                                        \
-    extern "C" __global__ void ATTR __launch_bounds__(256, 1)                                                   \
-    NAME(const bf16 *__restrict__ q_lat, const bf16 *__restrict__ q_pe, const bf16 *__restrict__ kv,             \
-         const uint32_t *__restrict__ vis, int W, int T, int H, int P, const int *__restrict__ p_dev, int S,      \
-         float scale, bf16 *__restrict__ out, float *__restrict__ lse, bf16 *__restrict__ ws_o,                  \
-         float *__restrict__ ws_lse, int splits) {                                                               \
-        pdl_launch_dependents();   /* as verify_attn.cu's split kernels: a PDL combine may wait on idle SMs */    \
+#define VERIFY_SM90_PARAMS                                                                                      \
+    const bf16 *__restrict__ q_lat, const bf16 *__restrict__ q_pe, const bf16 *__restrict__ kv,                 \
+        const uint32_t *__restrict__ vis, int W, int T, int H, int P, const int *__restrict__ p_dev, int S,     \
+        float scale, bf16 *__restrict__ out, float *__restrict__ lse, bf16 *__restrict__ ws_o,                  \
+        float *__restrict__ ws_lse, int splits
+// pdl_launch_dependents first, as verify_attn.cu's split kernels: a PDL combine may wait on idle SMs
+#define VERIFY_SM90_BODY(PVN, CS)                                                                               \
+    {                                                                                                           \
+        pdl_launch_dependents();                                                                                \
         verify_sm90<PVN, CS>(q_lat, q_pe, kv, vis, W, T, H, P, p_dev, S, scale, out, lse, ws_o, ws_lse, splits); \
     }
+#define VERIFY_SM90(NAME, PVN) \
+    extern "C" __global__ void __launch_bounds__(256, 1) NAME(VERIFY_SM90_PARAMS) VERIFY_SM90_BODY(PVN, 1)
+#define VERIFY_SM90_CLUSTER(NAME, CS) \
+    extern "C" __global__ void __cluster_dims__(1, CS, 1) __launch_bounds__(256, 1) NAME(VERIFY_SM90_PARAMS) VERIFY_SM90_BODY(256, CS)
 
-VERIFY_SM90(verify_attn_sm90_n256, 256, 1, )  // PV as 4 x wgmma.m64n256k16 (uses the MN-major LBO)
-VERIFY_SM90(verify_attn_sm90_n64, 64, 1, )    // PV as 16 x wgmma.m64n64k16 (one swizzle atom each: LBO-independent)
-VERIFY_SM90(verify_attn_sm90_c2, 256, 2, __cluster_dims__(1, 2, 1))  // n256, partials merged over clusters of 2, 4, 8
-VERIFY_SM90(verify_attn_sm90_c4, 256, 4, __cluster_dims__(1, 4, 1))
-VERIFY_SM90(verify_attn_sm90_c8, 256, 8, __cluster_dims__(1, 8, 1))
+VERIFY_SM90(verify_attn_sm90_n256, 256)  // PV as 4 x wgmma.m64n256k16 (uses the MN-major LBO)
+VERIFY_SM90(verify_attn_sm90_n64, 64)    // PV as 16 x wgmma.m64n64k16 (one swizzle atom each: LBO-independent)
+VERIFY_SM90_CLUSTER(verify_attn_sm90_c2, 2)  // n256, partials merged over clusters of 2, 4, 8 blocks
+VERIFY_SM90_CLUSTER(verify_attn_sm90_c4, 4)
+VERIFY_SM90_CLUSTER(verify_attn_sm90_c8, 8)
