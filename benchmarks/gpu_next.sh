@@ -169,15 +169,16 @@ print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mi
     bash "$0" s21c "$out"
     GPU_TESTS_TIMEOUT=130 step gpu_tests_03 140 bash benchmarks/gpu_tests.sh "$out" 03_verify
     step sweep_splits 170 python benchmarks/sweep_splits.py --out "$out/splits" ;;
-  s22b)   # session 22's second call (<= 480 s of steps): the cluster merge as the default plan: 03's cells, plain vs default timings, sanitizer, 60 s fuzz
+  s22b)   # session 22's second call (<= 480 s of steps): the cluster merge as the default plan: 03's cells, plain vs default timings, the combine's block shapes, 45 s fuzz, sanitizer
     GPU_TESTS_TIMEOUT=60 step gpu_tests_03 70 bash benchmarks/gpu_tests.sh "$out" 03_verify
     export DDTREE_COMMIT=$commit
-    step bench_verify_cluster 200 python benchmarks/bench_verify_default.py --cluster --out "$out"
+    step bench_verify_cluster 170 python benchmarks/bench_verify_default.py --cluster --out "$out"
+    step sweep_combine 100 python benchmarks/sweep_combine.py --out "$out"
+    step fuzz_verify_auto 60 python -c "from ddtree_nb.reliability import fuzz_verify
+r = fuzz_verify(45, seed=24, backend='cuda', impl='auto', out_dir='$out/fuzz_repro')
+print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mismatches']), 'mismatches')"
     KERNELS=verify_sm90_cluster TIMEOUT_PLAIN=25 TIMEOUT_MEMCHECK=35 TIMEOUT_INITCHECK=30 TIMEOUT_SYNCCHECK=25 TIMEOUT_RACECHECK=45 \
-      step sanitize_cluster 140 bash benchmarks/sanitize_kernels.sh "$out/sanitize_cluster"
-    step fuzz_verify_auto 80 python -c "from ddtree_nb.reliability import fuzz_verify
-r = fuzz_verify(60, seed=24, backend='cuda', impl='auto', out_dir='$out/fuzz_repro')
-print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mismatches']), 'mismatches')" ;;
+      step sanitize_cluster 120 bash benchmarks/sanitize_kernels.sh "$out/sanitize_cluster" ;;
   splits)   # the verify kernels' split counts at the demo pair's shapes (H = 4, P = 1000, T = 1 / 17 / 65), each checked, then timed (~2 min)
     step sweep_splits 150 python benchmarks/sweep_splits.py --out "$out/splits" ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
