@@ -13,8 +13,8 @@ from .runtime import load_kernel, require_cuda, engine_stream, device_arch, devi
 __all__ = ['DC', 'DR', 'DQK', 'MAX_SPLITS', 'H200_BW', 'H200_BF16', 'V2_CONFIGS', 'SM90_KERNELS', 'SM90_CLUSTERS', 'SM90_PV_N',
            'SM90_MIN_CUDA', 'IMPLS', 'SIG_V1', 'SIG_V2', 'SIG_COMBINE', 'mla_tree_attention_op', 'verify_cost',
            'check_aligned', 'check_verify_inputs', 'tree_visible', 'tree_attention_torch', 'v2_smem', 'pick_config',
-           'choose_splits', 'sm90_smem', 'sm90_fits', 'check_cluster', 'default_cluster', 'combine_shape',
-           'verify_plan', 'verify_workspace', 'pdl_pays', 'check_workspace', 'mla_tree_attention']
+           'choose_splits', 'sm90_smem', 'sm90_fits', 'check_cluster', 'cluster_splits', 'default_cluster',
+           'combine_shape', 'verify_plan', 'verify_workspace', 'pdl_pays', 'check_workspace', 'mla_tree_attention']
 
 # %% ../nbs/03_verify.ipynb #2e46cf25
 DC, DR = 512, 64                      # latent and rope widths the kernel is built for
@@ -185,6 +185,11 @@ def check_cluster(cluster: int, splits: int|None, impl: str, pv_n: int) -> int:
     if splits is not None and splits % cluster: raise ValueError(f"splits={splits} is not a multiple of cluster={cluster}")
     return cluster
 
+def cluster_splits(s: int, c: int, m_tiles: int, slots: int) -> int:
+    "`s` splits rounded to whole clusters of `c`: up (the same key tiles a split) unless that adds a wave of `m_tiles` row tiles on `slots` blocks, else down."
+    up, waves = c * -(-s // c), lambda n: -(-(m_tiles * n) // slots)
+    return up if waves(up) <= waves(s) else c * max(1, s // c)
+
 def default_cluster(impl: str, pv_n: int, M: int, splits: int) -> int:
     "The cluster size a plan takes when neither `cluster` nor `splits` is given: 2 on the sm_90a kernel at PV width 256 for full row tiles (`M` >= 64 rows) split 2 or more ways, else 1."
     return 2 if impl == 'sm90' and pv_n == 256 and M >= 64 and splits >= 2 else 1
@@ -224,7 +229,7 @@ def verify_plan(T: int, H: int, P: int, device: int|None=None, config: tuple|Non
     s = splits or choose_splits(m_tiles, n_tiles, slots)
     if cluster is None: cluster = 1 if splits else default_cluster(impl, pv_n, M, s)   # a forced split count keeps the plain kernel
     c = check_cluster(cluster, s if splits else None, impl, pv_n)
-    if c > 1 and not splits: s = c * max(1, s // c)               # whole clusters along the splits, never an extra wave
+    if c > 1 and not splits: s = cluster_splits(s, c, m_tiles, slots)
     name = SM90_CLUSTERS[c] if c > 1 else SM90_KERNELS[pv_n] if impl == 'sm90' else f'verify_attn_v2_{bm}x{bn}x{ns}'
     return dict(kernel=name, config=(bm, bn, ns), splits=s, cluster=c, parts=s // c, grid=(m_tiles, s), smem=smem, M=M, impl=impl,
                 pdl=pdl_pays((m_tiles, s // c), info['sms']))
