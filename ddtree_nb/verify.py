@@ -185,10 +185,12 @@ def check_cluster(cluster: int, splits: int|None, impl: str, pv_n: int) -> int:
     if splits is not None and splits % cluster: raise ValueError(f"splits={splits} is not a multiple of cluster={cluster}")
     return cluster
 
-def cluster_splits(s: int, c: int, m_tiles: int, slots: int) -> int:
-    "`s` splits rounded to whole clusters of `c`: up (the same key tiles a split) unless that adds a wave of `m_tiles` row tiles on `slots` blocks, else down."
-    up, waves = c * -(-s // c), lambda n: -(-(m_tiles * n) // slots)
-    return up if waves(up) <= waves(s) else c * max(1, s // c)
+def cluster_splits(s: int, c: int, m_tiles: int, n_tiles: int, slots: int) -> int|None:
+    "`s` splits over `n_tiles` key tiles rounded to whole clusters of `c`: up unless that adds a wave of `m_tiles` row tiles on `slots` blocks, else down if a split then holds at most a quarter more key tiles; None when neither."
+    up, down = c * -(-s // c), c * max(1, s // c)
+    waves, tps = (lambda n: -(-(m_tiles * n) // slots)), (lambda n: -(-n_tiles // n))
+    if waves(up) <= waves(s): return up
+    if 4 * tps(down) <= 5 * tps(s): return down
 
 def default_cluster(impl: str, pv_n: int, M: int, splits: int) -> int:
     "The cluster size a plan takes when neither `cluster` nor `splits` is given: 2 on the sm_90a kernel at PV width 256 for full row tiles (`M` >= 64 rows) split 2 or more ways, else 1."
@@ -227,9 +229,12 @@ def verify_plan(T: int, H: int, P: int, device: int|None=None, config: tuple|Non
     m_tiles, n_tiles = -(-M // bm), -(-(P + T) // bn)
     slots = info['sms'] * max(1, info['smem'] // (smem + 1024))
     s = splits or choose_splits(m_tiles, n_tiles, slots)
-    if cluster is None: cluster = 1 if splits else default_cluster(impl, pv_n, M, s)   # a forced split count keeps the plain kernel
-    c = check_cluster(cluster, s if splits else None, impl, pv_n)
-    if c > 1 and not splits: s = cluster_splits(s, c, m_tiles, slots)
+    auto = cluster is None and not splits                         # a forced split count keeps the plain kernel
+    c = check_cluster(default_cluster(impl, pv_n, M, s) if auto else cluster or 1, s if splits else None, impl, pv_n)
+    if c > 1 and not splits:
+        sc = cluster_splits(s, c, m_tiles, n_tiles, slots)
+        if sc is None and auto: c = 1                               # clusters would cost a wave or a quarter more tiles a split
+        else: s = sc or c * -(-s // c)
     name = SM90_CLUSTERS[c] if c > 1 else SM90_KERNELS[pv_n] if impl == 'sm90' else f'verify_attn_v2_{bm}x{bn}x{ns}'
     return dict(kernel=name, config=(bm, bn, ns), splits=s, cluster=c, parts=s // c, grid=(m_tiles, s), smem=smem, M=M, impl=impl,
                 pdl=pdl_pays((m_tiles, s // c), info['sms']))
