@@ -22,7 +22,6 @@ if __name__ == '__main__':
     ap = argparse.ArgumentParser(); ap.add_argument('--out', default='.'); ap.add_argument('--pdl', action='store_true')
     ap.add_argument('--cluster', action='store_true'); a = ap.parse_args()
     if a.cluster:
-        from ddtree_nb.verify import verify_plan
         impls = {'sm90_c1': dict(impl='sm90', cluster=1), 'sm90': dict(impl='sm90')}
         rows = [bv.bench_shape(T, H, P, k, impls, with_torch=False) for T, H, P, k in SHAPES + bv.SHAPES]
         print('| T | H | P | sm90, plain splits µs | plan | sm90, default µs | plan | plain / default |\n|---|---|---|---|---|---|---|---|')

@@ -27,7 +27,7 @@
 #   bash benchmarks/gpu_next.sh s22 "$OUT"     # s21c, then splits, then bench_verify_default --pdl: one call (<= 8 min)
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s22a "$OUT"  # session 22: s21c, nbs/03's cuda cells (the cluster merge), the split x cluster sweep at the demo shapes (<= 8.5 min)
-#   bash benchmarks/gpu_next.sh s22b "$OUT"  # session 22: the cluster merge as the default: 03's cells, plain vs default timings, sanitizer, 60 s fuzz (<= 8 min)
+#   bash benchmarks/gpu_next.sh s22b "$OUT"  # session 22: the cluster merge as the default: 03's cells, plain vs default timings, the combine's shapes, 45 s fuzz, sanitizer (<= 9 min)
 #   bash benchmarks/gpu_next.sh s22c "$OUT"  # session 22: 03's and 05's cuda cells on the default cluster plan, plain vs default timings, 30 s fuzz (<= 6.5 min)
 #   bash benchmarks/gpu_next.sh s21c "$OUT"  # session 21's changes: the compiled forward and draft, the round at T = 0 and 0.8, 8 x 128 tokens in fp32 (lossless check) (<= 3.5 min)
 # Each step has its own timeout, so a slow one leaves the others' logs in $OUT; the summary is $OUT/gpu_next.log.
@@ -162,7 +162,7 @@ print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mi
     step bench_compile_s21 70 python benchmarks/bench_compile.py --out "$out/compile_s21" --commit "$commit" --variants compiled+merge+autotune-ar --tokens 1,65 --draft
     step run_ahead_s21 70 python benchmarks/bench_run_ahead.py --out "$out/rac_s21" --commit "$commit" --compile --merge on --temps 0,0.8 --reps 2
     step e2e_fp32 50 python -m ddtree_nb.cli bench --demo --compile --dtype float32 --no-progress --n-prompts 8 --max-new-tokens 128 --budgets 64 --temperatures 0 --out "$out/e2e_fp32" ;;
-  s22)   # the next session's first call (<= 480 s of steps): session 21's changes checked and timed (s21c), the split sweep, the combine's PDL rule timed
+  s22)   # session 21's plan for session 22's first call (not run as such; s22a ran instead) (<= 480 s of steps): session 21's changes checked and timed (s21c), the split sweep, the combine's PDL rule timed
     bash "$0" s21c "$out"; bash "$0" splits "$out"
     export DDTREE_COMMIT=$commit
     step bench_verify_pdl 120 python benchmarks/bench_verify_default.py --pdl --out "$out" ;;
@@ -170,7 +170,7 @@ print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mi
     bash "$0" s21c "$out"
     GPU_TESTS_TIMEOUT=130 step gpu_tests_03 140 bash benchmarks/gpu_tests.sh "$out" 03_verify
     step sweep_splits 170 python benchmarks/sweep_splits.py --out "$out/splits" ;;
-  s22b)   # session 22's second call (<= 480 s of steps): the cluster merge as the default plan: 03's cells, plain vs default timings, the combine's block shapes, 45 s fuzz, sanitizer
+  s22b)   # session 22's second call (not run; step timeouts sum to 520 s): the cluster merge as the default plan: 03's cells, plain vs default timings, the combine's block shapes, 45 s fuzz, sanitizer
     GPU_TESTS_TIMEOUT=60 step gpu_tests_03 70 bash benchmarks/gpu_tests.sh "$out" 03_verify
     export DDTREE_COMMIT=$commit
     step bench_verify_cluster 170 python benchmarks/bench_verify_default.py --cluster --out "$out"

@@ -1,6 +1,7 @@
 """The split combine's block shape swept: `verify.combine_shape(parts)` picks (lanes, groups) per block, 8 x 32 from 16
-partials on and 64 x <= 4 below. At the demo pair's T = 65 (260 rows, 17 partials) that is 2,080 blocks of 256 threads
-for 4.5 MB of partials, and the combine took 7.7 µs a layer in the compiled forward (`bench_compile.md`, session 22).
+partials on and 64 x <= 4 below. Before the cluster default, the demo pair's T = 65 (260 rows, 17 partials) took 2,080
+blocks of 256 threads for 4.5 MB of partials, and the combine 7.7 µs a layer in the compiled forward
+(`s22_h100/bench_compile_s22a.log`); the default plan there is now c2 x18, 9 partials, which this script times.
 Each call is the whole `mla_tree_attention` (split kernel + combine) at its default plan, with `combine_shape` replaced
 by each candidate, checked against fp64 before it is timed (`bench_verify.bench_shape`: CUDA-graph replays over cache
 copies that live in HBM).

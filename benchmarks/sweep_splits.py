@@ -7,8 +7,8 @@ splits, against 1.5 MB of inputs).
 
     python benchmarks/sweep_splits.py --out DIR [--P 1000] [--T 1,17,65] [--H 4] [--impls sm90,v2]
 
-Writes DIR/sweep_splits.json (per shape: each kernel and split count's µs and error, and `pick`: what `choose_splits`
-takes) and prints a line per run, then the picks.
+Writes DIR/sweep_splits.json (per shape: each kernel and split count's µs and error, and `pick`: the default plan,
+splits and cluster) and prints a line per run, then the picks.
 Timings are bench_verify's: one CUDA graph of many launches, rotating over cache copies that live in HBM.
 """
 import argparse, json, sys, time
@@ -18,8 +18,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_verify import bench_shape
 from ddtree_nb.verify import verify_plan
 
+def plan_name(plan: dict) -> str:
+    "A plan as the run names above spell it: 'x17', or 'c2 x18' for clusters of 2."
+    return (f"c{plan['cluster']} " if plan['cluster'] > 1 else '') + f"x{plan['splits']}"
+
 def sweep(T: int, H: int, P: int, impls=('sm90', 'v2'), clusters=(2, 4, 8)) -> dict:
-    "One shape: each kernel at split counts 1, 2, 4, ... and one key tile a split (where `choose_splits` lands here), and the sm_90a kernel's cluster merge at each cluster size and split count it divides; `pick` says which split count the plan takes."
+    "One shape: each kernel at split counts 1, 2, 4, ... and one key tile a split (where `choose_splits` lands here), and the sm_90a kernel's cluster merge at each cluster size and split count it divides; `pick` says which plan the default takes."
     kind = 'chain' if T == 1 else 'tree'
     n_tiles = -(-(P + T) // 64)
     counts = sorted({1, n_tiles} | {s for s in (2, 4, 8, 16, 32, 64, 128) if s < n_tiles})
@@ -27,7 +31,7 @@ def sweep(T: int, H: int, P: int, impls=('sm90', 'v2'), clusters=(2, 4, 8)) -> d
     if 'sm90' in impls:
         runs.update({f'sm90 c{c} x{s}': dict(impl='sm90', cluster=c, splits=s) for c in clusters for s in counts + [2 * n_tiles] if s % c == 0 and s <= min(2 * n_tiles, 256)})
     res = bench_shape(T, H, P, kind, runs, with_torch=False)
-    res['pick'] = {impl: verify_plan(T, H, P, impl=impl)['splits'] for impl in impls}
+    res['pick'] = {impl: plan_name(verify_plan(T, H, P, impl=impl)) for impl in impls}
     return res
 
 def main(argv=None):
@@ -43,7 +47,7 @@ def main(argv=None):
     for T in (int(t) for t in a.T.split(',')):
         print(f"T = {T}, H = {a.H}, P = {a.P}", flush=True)
         rows.append(sweep(T, a.H, a.P, tuple(a.impls.split(','))))
-        print('  pick: ' + ', '.join(f"{k} x{v}" for k, v in rows[-1]['pick'].items()), flush=True)
+        print('  pick: ' + ', '.join(f"{k} {v}" for k, v in rows[-1]['pick'].items()), flush=True)
         (out / 'sweep_splits.json').write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))
 
 if __name__ == '__main__': main()

@@ -230,7 +230,7 @@ def verify_plan(T: int, H: int, P: int, device: int|None=None, config: tuple|Non
     slots = info['sms'] * max(1, info['smem'] // (smem + 1024))
     s = splits or choose_splits(m_tiles, n_tiles, slots)
     auto = cluster is None and not splits                         # a forced split count keeps the plain kernel
-    c = check_cluster(default_cluster(impl, pv_n, M, s) if auto else cluster or 1, s if splits else None, impl, pv_n)
+    c = check_cluster(default_cluster(impl, pv_n, M, s) if auto else 1 if cluster is None else cluster, s if splits else None, impl, pv_n)
     if c > 1 and not splits:
         sc = cluster_splits(s, c, m_tiles, n_tiles, slots)
         if sc is None and auto: c = 1                               # clusters would cost a wave or a quarter more tiles a split
