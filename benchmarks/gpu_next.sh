@@ -28,6 +28,8 @@
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s22a "$OUT"  # session 22: s21c, nbs/03's cuda cells (the cluster merge), the split x cluster sweep at the demo shapes (<= 8.5 min)
 #   bash benchmarks/gpu_next.sh s22b "$OUT"  # session 22: the cluster merge as the default: 03's cells, plain vs default timings, the combine's shapes, 45 s fuzz, sanitizer (<= 9 min)
+#   bash benchmarks/gpu_next.sh s23a "$OUT"  # session 22's leftovers: nbs/05 alone on the cluster default, the cluster sanitizer case, sweep_combine (<= 8 min)
+#   bash benchmarks/gpu_next.sh s23b "$OUT"  # on an H200: bench_verify_default --cluster and --pdl, the compiled round at T = 0 / 0.8 (<= 5.5 min)
 #   bash benchmarks/gpu_next.sh s22c "$OUT"  # session 22: 03's and 05's cuda cells on the default cluster plan, plain vs default timings, 30 s fuzz (<= 6.5 min)
 #   bash benchmarks/gpu_next.sh s21c "$OUT"  # session 21's changes: the compiled forward and draft, the round at T = 0 and 0.8, 8 x 128 tokens in fp32 (lossless check) (<= 3.5 min)
 # Each step has its own timeout, so a slow one leaves the others' logs in $OUT; the summary is $OUT/gpu_next.log.
@@ -187,6 +189,18 @@ print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mi
     step fuzz_verify_auto 45 python -c "from ddtree_nb.reliability import fuzz_verify
 r = fuzz_verify(30, seed=24, backend='cuda', impl='auto', out_dir='$out/fuzz_repro')
 print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mismatches']), 'mismatches')" ;;
+  s23a)   # session 22's leftovers, any sm_90 GPU (step timeouts sum to 475 s): nbs/05 alone on the default cluster plan, the cluster sanitizer case, the combine's block shapes
+    GPU_TESTS_TIMEOUT=250 N_WORKERS=1 step gpu_tests_05 260 bash benchmarks/gpu_tests.sh "$out" 05
+    KERNELS=verify_sm90_cluster TIMEOUT_PLAIN=20 TIMEOUT_MEMCHECK=30 TIMEOUT_INITCHECK=25 TIMEOUT_SYNCCHECK=20 TIMEOUT_RACECHECK=25 \
+      step sanitize_cluster 120 bash benchmarks/sanitize_kernels.sh "$out/sanitize_cluster"
+    cp "$out"/sanitize_cluster/*.md "$out"/ 2>/dev/null; tar czf "$out/sanitize_cluster.tgz" -C "$out" sanitize_cluster && rm -rf "$out/sanitize_cluster"
+    export DDTREE_COMMIT=$commit
+    step sweep_combine 95 python benchmarks/sweep_combine.py --out "$out" ;;
+  s23b)   # the issues' numbers on an H200 (step timeouts sum to 310 s): the verify plans plain vs default, the PDL rule, the compiled round
+    export DDTREE_COMMIT=$commit
+    step bench_verify_cluster 120 python benchmarks/bench_verify_default.py --cluster --out "$out"
+    step bench_verify_pdl 120 python benchmarks/bench_verify_default.py --pdl --out "$out"
+    step run_ahead 70 python benchmarks/bench_run_ahead.py --out "$out/rac" --commit "$commit" --compile --merge on --temps 0,0.8 --reps 2 ;;
   splits)   # the verify kernels' split counts at the demo pair's shapes (H = 4, P = 1000, T = 1 / 17 / 65), each checked, then timed (~2 min)
     step sweep_splits 150 python benchmarks/sweep_splits.py --out "$out/splits" ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
