@@ -8,6 +8,7 @@
 #   bash benchmarks/gpu_next.sh sanitize  "$OUT"   # compute-sanitizer, all four tools, kernel notebooks     (<= 9 min)
 #   bash benchmarks/gpu_next.sh tree      "$OUT"   # the tree builder alone: its GPU tests + bench_tree        (~2 min)
 #   bash benchmarks/gpu_next.sh profile_tree "$OUT" # ncu of one B=256 build, with per-line stall samples       (~2 min)
+#   bash benchmarks/gpu_next.sh profile_verify "$OUT" # ncu of the verify attention at T = 1, P = 32k, default and plain plans (~3 min)
 #   bash benchmarks/gpu_next.sh verify90  "$OUT"   # the sm_90a verify kernel: its checks, then v2 vs sm_90a timings (<= 9 min)
 #   bash benchmarks/gpu_next.sh sanitize_kernels "$OUT"   # compute-sanitizer x 4 tools over direct calls of our kernels (<= 9 min)
 #   bash benchmarks/gpu_next.sh fuzz5     "$OUT" [300]  # the kernel fuzzers and the whole-loop one (graph, eager) at once, 300 s each (~5.5 min)
@@ -77,6 +78,9 @@ case $part in
   profile_tree)   # ncu of one B=256 build: the details page and per-source-line stall samples (SASS + CUDA), xz-compressed
     step ncu_tree 200 ncu --kernel-name regex:tb_ --launch-skip 4 --launch-count 20 --set full --import-source yes -f -o "$out/tree" python benchmarks/ncu_tree.py
     step ncu_pages 200 bash -c "ncu -i '$out/tree.ncu-rep' --page details > '$out/ncu_tree_details.txt' && ncu -i '$out/tree.ncu-rep' --page source --csv --print-source cuda,sass > '$out/ncu_tree_source.csv'; xz -T4 '$out/ncu_tree_source.csv'; rm -f '$out/tree.ncu-rep'" ;;
+  profile_verify)   # ncu of the verify attention at T = 1, H = 64, P = 32k, default (clusters) and plain plans: details page, per-line stall samples
+    step ncu_verify 200 ncu --kernel-name regex:verify_attn --launch-skip 4 --launch-count 12 --set full --import-source yes -f -o "$out/verify" python benchmarks/ncu_verify.py
+    step ncu_verify_pages 200 bash -c "ncu -i '$out/verify.ncu-rep' --page details > '$out/ncu_verify_details.txt' && ncu -i '$out/verify.ncu-rep' --page source --csv --print-source cuda,sass > '$out/ncu_verify_source.csv'; xz -T4 '$out/ncu_verify_source.csv'; rm -f '$out/verify.ncu-rep'" ;;
   verify90)
     step bench_verify 560 python benchmarks/bench_verify.py --impl both --budget 480 --out "$out/verify" ;;
   fuzz5)   # every GPU fuzzer for 5 minutes (issues 21, 19: verify:cuda:auto is the sm_90a kernel on an H100/H200), six processes sharing the GPU: bash benchmarks/gpu_next.sh fuzz5 "$OUT" [seconds]
