@@ -25,10 +25,8 @@
 #   bash benchmarks/gpu_next.sh s20c "$OUT"  # session 20, third call: the round with AUTOTUNE_AR, then issue 17's ratios at 8 x 512 (<= 9.5 min)
 #   bash benchmarks/gpu_next.sh s21a "$OUT"  # session 21: 02/03/05 cuda cells, the compiled forward beside session 19's (.old/ = git archive 970b4f3), bench_tree (<= 9 min)
 #   bash benchmarks/gpu_next.sh s21b "$OUT"  # session 21: the compiled merged round at T = 0 without and with AUTOTUNE_AR (<= 3.5 min)
-#   bash benchmarks/gpu_next.sh s22 "$OUT"     # s21c, then splits, then bench_verify_default --pdl: one call (<= 8 min)
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s22a "$OUT"  # session 22: s21c, nbs/03's cuda cells (the cluster merge), the split x cluster sweep at the demo shapes (<= 8.5 min)
-#   bash benchmarks/gpu_next.sh s22b "$OUT"  # session 22: the cluster merge as the default: 03's cells, plain vs default timings, the combine's shapes, 45 s fuzz, sanitizer (<= 9 min)
 #   bash benchmarks/gpu_next.sh s23a "$OUT"  # session 22's leftovers: nbs/05 alone on the cluster default, the cluster sanitizer case, sweep_combine (<= 8 min)
 #   bash benchmarks/gpu_next.sh s23b "$OUT"  # on an H200: bench_verify_default --cluster and --pdl, the compiled round at T = 0 / 0.8 (<= 5.5 min)
 #   bash benchmarks/gpu_next.sh s22c "$OUT"  # session 22: 03's and 05's cuda cells on the default cluster plan, plain vs default timings, 30 s fuzz (<= 6.5 min)
@@ -168,24 +166,10 @@ print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mi
     step bench_compile_s21 70 python benchmarks/bench_compile.py --out "$out/compile_s21" --commit "$commit" --variants compiled+merge+autotune-ar --tokens 1,65 --draft
     step run_ahead_s21 70 python benchmarks/bench_run_ahead.py --out "$out/rac_s21" --commit "$commit" --compile --merge on --temps 0,0.8 --reps 2
     step e2e_fp32 50 python -m ddtree_nb.cli bench --demo --compile --dtype float32 --no-progress --n-prompts 8 --max-new-tokens 128 --budgets 64 --temperatures 0 --out "$out/e2e_fp32" ;;
-  s22)   # session 21's plan for session 22's first call (not run as such; s22a ran instead) (<= 480 s of steps): session 21's changes checked and timed (s21c), the split sweep, the combine's PDL rule timed
-    bash "$0" s21c "$out"; bash "$0" splits "$out"
-    export DDTREE_COMMIT=$commit
-    step bench_verify_pdl 120 python benchmarks/bench_verify_default.py --pdl --out "$out" ;;
   s22a)   # session 22's first call (<= 500 s of steps): s21c, nbs/03's cuda cells (the cluster merge's checks), the split and cluster sweep at the demo shapes
     bash "$0" s21c "$out"
     GPU_TESTS_TIMEOUT=130 step gpu_tests_03 140 bash benchmarks/gpu_tests.sh "$out" 03_verify
     step sweep_splits 170 python benchmarks/sweep_splits.py --out "$out/splits" ;;
-  s22b)   # session 22's second call (not run; step timeouts sum to 520 s): the cluster merge as the default plan: 03's cells, plain vs default timings, the combine's block shapes, 45 s fuzz, sanitizer
-    GPU_TESTS_TIMEOUT=60 step gpu_tests_03 70 bash benchmarks/gpu_tests.sh "$out" 03_verify
-    export DDTREE_COMMIT=$commit
-    step bench_verify_cluster 170 python benchmarks/bench_verify_default.py --cluster --out "$out"
-    step sweep_combine 100 python benchmarks/sweep_combine.py --out "$out"
-    step fuzz_verify_auto 60 python -c "from ddtree_nb.reliability import fuzz_verify
-r = fuzz_verify(45, seed=24, backend='cuda', impl='auto', out_dir='$out/fuzz_repro')
-print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mismatches']), 'mismatches')"
-    KERNELS=verify_sm90_cluster TIMEOUT_PLAIN=25 TIMEOUT_MEMCHECK=35 TIMEOUT_INITCHECK=30 TIMEOUT_SYNCCHECK=25 TIMEOUT_RACECHECK=45 \
-      step sanitize_cluster 120 bash benchmarks/sanitize_kernels.sh "$out/sanitize_cluster" ;;
   s22c)   # session 22's last call (<= 380 s of steps): 03's and 05's cuda cells on the default cluster plan, plain vs default timings, 30 s fuzz
     GPU_TESTS_TIMEOUT=200 N_WORKERS=2 step gpu_tests_03_05 210 bash benchmarks/gpu_tests.sh "$out" 03_verify 05
     export DDTREE_COMMIT=$commit

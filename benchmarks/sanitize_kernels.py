@@ -235,10 +235,14 @@ def _verify_configs():
 case('verify_configs', 'verify', [_v2(c) for c in ((64, 64, 2), (64, 32, 2), (32, 32, 1))] + [_COMB],
      'every v2 tile config, splits 1 and 5: T=16 H=4 P=100')(_verify_configs)
 
-def _verify_sm90():
+def _need_sm90():
+    "Skip a case of the sm_90a kernels on any GPU but an sm_90 one (the CPU tests, BACKEND 'torch', run it everywhere)."
     if BACKEND == 'cuda':
         from ddtree_nb.runtime import device_arch
         if device_arch() != 'sm_90': raise Skipped(f"the sm_90a kernel needs an sm_90 GPU, this one is {device_arch()}")
+
+def _verify_sm90():
+    _need_sm90()
     runs = [_verify_run(16, 8, 300, seed=20 + i, impl='sm90', pv_n=n, splits=s) for i, (n, s) in enumerate([(256, 1), (256, 7), (64, 1), (64, 7)])]
     runs.append(_verify_run(1, 64, 2000, 'chain', seed=24, impl='sm90', splits=20))
     runs.append(_verify_edge(dict(P=0, dead_rows=(1, 4), nan_slots=(2,)), [dict(impl='sm90'), dict(impl='sm90', pv_n=64, splits=7)], 25))
@@ -247,9 +251,7 @@ case('verify_sm90', 'verify', ['verify_attn_sm90_n256', 'verify_attn_sm90_n64', 
      'sm_90a kernel (sm_90 GPUs only): both PV widths x splits 1 and 7, AR step with 20 splits, edge cases')(_verify_sm90)
 
 def _verify_sm90_cluster():
-    if BACKEND == 'cuda':
-        from ddtree_nb.runtime import device_arch
-        if device_arch() != 'sm_90': raise Skipped(f"the sm_90a kernel needs an sm_90 GPU, this one is {device_arch()}")
+    _need_sm90()
     runs = [_verify_run(16, 8, 300, seed=30 + i, impl='sm90', cluster=c, splits=k * c) for i, (c, k) in enumerate([(2, 1), (4, 2), (8, 1), (8, 3)])]
     runs.append(_verify_run(1, 64, 2000, 'chain', seed=34, impl='sm90'))   # the default plan: clusters of 2
     runs.append(_verify_edge(dict(P=0, dead_rows=(1, 4), nan_slots=(2,)), [dict(impl='sm90', cluster=2, splits=2), dict(impl='sm90', cluster=8, splits=16)], 35))
