@@ -27,6 +27,7 @@
 #   bash benchmarks/gpu_next.sh s21b "$OUT"  # session 21: the compiled merged round at T = 0 without and with AUTOTUNE_AR (<= 3.5 min)
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s22a "$OUT"  # session 22: s21c, nbs/03's cuda cells (the cluster merge), the split x cluster sweep at the demo shapes (<= 8.5 min)
+#   bash benchmarks/gpu_next.sh s23c "$OUT"  # s23b, then nbs/05 cell by cell in what is left of 580 s
 #   bash benchmarks/gpu_next.sh cells05 "$OUT"  # nbs/05's tests (flags cuda) cell by cell with each cell's time, up to 540 s
 #   bash benchmarks/gpu_next.sh s23a "$OUT"  # session 22's leftovers: nbs/05 alone on the cluster default, the cluster sanitizer case, sweep_combine (<= 8 min)
 #   bash benchmarks/gpu_next.sh s23b "$OUT"  # on an H200: bench_verify_default --cluster and --pdl, the compiled round at T = 0 / 0.8 (<= 5.5 min)
@@ -190,6 +191,11 @@ print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mi
     step bench_verify_cluster 120 python benchmarks/bench_verify_default.py --cluster --out "$out"
     step bench_verify_pdl 120 python benchmarks/bench_verify_default.py --pdl --out "$out"
     step run_ahead 70 python benchmarks/bench_run_ahead.py --out "$out/rac" --commit "$commit" --compile --merge on --temps 0,0.8 --reps 2 ;;
+  s23c)   # s23b's steps, then nbs/05 cell by cell (cells05) with the rest of a 580 s call
+    t_start=$(date +%s)
+    bash "$0" s23b "$out"
+    left=$(( 575 - ($(date +%s) - t_start) ))
+    step cells_05 "$left" python benchmarks/time_cells.py nbs/05_decode.ipynb --flags cuda --out "$out/cells_05.txt" ;;
   cells05)   # nbs/05 alone, one line per cell as it finishes (nbdev_test prints nothing before the end)
     step cells_05 540 python benchmarks/time_cells.py nbs/05_decode.ipynb --flags cuda --out "$out/cells_05.txt" ;;
   splits)   # the verify kernels' split counts at the demo pair's shapes (H = 4, P = 1000, T = 1 / 17 / 65), each checked, then timed (~2 min)
