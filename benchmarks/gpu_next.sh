@@ -27,6 +27,7 @@
 #   bash benchmarks/gpu_next.sh s21b "$OUT"  # session 21: the compiled merged round at T = 0 without and with AUTOTUNE_AR (<= 3.5 min)
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s22a "$OUT"  # session 22: s21c, nbs/03's cuda cells (the cluster merge), the split x cluster sweep at the demo shapes (<= 8.5 min)
+#   bash benchmarks/gpu_next.sh s23 "$OUT"   # s23c on an H200; on another GPU the round (run_ahead), nbs/05 cell by cell, then profile_verify
 #   bash benchmarks/gpu_next.sh s23c "$OUT"  # s23b, then nbs/05 cell by cell in what is left of 580 s
 #   bash benchmarks/gpu_next.sh cells05 "$OUT"  # nbs/05's tests (flags cuda) cell by cell with each cell's time, up to 540 s
 #   bash benchmarks/gpu_next.sh s23a "$OUT"  # session 22's leftovers: nbs/05 alone on the cluster default, the cluster sanitizer case, sweep_combine (<= 8 min)
@@ -191,6 +192,14 @@ print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mi
     step bench_verify_cluster 120 python benchmarks/bench_verify_default.py --cluster --out "$out"
     step bench_verify_pdl 120 python benchmarks/bench_verify_default.py --pdl --out "$out"
     step run_ahead 70 python benchmarks/bench_run_ahead.py --out "$out/rac" --commit "$commit" --compile --merge on --temps 0,0.8 --reps 2 ;;
+  s23)   # session 23's one call: the H200 numbers (s23c) when the GPU is one, else the round, nbs/05 and the ncu of verify
+    t_start=$(date +%s)
+    if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" s23c "$out"; exit; fi
+    export DDTREE_COMMIT=$commit
+    step run_ahead 70 python benchmarks/bench_run_ahead.py --out "$out/rac" --commit "$commit" --compile --merge on --temps 0,0.8 --reps 2
+    step cells_05 330 python benchmarks/time_cells.py nbs/05_decode.ipynb --flags cuda --out "$out/cells_05.txt"
+    left=$(( 575 - ($(date +%s) - t_start) ))
+    [ "$left" -gt 60 ] && step ncu_verify "$left" bash -c "ncu --kernel-name regex:verify_attn --launch-skip 4 --launch-count 12 --set full --import-source yes -f -o '$out/verify' python benchmarks/ncu_verify.py && ncu -i '$out/verify.ncu-rep' --page details > '$out/ncu_verify_details.txt'; rm -f '$out/verify.ncu-rep'" ;;
   s23c)   # s23b's steps, then nbs/05 cell by cell (cells05) with the rest of a 580 s call
     t_start=$(date +%s)
     bash "$0" s23b "$out"
