@@ -192,14 +192,18 @@ print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mi
     step bench_verify_cluster 120 python benchmarks/bench_verify_default.py --cluster --out "$out"
     step bench_verify_pdl 120 python benchmarks/bench_verify_default.py --pdl --out "$out"
     step run_ahead 70 python benchmarks/bench_run_ahead.py --out "$out/rac" --commit "$commit" --compile --merge on --temps 0,0.8 --reps 2 ;;
-  s23)   # session 23's one call: the H200 numbers (s23c) when the GPU is one, else the round, nbs/05 and the ncu of verify
+  s23)   # session 23's one call: the H200 numbers (s23c) when the GPU is one, else the round, nbs/05 and ncu of verify and the tree builder
     t_start=$(date +%s)
     if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" s23c "$out"; exit; fi
     export DDTREE_COMMIT=$commit
+    left() { echo $(( 575 - ($(date +%s) - t_start) )); }
     step run_ahead 70 python benchmarks/bench_run_ahead.py --out "$out/rac" --commit "$commit" --compile --merge on --temps 0,0.8 --reps 2
-    step cells_05 330 python benchmarks/time_cells.py nbs/05_decode.ipynb --flags cuda --out "$out/cells_05.txt"
-    left=$(( 575 - ($(date +%s) - t_start) ))
-    [ "$left" -gt 60 ] && step ncu_verify "$left" bash -c "ncu --kernel-name regex:verify_attn --launch-skip 4 --launch-count 12 --set full --import-source yes -f -o '$out/verify' python benchmarks/ncu_verify.py && ncu -i '$out/verify.ncu-rep' --page details > '$out/ncu_verify_details.txt'; rm -f '$out/verify.ncu-rep'" ;;
+    step cells_05 300 python benchmarks/time_cells.py nbs/05_decode.ipynb --flags cuda --out "$out/cells_05.txt"
+    l=$(left); [ "$l" -gt 120 ] && l=120
+    [ "$l" -gt 40 ] && step ncu_verify "$l" bash -c "ncu --kernel-name regex:verify_attn --launch-skip 4 --launch-count 12 --set full --import-source yes -f -o '$out/verify' python benchmarks/ncu_verify.py && ncu -i '$out/verify.ncu-rep' --page details > '$out/ncu_verify_details.txt' && ncu -i '$out/verify.ncu-rep' --page source --csv --print-source cuda,sass > '$out/ncu_verify_source.csv'; xz -T4 '$out/ncu_verify_source.csv'; rm -f '$out/verify.ncu-rep'"
+    l=$(left)
+    [ "$l" -gt 40 ] && step ncu_tree "$l" bash -c "ncu --kernel-name regex:tb_ --launch-skip 2 --launch-count 4 --set full --import-source yes -f -o '$out/tree' python benchmarks/ncu_tree.py --phase1 v4 && ncu -i '$out/tree.ncu-rep' --page details > '$out/ncu_tree_details.txt' && ncu -i '$out/tree.ncu-rep' --page source --csv --print-source cuda,sass > '$out/ncu_tree_source.csv'; xz -T4 '$out/ncu_tree_source.csv'; rm -f '$out/tree.ncu-rep'"
+    true ;;
   s23c)   # s23b's steps, then nbs/05 cell by cell (cells05) with the rest of a 580 s call
     t_start=$(date +%s)
     bash "$0" s23b "$out"
