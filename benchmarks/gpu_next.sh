@@ -196,7 +196,7 @@ print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mi
     t_start=$(date +%s)
     if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" s23c "$out"; exit; fi
     export DDTREE_COMMIT=$commit
-    left() { echo $(( 575 - ($(date +%s) - t_start) )); }
+    left() { echo $(( ${S23_SECONDS:-575} - ($(date +%s) - t_start) )); }
     step run_ahead 70 python benchmarks/bench_run_ahead.py --out "$out/rac" --commit "$commit" --compile --merge on --temps 0,0.8 --reps 2
     step cells_05 300 python benchmarks/time_cells.py nbs/05_decode.ipynb --flags cuda --out "$out/cells_05.txt"
     l=$(left); [ "$l" -gt 120 ] && l=120
