@@ -512,7 +512,7 @@ __device__ void rows_body(const T *__restrict__ logits, int V, int k, int vec, i
     __shared__ int cnt[3], ws[33], fout[2];
     __shared__ uint32_t tb;
     __shared__ float wm[RT / 32], rM;
-    __shared__ double wsum[RT / 32], rS;
+    __shared__ double wsum[RT / 32], rS, rL;
     __shared__ int wn[RT / 32], rg[8], rtot;
     __shared__ uint32_t rt;
     const int rank = (int)cl.block_rank(), row = blockIdx.y, tid = threadIdx.x;
@@ -520,13 +520,16 @@ __device__ void rows_body(const T *__restrict__ logits, int V, int k, int vec, i
     if (rank == 0 && tid == 0) { long long g; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g)); stamps[row * 8 + 7] = g; }
     Vals<T, E> v;
     const int i0 = (rank * rta + tid) * E;
-    v.load(logits + (size_t)row * V, i0, tid < rta ? V : 0, vec);   // V = 0: a thread past the row holds -inf only
+    const bool live = tid < rta;   // threads past the row hold -inf only, and skip the per-logit loops (the same results)
+    v.load(logits + (size_t)row * V, i0, live ? V : 0, vec);   // V = 0: -inf
     float m = -INFINITY, sf = 0.f;
     int nf = 0;
+    if (live) {
 #pragma unroll
-    for (int e = 0; e < E; ++e) m = fmaxf(m, v[e]);
+        for (int e = 0; e < E; ++e) m = fmaxf(m, v[e]);
 #pragma unroll
-    for (int e = 0; e < E; ++e) if (v[e] != -INFINITY) { sf += __expf(v[e] - m); ++nf; }
+        for (int e = 0; e < E; ++e) if (v[e] != -INFINITY) { sf += __expf(v[e] - m); ++nf; }
+    }
     RSTAMP(0);
     {   // per warp: (max, sum-exp) merged in float64, and the finite count; the sort's barriers publish them
         float a = m; double b = sf; int n = nf;
@@ -555,17 +558,23 @@ __device__ void rows_body(const T *__restrict__ logits, int V, int k, int vec, i
             lse_merge(a, b, __shfl_xor_sync(FULL, a, o), __shfl_xor_sync(FULL, b, o));
             tt = min(tt, __shfl_xor_sync(FULL, tt, o)); n += __shfl_xor_sync(FULL, n, o);
         }
-        if (tid == 0) { rM = a; rS = b; rt = tt; rtot = n; }
+        if (tid == 0) { rM = a; rS = b; rL = log(b); rt = tt; rtot = n; }   // one float64 log, not one a thread
     }
     __syncthreads();
     const float M = rM;
     const uint32_t t = rt;
     const int total = rtot;
-    const double mx = (double)M, lsum = log(rS);
+    const double mx = (double)M, lsum = rL;
     const int kd = min(k, total);
+    // v is a candidate iff v != -inf and fkey(v) >= t. t is 0 or the key of a thread max (normal, zero or +inf: max.ftz
+    // flushes subnormals), and under --use_fast_math both fkey and the float compare treat subnormals as 0, so for every
+    // non-NaN v (the contract: no NaN logits) that is one float compare against tf, at a third of the instructions.
+    const float tf = t == 0u ? __uint_as_float(0xff7fffffu) : keyf(t);   // t = 0: -FLT_MAX, every v but -inf
     int c = 0;
+    if (live) {
 #pragma unroll
-    for (int e = 0; e < E; ++e) c += v[e] != -INFINITY && fkey(v[e]) >= t;
+        for (int e = 0; e < E; ++e) c += v[e] >= tf;
+    }
     int tc, ic = block_scan(c, ws, &tc) - c;
     if (tid == 0) cnt[0] = tc;
     cl.sync();                                                   // B: candidate counts
@@ -581,7 +590,7 @@ __device__ void rows_body(const T *__restrict__ logits, int V, int k, int vec, i
         for (int q = tid; q < 2048; q += RT) hx[q] = 0;
 #pragma unroll
         for (int e = 0; e < E; ++e)
-            if (v[e] != -INFINITY && fkey(v[e]) >= t) {
+            if (live && v[e] >= tf) {
                 unsigned long long cv = ((unsigned long long)fkey(v[e]) << 32) | (uint32_t)~(uint32_t)(i0 + e);
 #pragma unroll 1
                 for (int r = 0; r < CLN; ++r) cl.map_shared_rank(cand, r)[ic] = cv;
