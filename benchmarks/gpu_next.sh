@@ -27,6 +27,7 @@
 #   bash benchmarks/gpu_next.sh s21b "$OUT"  # session 21: the compiled merged round at T = 0 without and with AUTOTUNE_AR (<= 3.5 min)
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s22a "$OUT"  # session 22: s21c, nbs/03's cuda cells (the cluster merge), the split x cluster sweep at the demo shapes (<= 8.5 min)
+#   bash benchmarks/gpu_next.sh tree_quick "$OUT"  # bench_tree (every tree checked against the reference first), then nbs/02's cuda cells; <= 110 s
 #   bash benchmarks/gpu_next.sh s23 "$OUT"   # s23c on an H200; on another GPU the round (run_ahead), nbs/05 cell by cell, then profile_verify
 #   bash benchmarks/gpu_next.sh s23c "$OUT"  # s23b, then nbs/05 cell by cell in what is left of 580 s
 #   bash benchmarks/gpu_next.sh cells05 "$OUT"  # nbs/05's tests (flags cuda) cell by cell with each cell's time, up to 540 s
@@ -192,6 +193,9 @@ print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mi
     step bench_verify_cluster 120 python benchmarks/bench_verify_default.py --cluster --out "$out"
     step bench_verify_pdl 120 python benchmarks/bench_verify_default.py --pdl --out "$out"
     step run_ahead 70 python benchmarks/bench_run_ahead.py --out "$out/rac" --commit "$commit" --compile --merge on --temps 0,0.8 --reps 2 ;;
+  tree_quick)   # the tree builder in under two minutes: bench_tree at 40 iterations, then nbs/02's cuda cells
+    step bench_tree 70 python benchmarks/bench_tree.py --iters 40 --commit "$commit" --out "$out/bench_tree.md"
+    step tree_tests 45 nbdev_test --flags cuda --do_print --path nbs/02_tree_builder.ipynb ;;
   s23)   # session 23's one call: the H200 numbers (s23c) when the GPU is one, else the round, nbs/05 and ncu of verify and the tree builder
     t_start=$(date +%s)
     if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" s23c "$out"; exit; fi
