@@ -422,6 +422,33 @@ __device__ uint32_t bitonic_desc_block(uint32_t x, uint32_t *s) {
 
 #define CAND4 2048   // candidates the v4 fast path takes (the fallback takes exactly k <= KMAX)
 
+// The 32 largest of one key per thread over the block's RT threads, for the kb-th largest when kb <= 32: each warp sorts
+// its keys (descending, shuffles only), then warps merge in pairs over log2(RT / 32) levels, one barrier each. An owner
+// warp takes max(its lane l, the partner's lane 31 - l): a bitonic sequence holding the top 32 of both lists, which five
+// shuffle steps sort. Lane l of warp 0 returns the (l + 1)-th largest key (other warps: meaningless). Same result as
+// bitonic_desc_block's first 32 keys, at 5 barriers instead of 30. s: RT entries; a slot is written once, read once.
+__device__ uint32_t top32_block(uint32_t x, uint32_t *s) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    for (int k = 2; k <= 32; k <<= 1)
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            uint32_t y = __shfl_xor_sync(FULL, x, j);
+            x = (((lane & j) == 0) == ((lane & k) == 0)) ? max(x, y) : min(x, y);
+        }
+    for (int step = 1; step < RT / 32; step <<= 1) {
+        if ((w & (2 * step - 1)) == step) s[threadIdx.x] = x;   // partners publish (each for the first and last time)
+        __syncthreads();
+        if ((w & (2 * step - 1)) == 0) {                        // owners keep the top 32 of both, sorted
+            x = max(x, s[(w + step) * 32 + 31 - lane]);
+#pragma unroll
+            for (int j = 16; j > 0; j >>= 1) {
+                uint32_t y = __shfl_xor_sync(FULL, x, j);
+                x = (lane & j) ? min(x, y) : max(x, y);
+            }
+        }
+    }
+    return x;
+}
+
 // The fallback of rows_body: the exact key K of the kd-th best by three histogram levels, then every logit above K and
 // the first `need` ties of K in token order into every block's cand (slots 0..kd-1). Leaves hx zeroed for the ranks.
 // Not inlined: it is the rare path, and inlined it made rows_body spill.
@@ -538,7 +565,8 @@ __device__ void rows_body(const T *__restrict__ logits, int V, int k, int vec, i
     }
     // t_b: the kb-th largest thread max of the block (key 0 = none: fewer than kb finite ones)
     const int kb = (k + CLN - 1) / CLN;
-    uint32_t sk = bitonic_desc_block(m == -INFINITY ? 0u : fkey(m), skey);
+    const uint32_t mk = m == -INFINITY ? 0u : fkey(m);
+    uint32_t sk = kb <= 32 ? top32_block(mk, skey) : bitonic_desc_block(mk, skey);   // kb is the same in every thread
     if (tid == kb - 1) tb = sk;
     RSTAMP(1);
     if (tid < 32) {   // the block's (max, sum-exp) and finite count: warp 0 over the 32 warps' partials
