@@ -63,6 +63,39 @@ __device__ __forceinline__ uint32_t toff(int row, int ch) {
     return (uint32_t)((ch >> 3) * CBLK + row * 128 + (((ch & 7) ^ (row & 7)) << 4));
 }
 
+// The tile loads of this kernel (64 rows x 576, 256 threads, the toff layout): thread t copies chunk c = t & 7 of each of
+// the 9 column blocks of rows r0 = t >> 3 and r0 + 32. Both rows have the same swizzle (c ^ (r0 & 7)), so the 18 copies
+// are a shared and two global base addresses plus constant offsets. The generic loops of verify_attn_common.cuh divide by
+// 72 and swizzle per copy: ~20 instructions each, ~360 a thread per tile, in a kernel that ncu found bound by its
+// instruction issue at 2 warps a scheduler (verify_attn.md, "Session 23"). Same chunks to the same places, the same
+// zero-fill past M (queries) or n_keys (keys), from row 0 as the source of the 0-byte copies.
+__device__ __forceinline__ void load_kv_tile64(uint32_t dst, const bf16 *__restrict__ kv, int kb, int n_keys, int tid) {
+    const int c = tid & 7, r0 = tid >> 3;
+    const uint32_t d0 = dst + r0 * 128 + ((c ^ (r0 & 7)) << 4);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int s = kb + r0 + 32 * h;
+        const bool ok = s < n_keys;
+        const bf16 *src = kv + (size_t)(ok ? s : 0) * DQK + c * 8;
+#pragma unroll
+        for (int b = 0; b < 9; ++b) cp_async16(d0 + h * 4096 + b * CBLK, src + b * 64, ok ? 16 : 0);
+    }
+}
+__device__ __forceinline__ void load_q_tile64(uint32_t dst, const bf16 *__restrict__ q_lat, const bf16 *__restrict__ q_pe,
+                                              int m0, int M, int tid) {
+    const int c = tid & 7, r0 = tid >> 3;
+    const uint32_t d0 = dst + r0 * 128 + ((c ^ (r0 & 7)) << 4);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int gr = m0 + r0 + 32 * h;
+        const bool ok = gr < M;
+        const bf16 *lat = q_lat + (size_t)(ok ? gr : 0) * DC + c * 8, *pe = q_pe + (size_t)(ok ? gr : 0) * DR + c * 8;
+#pragma unroll
+        for (int b = 0; b < 8; ++b) cp_async16(d0 + h * 4096 + b * CBLK, lat + b * 64, ok ? 16 : 0);
+        cp_async16(d0 + h * 4096 + 8 * CBLK, pe, ok ? 16 : 0);
+    }
+}
+
 // generic-proxy writes to shared memory (st.shared, cp.async) made visible to the async proxy (wgmma reads)
 __device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
@@ -190,8 +223,8 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
     uint32_t *sBad = reinterpret_cast<uint32_t *>(smem + BAD_OFF);  // bit i: key row i of the tile had a non-finite V chunk
     if (tid < 2) sBad[tid] = 0u;  // ordered before the first scrub by the first barrier of the key loop
 
-    load_q_tile(sQ, q_lat, q_pe, m0, M, BM, tid, 256, toff);  // rows past M zero-filled, 128-byte swizzled
-    auto load_k = [&](int tile, int buf) { load_kv_tile(sK0 + buf * TILE, kv, tile * BN, n_keys, BN, tid, 256, toff); };
+    load_q_tile64(sQ, q_lat, q_pe, m0, M, tid);  // rows past M zero-filled, 128-byte swizzled
+    auto load_k = [&](int tile, int buf) { load_kv_tile64(sK0 + buf * TILE, kv, tile * BN, n_keys, tid); };
     if (tile0 < tile1) load_k(tile0, 0);
     cp_async_commit();
 
