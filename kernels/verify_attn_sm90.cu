@@ -104,6 +104,9 @@ __device__ __forceinline__ uint64_t gdesc(uint32_t addr, uint32_t lbo, uint32_t 
     return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)((lbo >> 4) & 0x3FFFu) << 16) |
            ((uint64_t)((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
 }
+// a descriptor of addr + off from addr's: the start-address field is addr >> 4 in bits 0..13, and every address of this
+// kernel's shared memory is below 2^18 (227 KB), so adding off >> 4 (off a multiple of 16) never carries out of the field
+__device__ __forceinline__ uint64_t dadd(uint64_t d, uint32_t off) { return d + (off >> 4); }
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
@@ -211,7 +214,10 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
     extern __shared__ __align__(16) unsigned char smem_raw[];  // only 16 B promised: the base is aligned by hand below
     const uint32_t raw = smem_u32(smem_raw), base = (raw + 1023u) & ~1023u;
     unsigned char *smem = smem_raw + (base - raw);
-    const int tid = threadIdx.x, wg = tid >> 7, wq = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+    // wg through a shuffle: the compiler then knows it is the same in a warp and can keep the descriptors built from it
+    // in uniform registers, as wgmma wants them
+    const int tid = threadIdx.x, wg = __shfl_sync(0xffffffffu, tid >> 7, 0), wq = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2,
+              t4 = lane & 3;
     const int M = T * H, m0 = blockIdx.x * BM, split = blockIdx.y;
     if (p_dev) P = clamp_prefix(*p_dev, T, S);
     const int n_keys = P + T;
@@ -262,12 +268,12 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
         for (int i = 0; i < 16; ++i) s[i] = 0.f;
         reg_fence<16>(s);
         wgmma_fence();
+        const uint64_t dq = gdesc(sQ, 16, 1024), dk = gdesc(sK + wg * 32 * 128, 16, 1024);
 #pragma unroll
         for (int cb = 0; cb < 9; ++cb)
 #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-                wgmma_m64n32k16(s, gdesc(sQ + cb * CBLK + kk * 32, 16, 1024),
-                                gdesc(sK + cb * CBLK + wg * 32 * 128 + kk * 32, 16, 1024));
+                wgmma_m64n32k16(s, dadd(dq, cb * CBLK + kk * 32), dadd(dk, cb * CBLK + kk * 32));
         wgmma_commit();
         wgmma_wait0();
         reg_fence<16>(s);
@@ -313,15 +319,15 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
         // O += P V: this warpgroup's 256 columns, 4 k16 steps over the tile's 64 keys
         reg_fence<128>(o);
         wgmma_fence();
+        const uint64_t dp = gdesc(sP, 16, 1024), dv = gdesc(sK + 4 * wg * CBLK, PVN == 256 ? CBLK : 1024, 1024);
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks) {
-            const uint64_t da = gdesc(sP + ks * 32, 16, 1024);
+            const uint64_t da = dadd(dp, ks * 32);
             if constexpr (PVN == 256) {
-                wgmma_m64n256k16_tb(o, da, gdesc(sK + 4 * wg * CBLK + ks * 2048, CBLK, 1024));
+                wgmma_m64n256k16_tb(o, da, dadd(dv, ks * 2048));
             } else {
 #pragma unroll
-                for (int nb = 0; nb < 4; ++nb)
-                    wgmma_m64n64k16_tb(o + 32 * nb, da, gdesc(sK + (4 * wg + nb) * CBLK + ks * 2048, 1024, 1024));
+                for (int nb = 0; nb < 4; ++nb) wgmma_m64n64k16_tb(o + 32 * nb, da, dadd(dv, nb * CBLK + ks * 2048));
             }
         }
         wgmma_commit();
