@@ -27,7 +27,7 @@
 #   bash benchmarks/gpu_next.sh s21b "$OUT"  # session 21: the compiled merged round at T = 0 without and with AUTOTUNE_AR (<= 3.5 min)
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s22a "$OUT"  # session 22: s21c, nbs/03's cuda cells (the cluster merge), the split x cluster sweep at the demo shapes (<= 8.5 min)
-#   bash benchmarks/gpu_next.sh s24a "$OUT"  # session 23's unrun kernel changes: tree_quick, nbs/03's cuda cells, 60 s of fuzz_verify, the verify timings (<= 6 min)
+#   bash benchmarks/gpu_next.sh s24a "$OUT"  # session 23's four unrun kernel changes: tree_quick, nbs/03's cuda cells, 60 s of fuzz_verify, the verify timings (<= 6 min)
 #   bash benchmarks/gpu_next.sh tree_quick "$OUT"  # bench_tree (every tree checked against the reference first), then nbs/02's cuda cells; <= 110 s
 #   bash benchmarks/gpu_next.sh s23 "$OUT"   # s23c on an H200; on another GPU the round (run_ahead), nbs/05 cell by cell, then profile_verify
 #   bash benchmarks/gpu_next.sh s23c "$OUT"  # s23b, then nbs/05 cell by cell in what is left of 580 s
@@ -194,7 +194,7 @@ print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mi
     step bench_verify_cluster 120 python benchmarks/bench_verify_default.py --cluster --out "$out"
     step bench_verify_pdl 120 python benchmarks/bench_verify_default.py --pdl --out "$out"
     step run_ahead 70 python benchmarks/bench_run_ahead.py --out "$out/rac" --commit "$commit" --compile --merge on --temps 0,0.8 --reps 2 ;;
-  s24a)   # session 23's three kernel changes, none run: phase 1 v4 (30ab48a, 79c9141) and the verify tile loads (fbc4cf5); step timeouts sum to 360 s
+  s24a)   # session 23's four kernel changes, none run: phase 1 v4 (30ab48a, 79c9141), the verify tile loads and descriptors (fbc4cf5, dc92d58); step timeouts sum to 360 s
     bash "$0" tree_quick "$out"
     GPU_TESTS_TIMEOUT=60 N_WORKERS=1 step gpu_tests_03 70 bash benchmarks/gpu_tests.sh "$out" 03_verify
     export DDTREE_COMMIT=$commit
