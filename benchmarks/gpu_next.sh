@@ -54,6 +54,10 @@ step() {   # step NAME SECONDS CMD...: run with a timeout, log the exit code and
     echo "   exit $rc, $(( $(date +%s) - t0 )) s$([ $rc -eq 124 ] && echo ' (TIMED OUT)')" | tee -a "$log"
     tail -3 "$out/$name.log" | sed 's/^/   | /' | tee -a "$log"
 }
+keep_few() {   # keep_few DIR FILE...: everything in DIR into DIR/all.tgz, then only the named files and all.tgz left (8 files come back)
+    local d=$1; shift
+    tar czf /tmp/all.tgz -C "$d" . && find "$d" -mindepth 1 -maxdepth 1 $(printf -- "-not -name %s " "$@") -exec rm -rf {} + && mv /tmp/all.tgz "$d/all.tgz"
+}
 tree_steps() {   # the tree builder: its GPU tests, then bench_tree
     step tree_tests 120 nbdev_test --flags cuda --do_print --path nbs/02_tree_builder.ipynb
     step bench_tree 90 python benchmarks/bench_tree.py --iters 100 --commit "$commit" --out "$out/bench_tree.md"
@@ -189,11 +193,11 @@ print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mi
     cp "$out"/sanitize_cluster/*.md "$out"/ 2>/dev/null; tar czf "$out/sanitize_cluster.tgz" -C "$out" sanitize_cluster && rm -rf "$out/sanitize_cluster"
     export DDTREE_COMMIT=$commit
     step sweep_combine 95 python benchmarks/sweep_combine.py --out "$out" ;;
-  s23b)   # the issues' numbers on an H200 (step timeouts sum to 310 s): the verify plans plain vs default, the PDL rule, the compiled round
+  s23b)   # the issues' numbers on an H200 (step timeouts sum to 390 s): the verify plans plain vs default, the PDL rule, the compiled round
     export DDTREE_COMMIT=$commit
     step bench_verify_cluster 120 python benchmarks/bench_verify_default.py --cluster --out "$out"
     step bench_verify_pdl 120 python benchmarks/bench_verify_default.py --pdl --out "$out"
-    step run_ahead 70 python benchmarks/bench_run_ahead.py --out "$out/rac" --commit "$commit" --compile --merge on --temps 0,0.8 --reps 2 ;;
+    step run_ahead 150 python benchmarks/bench_run_ahead.py --out "$out/rac" --commit "$commit" --compile --merge on --temps 0,0.8 --reps 2 ;;   # 66 s warm in s22a, past 70 s cold in s23
   s24a)   # session 23's four kernel changes, none run: phase 1 v4 (30ab48a, 79c9141), the verify tile loads and descriptors (fbc4cf5, dc92d58); step timeouts sum to 360 s
     bash "$0" tree_quick "$out"
     GPU_TESTS_TIMEOUT=60 N_WORKERS=1 step gpu_tests_03 70 bash benchmarks/gpu_tests.sh "$out" 03_verify
@@ -201,7 +205,8 @@ print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mi
     step fuzz_verify_auto 75 python -c "from ddtree_nb.reliability import fuzz_verify
 r = fuzz_verify(60, seed=25, backend='cuda', impl='auto', out_dir='$out/fuzz_repro')
 print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mismatches']), 'mismatches')"
-    step bench_verify_cluster 120 python benchmarks/bench_verify_default.py --cluster --out "$out" ;;
+    step bench_verify_cluster 120 python benchmarks/bench_verify_default.py --cluster --out "$out"
+    keep_few "$out" gpu_next.log bench_tree.md bench_verify_cluster.json bench_verify_cluster.log gpu_tests.log ;;
   tree_quick)   # the tree builder in under two minutes: bench_tree at 40 iterations, then nbs/02's cuda cells
     step bench_tree 70 python benchmarks/bench_tree.py --iters 40 --commit "$commit" --out "$out/bench_tree.md"
     step tree_tests 45 nbdev_test --flags cuda --do_print --path nbs/02_tree_builder.ipynb ;;
@@ -210,7 +215,7 @@ print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mi
     if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" s23c "$out"; exit; fi
     export DDTREE_COMMIT=$commit
     left() { echo $(( ${S23_SECONDS:-575} - ($(date +%s) - t_start) )); }
-    step run_ahead 70 python benchmarks/bench_run_ahead.py --out "$out/rac" --commit "$commit" --compile --merge on --temps 0,0.8 --reps 2
+    step run_ahead 150 python benchmarks/bench_run_ahead.py --out "$out/rac" --commit "$commit" --compile --merge on --temps 0,0.8 --reps 2
     step cells_05 300 python benchmarks/time_cells.py nbs/05_decode.ipynb --flags cuda --out "$out/cells_05.txt"
     l=$(left); [ "$l" -gt 120 ] && l=120
     [ "$l" -gt 40 ] && step ncu_verify "$l" bash -c "ncu --kernel-name regex:verify_attn --launch-skip 4 --launch-count 12 --set full --import-source yes -f -o '$out/verify' python benchmarks/ncu_verify.py && ncu -i '$out/verify.ncu-rep' --page details > '$out/ncu_verify_details.txt' && ncu -i '$out/verify.ncu-rep' --page source --csv --print-source cuda,sass > '$out/ncu_verify_source.csv'; xz -T4 '$out/ncu_verify_source.csv'; rm -f '$out/verify.ncu-rep'"
