@@ -27,7 +27,7 @@
 #   bash benchmarks/gpu_next.sh s21b "$OUT"  # session 21: the compiled merged round at T = 0 without and with AUTOTUNE_AR (<= 3.5 min)
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s22a "$OUT"  # session 22: s21c, nbs/03's cuda cells (the cluster merge), the split x cluster sweep at the demo shapes (<= 8.5 min)
-#   bash benchmarks/gpu_next.sh s24a "$OUT"  # session 23's four unrun kernel changes: tree_quick, nbs/03's cuda cells, 60 s of fuzz_verify, the verify timings (<= 6 min)
+#   bash benchmarks/gpu_next.sh s24a "$OUT"  # session 23's four unrun kernel changes: tree_quick, nbs/03's cuda cells, 60 s of fuzz_verify, the verify timings (<= 7.5 min)
 #   bash benchmarks/gpu_next.sh tree_quick "$OUT"  # bench_tree (every tree checked against the reference first), then nbs/02's cuda cells; <= 180 s
 #   bash benchmarks/gpu_next.sh s23 "$OUT"   # s23c on an H200; on another GPU the round (run_ahead), nbs/05 cell by cell, then profile_verify
 #   bash benchmarks/gpu_next.sh s23c "$OUT"  # s23b, then nbs/05 cell by cell in what is left of 580 s
