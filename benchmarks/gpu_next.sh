@@ -29,11 +29,10 @@
 #   bash benchmarks/gpu_next.sh s22a "$OUT"  # session 22: s21c, nbs/03's cuda cells (the cluster merge), the split x cluster sweep at the demo shapes (<= 8.5 min)
 #   bash benchmarks/gpu_next.sh s24a "$OUT"  # session 23's four unrun kernel changes: tree_quick, nbs/03's cuda cells, 60 s of fuzz_verify, the verify timings (<= 7.5 min)
 #   bash benchmarks/gpu_next.sh tree_quick "$OUT"  # bench_tree (every tree checked against the reference first), then nbs/02's cuda cells; <= 180 s
-#   bash benchmarks/gpu_next.sh s23 "$OUT"   # s23c on an H200; on another GPU the round (run_ahead), nbs/05 cell by cell, then profile_verify
-#   bash benchmarks/gpu_next.sh s23c "$OUT"  # s23b, then nbs/05 cell by cell in what is left of 580 s
+#   bash benchmarks/gpu_next.sh s23 "$OUT"   # s23b on an H200; on another GPU the round (run_ahead), nbs/05 cell by cell, ncu of verify and the tree build
 #   bash benchmarks/gpu_next.sh cells05 "$OUT"  # nbs/05's tests (flags cuda) cell by cell with each cell's time, up to 540 s
 #   bash benchmarks/gpu_next.sh s23a "$OUT"  # session 22's leftovers: nbs/05 alone on the cluster default, the cluster sanitizer case, sweep_combine (<= 8 min)
-#   bash benchmarks/gpu_next.sh s23b "$OUT"  # on an H200: bench_verify_default --cluster and --pdl, the compiled round at T = 0 / 0.8 (<= 5.5 min)
+#   bash benchmarks/gpu_next.sh s23b "$OUT"  # on an H200: bench_verify_default --cluster and --pdl, the compiled round at T = 0 / 0.8 (<= 6.5 min)
 #   bash benchmarks/gpu_next.sh s22c "$OUT"  # session 22: 03's and 05's cuda cells on the default cluster plan, plain vs default timings, 30 s fuzz (<= 6.5 min)
 #   bash benchmarks/gpu_next.sh s21c "$OUT"  # session 21's changes: the compiled forward and draft, the round at T = 0 and 0.8, 8 x 128 tokens in fp32 (lossless check) (<= 3.5 min)
 # Each step has its own timeout, so a slow one leaves the others' logs in $OUT; the summary is $OUT/gpu_next.log.
@@ -57,6 +56,13 @@ step() {   # step NAME SECONDS CMD...: run with a timeout, log the exit code and
 keep_few() {   # keep_few DIR FILE...: everything in DIR into DIR/all.tgz, then only the named files and all.tgz left (8 files come back)
     local d=$1; shift
     tar czf /tmp/all.tgz -C "$d" . && find "$d" -mindepth 1 -maxdepth 1 $(printf -- "-not -name %s " "$@") -exec rm -rf {} + && mv /tmp/all.tgz "$d/all.tgz"
+}
+ncu_pages() {   # ncu_pages REPORT: its details page (REPORT_details.txt) and per-line stall samples (REPORT_source.csv.xz), then the report removed
+    ncu -i "$1.ncu-rep" --page details > "$1_details.txt" && ncu -i "$1.ncu-rep" --page source --csv --print-source cuda,sass > "$1_source.csv"
+    xz -T4 "$1_source.csv"; rm -f "$1.ncu-rep"
+}
+cells05() {   # cells05 SECONDS: nbs/05's tests cell by cell, one line per cell as it ends (nbdev_test prints nothing before the end)
+    step cells_05 "$1" python benchmarks/time_cells.py nbs/05_decode.ipynb --flags cuda --out "$out/cells_05.txt"
 }
 tree_steps() {   # the tree builder: its GPU tests, then bench_tree
     step tree_tests 120 nbdev_test --flags cuda --do_print --path nbs/02_tree_builder.ipynb
@@ -83,11 +89,11 @@ case $part in
   sanitize_kernels)   # writes $out/sanitize_kernels/ (per-tool logs, sanitize_kernels.md: errors per kernel per tool)
     step sanitize_kernels 540 bash benchmarks/sanitize_kernels.sh "$out/sanitize_kernels" ;;
   profile_tree)   # ncu of one B=256 build: the details page and per-source-line stall samples (SASS + CUDA), xz-compressed
-    step ncu_tree 200 ncu --kernel-name regex:tb_ --launch-skip 4 --launch-count 20 --set full --import-source yes -f -o "$out/tree" python benchmarks/ncu_tree.py
-    step ncu_pages 200 bash -c "ncu -i '$out/tree.ncu-rep' --page details > '$out/ncu_tree_details.txt' && ncu -i '$out/tree.ncu-rep' --page source --csv --print-source cuda,sass > '$out/ncu_tree_source.csv'; xz -T4 '$out/ncu_tree_source.csv'; rm -f '$out/tree.ncu-rep'" ;;
+    step ncu_tree 200 ncu --kernel-name regex:tb_ --launch-skip 4 --launch-count 20 --set full --import-source yes -f -o "$out/ncu_tree" python benchmarks/ncu_tree.py
+    ncu_pages "$out/ncu_tree" ;;
   profile_verify)   # ncu of the verify attention at T = 1, H = 64, P = 32k, default (clusters) and plain plans: details page, per-line stall samples
-    step ncu_verify 200 ncu --kernel-name regex:verify_attn --launch-skip 4 --launch-count 12 --set full --import-source yes -f -o "$out/verify" python benchmarks/ncu_verify.py
-    step ncu_verify_pages 200 bash -c "ncu -i '$out/verify.ncu-rep' --page details > '$out/ncu_verify_details.txt' && ncu -i '$out/verify.ncu-rep' --page source --csv --print-source cuda,sass > '$out/ncu_verify_source.csv'; xz -T4 '$out/ncu_verify_source.csv'; rm -f '$out/verify.ncu-rep'" ;;
+    step ncu_verify 200 ncu --kernel-name regex:verify_attn --launch-skip 4 --launch-count 12 --set full --import-source yes -f -o "$out/ncu_verify" python benchmarks/ncu_verify.py
+    ncu_pages "$out/ncu_verify" ;;
   verify90)
     step bench_verify 560 python benchmarks/bench_verify.py --impl both --budget 480 --out "$out/verify" ;;
   fuzz5)   # every GPU fuzzer for 5 minutes (issues 21, 19: verify:cuda:auto is the sm_90a kernel on an H100/H200), six processes sharing the GPU: bash benchmarks/gpu_next.sh fuzz5 "$OUT" [seconds]
@@ -210,25 +216,20 @@ print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mi
   tree_quick)   # the tree builder in three minutes at most: bench_tree at 40 iterations, then nbs/02's cuda cells
     step bench_tree 100 python benchmarks/bench_tree.py --iters 40 --commit "$commit" --out "$out/bench_tree.md"
     step tree_tests 80 nbdev_test --flags cuda --do_print --path nbs/02_tree_builder.ipynb ;;
-  s23)   # session 23's one call: the H200 numbers (s23c) when the GPU is one, else the round, nbs/05 and ncu of verify and the tree builder
+  s23)   # session 23's call: s23b on an H200; on another GPU the round, nbs/05 cell by cell and ncu of verify and the v4 tree build
     t_start=$(date +%s)
-    if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" s23c "$out"; exit; fi
+    if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" s23b "$out"; exit; fi
     export DDTREE_COMMIT=$commit
     left() { echo $(( ${S23_SECONDS:-575} - ($(date +%s) - t_start) )); }
     step run_ahead 150 python benchmarks/bench_run_ahead.py --out "$out/rac" --commit "$commit" --compile --merge on --temps 0,0.8 --reps 2
-    step cells_05 300 python benchmarks/time_cells.py nbs/05_decode.ipynb --flags cuda --out "$out/cells_05.txt"
+    cells05 300
     l=$(left); [ "$l" -gt 120 ] && l=120
-    [ "$l" -gt 40 ] && step ncu_verify "$l" bash -c "ncu --kernel-name regex:verify_attn --launch-skip 4 --launch-count 12 --set full --import-source yes -f -o '$out/verify' python benchmarks/ncu_verify.py && ncu -i '$out/verify.ncu-rep' --page details > '$out/ncu_verify_details.txt' && ncu -i '$out/verify.ncu-rep' --page source --csv --print-source cuda,sass > '$out/ncu_verify_source.csv'; xz -T4 '$out/ncu_verify_source.csv'; rm -f '$out/verify.ncu-rep'"
+    [ "$l" -gt 40 ] && step ncu_verify "$l" ncu --kernel-name regex:verify_attn --launch-skip 4 --launch-count 12 --set full --import-source yes -f -o "$out/ncu_verify" python benchmarks/ncu_verify.py && ncu_pages "$out/ncu_verify"
     l=$(left)
-    [ "$l" -gt 40 ] && step ncu_tree "$l" bash -c "ncu --kernel-name regex:tb_ --launch-skip 2 --launch-count 4 --set full --import-source yes -f -o '$out/tree' python benchmarks/ncu_tree.py --phase1 v4 && ncu -i '$out/tree.ncu-rep' --page details > '$out/ncu_tree_details.txt' && ncu -i '$out/tree.ncu-rep' --page source --csv --print-source cuda,sass > '$out/ncu_tree_source.csv'; xz -T4 '$out/ncu_tree_source.csv'; rm -f '$out/tree.ncu-rep'"
+    [ "$l" -gt 40 ] && step ncu_tree "$l" ncu --kernel-name regex:tb_ --launch-skip 2 --launch-count 4 --set full --import-source yes -f -o "$out/ncu_tree" python benchmarks/ncu_tree.py --phase1 v4 && ncu_pages "$out/ncu_tree"
     true ;;
-  s23c)   # s23b's steps, then nbs/05 cell by cell (cells05) with the rest of a 580 s call
-    t_start=$(date +%s)
-    bash "$0" s23b "$out"
-    left=$(( 575 - ($(date +%s) - t_start) ))
-    step cells_05 "$left" python benchmarks/time_cells.py nbs/05_decode.ipynb --flags cuda --out "$out/cells_05.txt" ;;
-  cells05)   # nbs/05 alone, one line per cell as it finishes (nbdev_test prints nothing before the end)
-    step cells_05 540 python benchmarks/time_cells.py nbs/05_decode.ipynb --flags cuda --out "$out/cells_05.txt" ;;
+  cells05)   # nbs/05 alone, cell by cell (about 400 s on a fresh machine: session 23)
+    cells05 540 ;;
   splits)   # the verify kernels' split counts at the demo pair's shapes (H = 4, P = 1000, T = 1 / 17 / 65), each checked, then timed (~2 min)
     step sweep_splits 150 python benchmarks/sweep_splits.py --out "$out/splits" ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
