@@ -71,7 +71,7 @@ __device__ __forceinline__ uint32_t toff(int row, int ch) {
 // zero-fill past M (queries) or n_keys (keys), from row 0 as the source of the 0-byte copies.
 __device__ __forceinline__ void load_kv_tile64(uint32_t dst, const bf16 *__restrict__ kv, int kb, int n_keys, int tid) {
     const int c = tid & 7, r0 = tid >> 3;
-    const uint32_t d0 = dst + r0 * 128 + ((c ^ (r0 & 7)) << 4);
+    const uint32_t d0 = dst + toff(r0, c);   // row r0 + 32 is 4096 B further, same swizzle
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const int s = kb + r0 + 32 * h;
@@ -84,7 +84,7 @@ __device__ __forceinline__ void load_kv_tile64(uint32_t dst, const bf16 *__restr
 __device__ __forceinline__ void load_q_tile64(uint32_t dst, const bf16 *__restrict__ q_lat, const bf16 *__restrict__ q_pe,
                                               int m0, int M, int tid) {
     const int c = tid & 7, r0 = tid >> 3;
-    const uint32_t d0 = dst + r0 * 128 + ((c ^ (r0 & 7)) << 4);
+    const uint32_t d0 = dst + toff(r0, c);   // row r0 + 32 is 4096 B further, same swizzle
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const int gr = m0 + r0 + 32 * h;
@@ -243,6 +243,7 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
     for (int i = 0; i < 128; ++i) o[i] = 0.f;
     float mr[2] = {-INFINITY, -INFINITY}, lr[2] = {0.f, 0.f};
     const float sl2 = scale * LOG2E;
+    const uint64_t dq = gdesc(sQ, 16, 1024), dp = gdesc(sP, 16, 1024);   // Q and P stay put; K/V's stage moves each tile
 
     for (int it = tile0; it < tile1; ++it) {
         const int buf = (it - tile0) & 1;
@@ -268,7 +269,7 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
         for (int i = 0; i < 16; ++i) s[i] = 0.f;
         reg_fence<16>(s);
         wgmma_fence();
-        const uint64_t dq = gdesc(sQ, 16, 1024), dk = gdesc(sK + wg * 32 * 128, 16, 1024);
+        const uint64_t dk = gdesc(sK + wg * 32 * 128, 16, 1024);
 #pragma unroll
         for (int cb = 0; cb < 9; ++cb)
 #pragma unroll
@@ -319,7 +320,7 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
         // O += P V: this warpgroup's 256 columns, 4 k16 steps over the tile's 64 keys
         reg_fence<128>(o);
         wgmma_fence();
-        const uint64_t dp = gdesc(sP, 16, 1024), dv = gdesc(sK + 4 * wg * CBLK, PVN == 256 ? CBLK : 1024, 1024);
+        const uint64_t dv = gdesc(sK + 4 * wg * CBLK, PVN == 256 ? CBLK : 1024, 1024);
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks) {
             const uint64_t da = dadd(dp, ks * 32);
