@@ -10,11 +10,13 @@
 # Afterwards copy OUT/{target,drafter,train_log.json} over ddtree_nb/demo_pair/ and run benchmarks/eval_demo_pair.py.
 # Step 3 (the shipped drafter, 2026-12-03): `drafter` retrains the drafter alone on the shipped target (--target-from), on
 #   twice the greedy data and for longer (deadline 460 s); copy OUT/{drafter,train_log.json} over ddtree_nb/demo_pair/.
-# Steps long_target, long_drafter (issue 17, NOT YET RUN): a pair for 512-token benchmarks. The shipped pair was trained on
-#   256-token windows (target) and 48 + 128-token sequences (drafter); past ~130 new tokens its target repeats one line and
-#   the drafter's acceptance falls to ~1.2 (benchmarks/soak.md). long_target trains the target on 1024-token windows (the
-#   same tokens per step: batch 32) with a token drafter run; long_drafter trains the drafter alone on that target's
-#   48 + 512-token greedy continuations. Two device calls (each < 600 s): `long_target OUT_T`, then `long_drafter OUT_D OUT_T`.
+# Steps long_target, long_drafter (issue 17; run once on 2026-12-06, an H100, 448 + 488 s: trained, not shipped, because its
+#   greedy text loops; benchmarks/demo_pair.md, "A pair for 512-token runs"): a pair for 512-token benchmarks. The shipped pair
+#   was trained on 256-token windows (target) and 48 + 128-token sequences (drafter). long_target trains the target on
+#   1024-token windows (the same tokens per step: batch 32) with a token drafter run; long_drafter trains the drafter alone on
+#   that target's 48 + 512-token greedy continuations. Two device calls (each < 600 s): `long_target OUT_T`, then
+#   `long_drafter OUT_D OUT_T`. The second call's target has to travel: the working tree, this pair and the data pass the
+#   64 MiB a call may send, so it ran with the target copied over ddtree_nb/demo_pair (restored by git afterwards).
 #
 # The v1 pair (shipped until v2 replaces it) came from `prepare --out build/gpu_data --vocab-size 4096` (stdlib only,
 # made by the prepare_data of commit f4cacd7) and this train command (today's demo_target_config defaults differ, so
