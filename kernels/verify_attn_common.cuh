@@ -34,6 +34,8 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int sr
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+// all of this thread's cp.async groups complete except the newest N (N in flight)
+template <int N> __device__ __forceinline__ void cp_async_wait_group() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
 // cp.async of a [rows x 576] bf16 tile into shared memory, 16-byte chunk (row, ch) at dst + off(row, ch), all threads:
 // query rows m0 + row (q_latent | q_pe), zero-filled from row M on ...

@@ -21,7 +21,8 @@
 //   one copy in shared memory. PVN = 256 issues 4 wgmma.m64n256k16 per tile; PVN = 64 issues 16 wgmma.m64n64k16,
 //   each inside one 64-column swizzle atom, so it does not depend on the leading-byte-offset field (LBO = SBO =
 //   1024 there): a cross-check for the descriptor layout of the MN-major operand.
-// - Loads: cp.async (16 B a thread) into a 2-stage ring, tile i+1 in flight while tile i is computed. Chosen over
+// - Loads: cp.async (16 B a thread) into a 2-stage ring, tile i+1 in flight while tile i is computed, and tiles i+1
+//   and i+2 in flight while the loop waits for tile i+1 (a stage is refilled right after its PV). Chosen over
 //   TMA for this first step because (a) the tensor map (cuTensorMapEncodeTiled) would have to be encoded per cache
 //   pointer on the host through the driver API, which the PyCUDA launcher does not expose, and passed as a 64-byte
 //   aligned __grid_constant__ parameter through PyCUDA's packed argument buffer, none of which can be tried without
@@ -231,7 +232,12 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
 
     load_q_tile64(sQ, q_lat, q_pe, m0, M, tid);  // rows past M zero-filled, 128-byte swizzled
     auto load_k = [&](int tile, int buf) { load_kv_tile64(sK0 + buf * TILE, kv, tile * BN, n_keys, tid); };
+    // Both stages are loaded before the loop, and a stage is refilled as soon as its tile's PV is done, before the wait
+    // for the next tile: two tiles in flight while a tile waits. Group g (one commit each, empty ones too) holds tile
+    // tile0 + g (g = 0 with Q), so the wait at iteration i leaves only group i + 1 pending.
     if (tile0 < tile1) load_k(tile0, 0);
+    cp_async_commit();
+    if (tile0 + 1 < tile1) load_k(tile0 + 1, 1);
     cp_async_commit();
 
     const int lr0 = wq * 16 + g;  // this thread's accumulator rows: lr0 and lr0 + 8 (wgmma D fragment)
@@ -247,11 +253,9 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
 
     for (int it = tile0; it < tile1; ++it) {
         const int buf = (it - tile0) & 1;
-        cp_async_wait_all();
+        cp_async_wait_group<1>();  // tile `it` (and Q) landed; tile it + 1 may still be in flight
         fence_async_smem();
-        __syncthreads();  // tile `it` (and Q) visible to the tensor cores; every PV of tile it-1 has completed
-        if (it + 1 < tile1) load_k(it + 1, buf ^ 1);
-        cp_async_commit();
+        __syncthreads();  // tile `it` (and Q) visible to the tensor cores
         const uint32_t sK = sK0 + buf * TILE;
         const bool need_mask = (it + 1) * BN > P;  // tile reaches the tree part or the tail
 
@@ -334,6 +338,9 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
         wgmma_commit();
         wgmma_wait0();
         reg_fence<128>(o);
+        __syncthreads();  // both warpgroups' PV of tile `it` have read this stage: refill it with tile it + 2
+        if (it + 2 < tile1) load_k(it + 2, buf);
+        cp_async_commit();
     }
     cp_async_wait_all();
 
