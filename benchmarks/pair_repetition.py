@@ -7,12 +7,8 @@ import argparse, json, torch
 from pathlib import Path
 from transformers import AutoTokenizer
 from ddtree_nb.checkpoint import load_target
+from ddtree_nb.bench import repeated_fraction
 from ddtree_nb.demo import greedy_continuations, held_out_prompts
-
-def repeated_fraction(ids, n=16):
-    "Share of the n-grams of `ids` that equal an earlier n-gram of it (0: none repeats; near 1: one loop)."
-    grams = [tuple(ids[i:i + n]) for i in range(len(ids) - n + 1)]
-    return 1 - len(set(grams)) / len(grams) if grams else 0.0
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])

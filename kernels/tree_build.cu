@@ -692,6 +692,21 @@ __device__ __forceinline__ bool lex_less(int pa, int ra, int da, int pb, int rb,
     return ra < rb;
 }
 
+// Is materialised prefix x before prefix y in rank-tuple order (the reference's order among equal scores)? The BFS lays each
+// depth's slots out in that order (depth 1 by rank; a level's children parent by parent, ranks ascending; depth t holds
+// slots [lvl[t-1], lvl[t])), so at equal depth it is x < y, with no walk. Otherwise the deeper prefix walks up to the other's
+// depth first, and a prefix comes before its extensions. lex_less walked both prefixes up to their common ancestor through
+// global memory, a chain of dependent L2 loads per tie (ncu: tb_tree's rank stage, 4-7 µs at B = 256).
+__device__ __forceinline__ bool slot_less(int x, int y, const int *lvl, const int *par) {
+    int dx = 1, dy = 1;
+    while (x >= lvl[dx]) ++dx;
+    while (y >= lvl[dy]) ++dy;
+    bool yd = false;
+    for (; dx > dy; --dx) x = par[x];
+    for (; dy > dx; --dy) { y = par[y]; yd = true; }
+    return x == y ? yd : x < y;
+}
+
 struct Ws {   // global scratch of tb_tree
     double *u_score; int *u_par, *u_rank, *u_depth, *slot_idx;
     double *h_score; int *h_par, *h_rank, *h_depth, *h_prev;
@@ -796,7 +811,7 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
     int *s_slot = (int *)(s_sc + SORTCAP);               // SORTCAP ints
     __shared__ int ws[33], fout[2], hsel[256], sh_i[8];
     __shared__ double chain[MAX_DEPTH + 1], sh_d[4], wmin[32];
-    __shared__ int kd[MAX_DEPTH];
+    __shared__ int kd[MAX_DEPTH], lvl[MAX_DEPTH + 1];   // lvl[t]: one past the last BFS slot of depth t
     __shared__ long long tst[13];  // clock64 at stage ends (thread 0): stats[4..15], cycles since start, -1 if skipped
     int tid = threadIdx.x, nt = blockDim.x;
 #define STAMP(i) do { if (tid == 0) tst[i] = clock64(); } while (0)
@@ -894,6 +909,7 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
             for (int j = tid; j < n1; j += nt) { u_score[j] = 0.0 + LQ(0)[j]; u_par[j] = -1; u_rank[j] = j; u_depth[j] = 1; }
             over = c1 > UCAP;
             int s0 = 0, e0 = n1;
+            if (tid == 0) { lvl[0] = 0; lvl[1] = n1; }   // read by slot_less, many barriers later
             for (int d = 1; d < Leff && !over && e0 > s0; ++d) {   // parents: slots [s0,e0) at depth d
                 __syncthreads();
                 const double *lst = LQ(d);
@@ -915,6 +931,7 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
                     u_score[slot] = u_score[p] + lst[r]; u_par[slot] = p; u_rank[slot] = r; u_depth[slot] = d + 1;
                 }
                 s0 = e0; e0 += m;
+                if (tid == 0) lvl[d + 1] = e0;
             }
             __syncthreads();
             N = e0;
@@ -1001,7 +1018,7 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
                         if (y > x) ++r;
                         else if (y == x) {
                             int bj = s_slot[j];
-                            r += lex_less(u_par[bj], u_rank[bj], u_depth[bj], u_par[a], u_rank[a], u_depth[a], u_par, u_rank);
+                            r += slot_less(bj, a, lvl, u_par);
                         }
                     }
                     s_rank[i] = r;
