@@ -17,9 +17,9 @@ from .checkpoint import load_tokenizer
 
 # %% auto #0
 __all__ = ['DEFAULT_BUDGETS', 'STAGE_KEYS', 'DEFAULT_PROMPTS', 'OracleDrafter', 'CharTokenizer', 'tiny_pair', 'budget_order',
-           'bench_configs', 'bench_run', 'first_difference', 'summarize', 'device_name', 'git_commit', 'run_meta',
-           'run_bench', 'results_markdown', 'write_results', 'bench_main', 'plot_speedup', 'plot_acceptance_hist',
-           'plot_stage_breakdown', 'save_plots', 'plot_kimi_ratio', 'compile_table']
+           'bench_configs', 'bench_run', 'first_difference', 'repeated_fraction', 'summarize', 'device_name',
+           'git_commit', 'run_meta', 'run_bench', 'results_markdown', 'write_results', 'bench_main', 'plot_speedup',
+           'plot_acceptance_hist', 'plot_stage_breakdown', 'save_plots', 'plot_kimi_ratio', 'compile_table']
 
 # %% ../nbs/07_benchmarks.ipynb #cd40fe07
 class _OracleCache:
@@ -131,8 +131,13 @@ def first_difference(a, b) -> int|None:
     if list(a) == list(b): return None
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
+def repeated_fraction(ids, n: int=16) -> float:
+    "Share of the `n`-token windows of `ids` that equal an earlier window of it: 0 when nothing repeats, near 1 for a loop."
+    grams = [tuple(ids[i:i + n]) for i in range(len(ids) - n + 1)]
+    return 1 - len(set(grams)) / len(grams) if grams else 0.0
+
 def summarize(runs: list[dict]) -> list[dict]:
-    "One row per (method, budget, temperature, backend), sorted: tokens, ms/token, tokens/s, mean acceptance length, stage ms/token, speedup vs AR; at T=0 also how many prompts gave AR's tokens."
+    "One row per (method, budget, temperature, backend), sorted: tokens, ms/token, tokens/s, mean acceptance length, how much the text repeats, stage ms/token, speedup vs AR; at T=0 also how many prompts gave AR's tokens."
     groups = {}
     for r in runs: groups.setdefault(_key(r), []).append(r)
     ar_tokens = {(r.get('prompt'), r['backend']): r['tokens'] for r in runs if r['method'] == 'ar' and r['temperature'] == 0 and 'tokens' in r}
@@ -147,7 +152,8 @@ def summarize(runs: list[dict]) -> list[dict]:
         per = lambda k: 1e3 * sum(r['stage_times'].get(k, 0.0) for r in done) / max(n, 1)
         rows.append(dict(method=m, budget=B, temperature=T, backend=be, prompts=len(done), tokens=n, rounds=len(acc),
                          ms_per_token=1e3 * dec / max(n, 1), tokens_per_s=n / dec if dec > 0 else 0.0,
-                         mean_acceptance=sum(acc) / len(acc) if acc else 0.0, stage_ms_per_token={k: per(k) for k in STAGE_KEYS}))
+                         mean_acceptance=sum(acc) / len(acc) if acc else 0.0, stage_ms_per_token={k: per(k) for k in STAGE_KEYS},
+                         repeats=sum(repeated_fraction(r['tokens']) for r in done) / len(done)))
         if B == 'auto':                                  # how often each size was chosen
             sizes = [b for r in done for b in r.get('budgets', ())]
             rows[-1]['sizes_chosen'] = {b: sizes.count(b) for b in sorted(set(sizes))}
@@ -273,16 +279,18 @@ def results_markdown(res: dict, title: str='ddtree bench') -> str:
              "- tokens, ms/token, tokens/s: the decode rounds only (the prefill and the token it gives are left out, as they cost the same "
              "for every method); the stage columns split ms/token; `round` is a CUDA-graph replay's whole round (cuda backend only)",
              "- = AR: at T=0, the prompts whose tokens equal AR's on the same backend (greedy decoding is lossless)",
-             '', '| method | budget | T | backend | tokens | ms/token | tokens/s | speedup | accept len | = AR | '
+             "- repeats: the share of a generation's 16-token windows that repeat an earlier one, the mean over prompts; near 1 the "
+             "text is a loop, which a drafter copies easily, so the acceptance length flatters the method",
+             '', '| method | budget | T | backend | tokens | ms/token | tokens/s | speedup | accept len | repeats | = AR | '
              + ' | '.join(f"{k} ms/tok" for k in STAGE_KEYS) + ' |',
-             '|' + '---|' * (10 + len(STAGE_KEYS))]
+             '|' + '---|' * (11 + len(STAGE_KEYS))]
     skipped = []
     for r in res['summary']:
         head = f"| {r['method']} | {_budget_cell(r)} | {r['temperature']:g} | {r['backend']} |"
         if 'skipped' in r: skipped.append((r['backend'], r['skipped'])); continue
         sp = f"{r['speedup']:.2f}×" if r.get('speedup') else '-'
         same = f"{r['same_as_ar']}/{r['prompts']}" if 'same_as_ar' in r else '-'
-        lines.append(f"{head} {r['tokens']} | {r['ms_per_token']:.2f} | {r['tokens_per_s']:.1f} | {sp} | {r['mean_acceptance']:.2f} | {same} | "
+        lines.append(f"{head} {r['tokens']} | {r['ms_per_token']:.2f} | {r['tokens_per_s']:.1f} | {sp} | {r['mean_acceptance']:.2f} | {r.get('repeats', 0.0):.2f} | {same} | "
                      + ' | '.join(f"{r['stage_ms_per_token'][k]:.2f}" for k in STAGE_KEYS) + ' |')
     if skipped: lines += ['', 'Skipped:'] + [f"- backend {be}, {skipped.count((be, why))} configurations: {why}" for be, why in sorted(set(skipped))]
     return '\n'.join(lines) + '\n'
