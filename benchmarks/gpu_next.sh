@@ -27,7 +27,7 @@
 #   bash benchmarks/gpu_next.sh s21b "$OUT"  # session 21: the compiled merged round at T = 0 without and with AUTOTUNE_AR (<= 3.5 min)
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s22a "$OUT"  # session 22: s21c, nbs/03's cuda cells (the cluster merge), the split x cluster sweep at the demo shapes (<= 8.5 min)
-#   bash benchmarks/gpu_next.sh s24b "$OUT"  # session 24's verify ring (two tiles in flight) and bench_tree's back-to-back timing: s24a's steps, then on an H200 the PDL plans (<= 9.5 min)
+#   bash benchmarks/gpu_next.sh s24b "$OUT"  # session 24's verify ring (two tiles in flight), tb_tree's tie order and warp minima, bench_tree's back-to-back timing: s24a's steps, then on an H200 the PDL plans (<= 9.5 min)
 #   bash benchmarks/gpu_next.sh s24a "$OUT"  # session 23's four unrun kernel changes: tree_quick, nbs/03's cuda cells, 60 s of fuzz_verify, the verify timings (<= 7.5 min)
 #   bash benchmarks/gpu_next.sh tree_quick "$OUT"  # bench_tree (every tree checked against the reference first), then nbs/02's cuda cells; <= 180 s
 #   bash benchmarks/gpu_next.sh s23 "$OUT"   # s23b on an H200; on another GPU the round (run_ahead), nbs/05 cell by cell, ncu of verify and the tree build
@@ -214,7 +214,7 @@ r = fuzz_verify(60, seed=25, backend='cuda', impl='auto', out_dir='$out/fuzz_rep
 print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mismatches']), 'mismatches')"
     step bench_verify_cluster 120 python benchmarks/bench_verify_default.py --cluster --out "$out"
     keep_few "$out" gpu_next.log bench_tree.md bench_verify_cluster.json bench_verify_cluster.log gpu_tests.log ;;
-  s24b)   # session 24's two unrun changes: the verify kernel's two tiles in flight, bench_tree's builds back to back in one graph; on an H200 then s23b's verify plans and PDL rule if time is left
+  s24b)   # session 24's unrun changes: the verify kernel's two tiles in flight (50c8b78), tb_tree's warp minima (c3ca9dd) and ties by slot order (0f994aa), bench_tree's builds back to back in one graph; on an H200 then the PDL plans if time is left
     t_start=$(date +%s)
     bash "$0" s24a "$out"
     if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && [ $(( $(date +%s) - t_start )) -lt 250 ]; then
