@@ -103,9 +103,9 @@ def main():
     ap.add_argument('--commit', default=None, help='commit to record (default: git rev-parse HEAD)')
     ap.add_argument('--copies', type=int, default=10, help='builds back to back in each timed graph')
     a = ap.parse_args()
-    gt = lambda fn: graph_time(fn, s, a.iters, a.copies)
     import pycuda.driver as drv
     es = engine_stream(); s = es.torch
+    gt = lambda fn: graph_time(fn, s, a.iters, a.copies)
     clock = drv.Context.get_device().get_attribute(drv.device_attribute.CLOCK_RATE) / 1e3
     L, V = 15, 163840
     rows = []

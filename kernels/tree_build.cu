@@ -696,7 +696,7 @@ __device__ __forceinline__ bool lex_less(int pa, int ra, int da, int pb, int rb,
 // depth's slots out in that order (depth 1 by rank; a level's children parent by parent, ranks ascending; depth t holds
 // slots [lvl[t-1], lvl[t])), so at equal depth it is x < y, with no walk. Otherwise the deeper prefix walks up to the other's
 // depth first, and a prefix comes before its extensions. lex_less walked both prefixes up to their common ancestor through
-// global memory, a chain of dependent L2 loads per tie (ncu: tb_tree's rank stage, 4-7 µs at B = 256).
+// global memory, a chain of dependent L2 loads per tie (the rank stage: 4.0-6.7 µs at B = 256 by bench_tree's stamps).
 __device__ __forceinline__ bool slot_less(int x, int y, const int *lvl, const int *par) {
     int dx = 1, dy = 1;
     while (x >= lvl[dx]) ++dx;

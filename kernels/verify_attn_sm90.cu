@@ -70,31 +70,24 @@ __device__ __forceinline__ uint32_t toff(int row, int ch) {
 // 72 and swizzle per copy: ~20 instructions each, ~360 a thread per tile, in a kernel that ncu found bound by its
 // instruction issue at 2 warps a scheduler (verify_attn.md, "Session 23"). Same chunks to the same places, the same
 // zero-fill past M (queries) or n_keys (keys), from row 0 as the source of the 0-byte copies.
-__device__ __forceinline__ void load_kv_tile64(uint32_t dst, const bf16 *__restrict__ kv, int kb, int n_keys, int tid) {
+template <class Src>   // src(row, b): the global address of column block b (64 bf16) of tile row `row`
+__device__ __forceinline__ void load_tile64(uint32_t dst, int row0, int rows, int tid, Src src) {
     const int c = tid & 7, r0 = tid >> 3;
     const uint32_t d0 = dst + toff(r0, c);   // row r0 + 32 is 4096 B further, same swizzle
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-        const int s = kb + r0 + 32 * h;
-        const bool ok = s < n_keys;
-        const bf16 *src = kv + (size_t)(ok ? s : 0) * DQK + c * 8;
+        const int r = row0 + r0 + 32 * h;
+        const bool ok = r < rows;
 #pragma unroll
-        for (int b = 0; b < 9; ++b) cp_async16(d0 + h * 4096 + b * CBLK, src + b * 64, ok ? 16 : 0);
+        for (int b = 0; b < 9; ++b) cp_async16(d0 + h * 4096 + b * CBLK, src(ok ? r : 0, b) + c * 8, ok ? 16 : 0);
     }
+}
+__device__ __forceinline__ void load_kv_tile64(uint32_t dst, const bf16 *__restrict__ kv, int kb, int n_keys, int tid) {
+    load_tile64(dst, kb, n_keys, tid, [&](int r, int b) { return kv + (size_t)r * DQK + b * 64; });
 }
 __device__ __forceinline__ void load_q_tile64(uint32_t dst, const bf16 *__restrict__ q_lat, const bf16 *__restrict__ q_pe,
                                               int m0, int M, int tid) {
-    const int c = tid & 7, r0 = tid >> 3;
-    const uint32_t d0 = dst + toff(r0, c);   // row r0 + 32 is 4096 B further, same swizzle
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        const int gr = m0 + r0 + 32 * h;
-        const bool ok = gr < M;
-        const bf16 *lat = q_lat + (size_t)(ok ? gr : 0) * DC + c * 8, *pe = q_pe + (size_t)(ok ? gr : 0) * DR + c * 8;
-#pragma unroll
-        for (int b = 0; b < 8; ++b) cp_async16(d0 + h * 4096 + b * CBLK, lat + b * 64, ok ? 16 : 0);
-        cp_async16(d0 + h * 4096 + 8 * CBLK, pe, ok ? 16 : 0);
-    }
+    load_tile64(dst, m0, M, tid, [&](int r, int b) { return b < 8 ? q_lat + (size_t)r * DC + b * 64 : q_pe + (size_t)r * DR; });
 }
 
 // generic-proxy writes to shared memory (st.shared, cp.async) made visible to the async proxy (wgmma reads)
