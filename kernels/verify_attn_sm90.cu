@@ -198,12 +198,26 @@ __device__ __forceinline__ void cluster_merge(unsigned char *smem, const float (
     cl.sync();  // no block leaves while another still reads its shared memory
 }
 
+// VERIFY_STAMPS (benchmarks/stamp_verify.py only; the shipped build has none of it): thread 0 of each block records its
+// timeline, %globaltimer ns, in stamps[block * 8 + i]: 0 start, 1 Q and the first tile landed, 2 key loop done, 3 end
+// (after the merge and the writes), 4 the SM, 5 the block's key tiles.
+#ifdef VERIFY_STAMPS
+#define VSTAMP(i) do { if (tid == 0) { unsigned long long t_; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_)); \
+                                        stamps[(blockIdx.y * gridDim.x + blockIdx.x) * 8 + (i)] = t_; } } while (0)
+#define VSTAMPS_PARAM , unsigned long long *__restrict__ stamps
+#define VSTAMPS_ARG , stamps
+#else
+#define VSTAMP(i) do { } while (0)
+#define VSTAMPS_PARAM
+#define VSTAMPS_ARG
+#endif
+
 template <int PVN, int CS>
 __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, const bf16 *__restrict__ q_pe,
                                             const bf16 *__restrict__ kv, const uint32_t *__restrict__ vis, int W,
                                             int T, int H, int P, const int *__restrict__ p_dev, int S, float scale,
                                             bf16 *__restrict__ out, float *__restrict__ lse, bf16 *__restrict__ ws_o,
-                                            float *__restrict__ ws_lse, int splits) {
+                                            float *__restrict__ ws_lse, int splits VSTAMPS_PARAM) {
     static_assert(PVN == 64 || PVN == 256, "PV wgmma width");
     extern __shared__ __align__(16) unsigned char smem_raw[];  // only 16 B promised: the base is aligned by hand below
     const uint32_t raw = smem_u32(smem_raw), base = (raw + 1023u) & ~1023u;
@@ -213,6 +227,7 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
     const int tid = threadIdx.x, wg = __shfl_sync(0xffffffffu, tid >> 7, 0), wq = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2,
               t4 = lane & 3;
     const int M = T * H, m0 = blockIdx.x * BM, split = blockIdx.y;
+    VSTAMP(0);
     if (p_dev) P = clamp_prefix(*p_dev, T, S);
     const int n_keys = P + T;
     int tile0, tile1;
@@ -249,6 +264,7 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
         cp_async_wait_group<1>();  // tile `it` (and Q) landed; tile it + 1 may still be in flight
         fence_async_smem();
         __syncthreads();  // tile `it` (and Q) visible to the tensor cores
+        if (it == tile0) VSTAMP(1);
         const uint32_t sK = sK0 + buf * TILE;
         const bool need_mask = (it + 1) * BN > P;  // tile reaches the tree part or the tail
 
@@ -336,11 +352,17 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
         cp_async_commit();
     }
     cp_async_wait_all();
+    VSTAMP(2);
+#ifdef VERIFY_STAMPS
+    if (tid == 0) { unsigned sm_; asm volatile("mov.u32 %0, %%smid;" : "=r"(sm_));
+                    stamps[(blockIdx.y * gridDim.x + blockIdx.x) * 8 + 4] = sm_; stamps[(blockIdx.y * gridDim.x + blockIdx.x) * 8 + 5] = tile1 - tile0; }
+#endif
 
     // epilogue: total row sums, normalise, write bf16 (direct) or a bf16 partial + lse per split (per cluster: cluster_merge)
     publish_row_stats(sRsum, sMfin, wg, BM, lr0, lr, mr, t4 == 0);
     if constexpr (CS > 1) {
         cluster_merge<CS>(smem, o, wg, lr0, t4, tid, m0, M, splits / CS, split / CS, out, lse, ws_o, ws_lse);
+        VSTAMP(3);
         return;
     }
     const bool direct = splits == 1;
@@ -364,6 +386,7 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
         if (direct) lse[m0 + tid] = ls;
         else ws_lse[(size_t)split * M + m0 + tid] = ls;
     }
+    VSTAMP(3);
 }
 
 // Same arguments as verify_attn_v2_*; grid (ceil(M / 64), splits), block 256, dynamic shared memory SMEM. The cluster
@@ -372,12 +395,12 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
     const bf16 *__restrict__ q_lat, const bf16 *__restrict__ q_pe, const bf16 *__restrict__ kv,                 \
         const uint32_t *__restrict__ vis, int W, int T, int H, int P, const int *__restrict__ p_dev, int S,     \
         float scale, bf16 *__restrict__ out, float *__restrict__ lse, bf16 *__restrict__ ws_o,                  \
-        float *__restrict__ ws_lse, int splits
+        float *__restrict__ ws_lse, int splits VSTAMPS_PARAM
 // pdl_launch_dependents first, as verify_attn.cu's split kernels: a PDL combine may wait on idle SMs
 #define VERIFY_SM90_BODY(PVN, CS)                                                                               \
     {                                                                                                           \
         pdl_launch_dependents();                                                                                \
-        verify_sm90<PVN, CS>(q_lat, q_pe, kv, vis, W, T, H, P, p_dev, S, scale, out, lse, ws_o, ws_lse, splits); \
+        verify_sm90<PVN, CS>(q_lat, q_pe, kv, vis, W, T, H, P, p_dev, S, scale, out, lse, ws_o, ws_lse, splits VSTAMPS_ARG); \
     }
 #define VERIFY_SM90(NAME, PVN) \
     extern "C" __global__ void __launch_bounds__(256, 1) NAME(VERIFY_SM90_PARAMS) VERIFY_SM90_BODY(PVN, 1)
