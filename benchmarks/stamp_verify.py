@@ -8,11 +8,13 @@ as bench_verify.py times them. The stamped outputs are checked bit for bit again
 
 Prints per shape (medians over the calls but the first and last): the split kernel's span (first block start -> last
 block end), its ramp (spread of the block starts), the first tile's wait (start -> Q and tile 0 landed), the loop time
-per later tile, the merge and writes (loop done -> end), the tail (last end - median end), and the gap from one call's
+per later tile, the merge and writes (loop done -> end; for the cluster kernels split into the wait at the first cluster
+barrier, the pushes up to the second, and the sums and stores), the tail (last end - median end), and the gap from one call's
 last split block end to the next call's first block start, which holds the combine and the next launch. Also the
 graph-replayed µs a call of: the shipped call, the split kernel alone, the combine alone.
 """
 import argparse, json, os, statistics, sys
+from pathlib import Path
 import torch
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_verify import make_inputs, gpu_time_us
@@ -22,13 +24,16 @@ from ddtree_nb.runtime import load_kernel, engine_stream
 from ddtree_nb.bench import git_commit
 
 
-def launchers(T, H, P, ql, qp, bits, scale, out, lse, stamped: bool, cluster=None):
+AGAINST = None
+
+
+def launchers(T, H, P, ql, qp, bits, scale, out, lse, stamped: bool, cluster=None, source='verify_attn_sm90.cu'):
     "(split(kv, stamps), combine(), plan) for the default plan: the split kernel (stamped or shipped) and the combine, as _verify_cuda launches them."
     plan = verify_plan(T, H, P, impl='sm90', cluster=cluster)
     n = plan['parts']
     ws_o, ws_lse = verify_workspace(T, H, n, 'cuda') if n > 1 else (0, 0)
     opts = ('-DVERIFY_STAMPS',) if stamped else ()
-    k = load_kernel('verify_attn_sm90.cu', plan['kernel'], SIG_V2 + ('P' if stamped else ''), options=opts, arch='sm_90a')
+    k = load_kernel(source, plan['kernel'], SIG_V2 + ('P' if stamped else ''), options=opts, arch='sm_90a')
     k.set_max_dynamic_shared(plan['smem'])
     W = bits.shape[1]
     def split(kv, st=None):
@@ -37,8 +42,9 @@ def launchers(T, H, P, ql, qp, bits, scale, out, lse, stamped: bool, cluster=Non
     def combine():
         if n == 1: return
         L, G = combine_shape(n)
-        _kernel('verify_attn_combine_pdl' if plan['pdl'] else 'verify_attn_combine', SIG_COMBINE)(
-            ws_o, ws_lse, n, T * H, out, lse, grid=(T * H, 512 // (8 * L)), block=(L, G), pdl=plan['pdl'])
+        name = 'verify_attn_combine_pdl' if plan['pdl'] else 'verify_attn_combine'
+        kc = _kernel(name, SIG_COMBINE) if isinstance(source, str) else load_kernel(source.parent / 'verify_attn.cu', name, SIG_COMBINE)
+        kc(ws_o, ws_lse, n, T * H, out, lse, grid=(T * H, 512 // (8 * L)), block=(L, G), pdl=plan['pdl'])
     return split, combine, plan
 
 
@@ -55,6 +61,9 @@ def timeline(st: torch.Tensor) -> dict:
             per_later_tile=(((t2 - t1) / (tiles - 1).clamp(min=1))[later] / 1e3).median() if later.any() else float('nan'),
             loop=((t2 - t0) / 1e3).median(), merge=((t3 - t2) / 1e3).median(), tail=(t3.max() - t3.median()) / 1e3,
             gap_to_next=(st[c + 1, :, 0].min() - t3.max()) / 1e3, tiles=tiles.median()))
+        if (st[c, :, 6] > 0).all():   # the cluster merge: barrier (the other blocks' loops), pushes and barrier, sums and writes
+            t6, t7 = st[c, :, 6], st[c, :, 7]
+            rows[-1].update(merge_wait=((t6 - t2) / 1e3).median(), merge_push=((t7 - t6) / 1e3).median(), merge_sum=((t3 - t7) / 1e3).median())
     return {k: round(float(statistics.median([float(r[k]) for r in rows])), 2) for k in rows[0]}
 
 
@@ -73,6 +82,11 @@ def shape(T, H, P, calls, cluster=None):
         ref = (out.clone(), lse.clone())
         split_s(kvs[0], st[0]); comb(); torch.cuda.synchronize()
     same = bool(torch.equal(out, ref[0]) and torch.equal(lse, ref[1]))
+    if AGAINST:   # earlier versions of the kernel files: the same outputs, bit for bit?
+        split_o, comb_o, _ = launchers(T, H, P, ql, qp, bits, scale, out, lse, False, cluster, Path(AGAINST) / 'verify_attn_sm90.cu')
+        with es: split_o(kvs[0]); comb_o(); torch.cuda.synchronize()
+        same_as = bool(torch.equal(out, ref[0]) and torch.equal(lse, ref[1]))
+        print(f"  {AGAINST}: bit-equal {same_as}" + ('' if same_as else f", max |diff| {(out.float() - ref[0].float()).abs().max().item():.3g}"), flush=True)
     us_stamped, _ = gpu_time_us([lambda i=i, kv=kv: (split_s(kv, st[i]), comb()) for i, kv in enumerate(seq)])
     tl = timeline(st.cpu())
     us_call, _ = gpu_time_us([lambda kv=kv: mla_tree_attention(ql, qp, kv, P, bits, scale, out=out, lse=lse, cluster=cluster) for kv in seq])
@@ -91,7 +105,9 @@ def shape(T, H, P, calls, cluster=None):
 if __name__ == '__main__':
     ap = argparse.ArgumentParser(); ap.add_argument('--H', default='64'); ap.add_argument('--P', default='4096,32768,131072')
     ap.add_argument('--T', type=int, default=1); ap.add_argument('--calls', type=int, default=20); ap.add_argument('--clusters', default='default'); ap.add_argument('--out', default=None)
+    ap.add_argument('--against', default=None, help='a folder with earlier copies of verify_attn_sm90.cu and verify_attn.cu: check the shipped outputs equal theirs, bit for bit')
     a = ap.parse_args()
+    AGAINST = a.against
     res = []
     clusters = [None if c == 'default' else int(c) for c in a.clusters.split(',')]
     for H, P, c in [(H, P, c) for H in map(int, a.H.split(',')) for P in map(int, a.P.split(',')) for c in clusters]:

@@ -295,6 +295,14 @@ __device__ __forceinline__ void combine_splits(const bf16 *__restrict__ ws_o, co
     const int r = blockIdx.x, c0 = blockIdx.y * CW, gy = threadIdx.y, tid = gy * L + threadIdx.x;
     const int warp = tid >> 5, lane = tid & 31, col = c0 + threadIdx.x * 8;
     __shared__ float sl[MAX_SPLITS], red[2048], smax[8], sden[8];
+    // this thread's first KP partial chunks are requested before the lse values, so the block waits on one round trip to
+    // L2, not two (the weights need every split's lse first). The sums below run in the same order as before.
+    constexpr int KP = 4;
+    auto src = [&](int s) { return reinterpret_cast<const uint4 *>(ws_o + ((size_t)s * M + r) * DC + col); };
+    uint4 pre[KP];
+#pragma unroll
+    for (int k = 0; k < KP; ++k)
+        if (gy + k * G < splits) pre[k] = PDL ? ldcg(src(gy + k * G)) : *src(gy + k * G);
     float mx = -INFINITY;
     for (int s = tid; s < splits; s += nthr) {
         const float v = PDL ? ldcg(ws_lse + (size_t)s * M + r) : ws_lse[(size_t)s * M + r];
@@ -315,21 +323,22 @@ __device__ __forceinline__ void combine_splits(const bf16 *__restrict__ ws_o, co
     float acc[8];
 #pragma unroll
     for (int i = 0; i < 8; ++i) acc[i] = 0.f;
-#pragma unroll 4
-    for (int s = gy; s < splits; s += G) {
+    auto add = [&](int s, uint4 v) {   // split s's weighted chunk into acc (an empty split, lse -inf, adds nothing)
         const float ls = sl[s];
-        if (ls == -INFINITY) continue;
+        if (ls == -INFINITY) return;
         const float w = exp2f((ls - mx) * LOG2E);
-        const uint4 *src = reinterpret_cast<const uint4 *>(ws_o + ((size_t)s * M + r) * DC + col);
-        const uint4 v = PDL ? ldcg(src) : *src;
-        const bf162 *h = reinterpret_cast<const bf162 *>(&v);
+        const uint32_t u[4] = {v.x, v.y, v.z, v.w};   // bf16 pairs, the lower column in the low half: exact as floats
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-            const float2 f = __bfloat1622float2(h[i]);
-            acc[2 * i] += w * f.x;
-            acc[2 * i + 1] += w * f.y;
+            acc[2 * i] += w * __uint_as_float(u[i] << 16);
+            acc[2 * i + 1] += w * __uint_as_float(u[i] & 0xffff0000u);
         }
-    }
+    };
+#pragma unroll
+    for (int k = 0; k < KP; ++k)
+        if (gy + k * G < splits) add(gy + k * G, pre[k]);
+#pragma unroll 4
+    for (int s = gy + KP * G; s < splits; s += G) add(s, PDL ? ldcg(src(s)) : *src(s));
 #pragma unroll
     for (int i = 0; i < 8; ++i) red[gy * CW + threadIdx.x * 8 + i] = acc[i];
     __syncthreads();
