@@ -54,6 +54,9 @@ constexpr int RMAX_OFF = P_OFF + BM * BN * 2, RSUM_OFF = RMAX_OFF + 2 * BM * 4, 
 constexpr int BAD_OFF = MFIN_OFF + BM * 4, SMEM_USED = BAD_OFF + 8;
 constexpr int SMEM = SMEM_USED + 1024;               // 231,688 B with the slack that aligns the base to 1024 B
 static_assert(SMEM <= 232448, "over the 227 KB a block may opt in to on sm_90");
+constexpr int OST = DC + 8;                          // the cluster merge's fp32 O rows: 520 floats (+ 32 B: 2-way banks)
+constexpr int MST_OFF = BM * OST * 4;                // then the merged row max and sum (2 x 64 floats)
+static_assert(MST_OFF + 2 * BM * 4 <= P_OFF, "the merge's staging must fit over Q and the K/V stages");
 }
 
 // byte offset of (row, 16-byte chunk) in a 64-row tile: column block, row, swizzled chunk
@@ -146,106 +149,70 @@ __device__ __forceinline__ void wgmma_m64n256k16_tb(float *d, uint64_t da, uint6
 #define VSTAMPS_ARG
 #endif
 
-// The cluster merge (CS > 1 blocks of a cluster hold the same 64 rows over consecutive key ranges). Block r owns columns
-// [r * CW, (r + 1) * CW), CW = 512 / CS. Once every block's key loop is done (its Q and K/V stages free), each block pushes
-// its raw O columns and its rows' (max, sum) into the owning block's shared memory (remote stores, which do not wait on a
-// round trip), one cluster barrier makes them visible, and each block then merges its columns from its own shared memory
-// only: weights exp2(m_c - m) / L per source block c, products summed in rank order, 16-byte coalesced stores of bf16.
-// The result goes to `out` when the cluster is its row tile's only one (parts == 1), else to partial `part` of the
-// workspace: CS times fewer partials for the combine. Same arithmetic, in the same order, as the first version (session 22),
-// which read the other blocks' staged O through distributed shared memory: 16 dependent remote loads a thread, ~5.4 µs of
-// a T = 1 call (stamp_verify.py, session 25). Same edge-case rules as the direct write: a row that sees nothing gets 0 /
-// -inf, a NaN sum stays NaN.
-template <int CS> struct Merge {
-    static constexpr int CW = DC / CS;                      // columns a block owns
-    static constexpr int RS = CW + 8;                       // row stride (floats) of a received O: = 8 mod 32, the two 128-B
-                                                            // wavefronts of a warp's 8-row float2 store hit no bank twice
-    static constexpr int RECV = 0;                          // float [CS][BM][RS]: O of source block c, this block's columns
-    static constexpr int STAT = RECV + CS * BM * RS * 4;    // float2 [CS][BM]: (max, sum) of source block c's rows
-    static constexpr int WT = STAT + CS * BM * 8;           // float [CS][BM]: merge weight of source c, row
-    static constexpr int END = WT + CS * BM * 4;
-    static_assert(END <= P_OFF, "the merge's buffers must fit over Q and the K/V stages");
-};
-
+// The cluster merge (CS > 1 blocks of a cluster hold the same 64 rows over consecutive key ranges). Each block reads every
+// block's row max and sum through distributed shared memory, rescales its O by exp2(m_b - m) / L into its own shared
+// memory (fp32, over Q and the K/V stages, which the key loop is done with), and block r then sums columns
+// [r * 512 / CS, (r + 1) * 512 / CS) of all CS staged O's in rank order. The result goes to `out` when the cluster is its
+// row tile's only one (parts == 1), else to partial `part` of the workspace: CS times fewer partials for the combine.
+// Same edge-case rules as the direct write: a row that sees nothing gets 0 / -inf, a NaN sum stays NaN.
 template <int CS>
 __device__ __forceinline__ void cluster_merge(unsigned char *smem, const float (&o)[128], int wg, int lr0, int t4, int tid, int m0,
                                               int M, int parts, int part, bf16 *__restrict__ out, float *__restrict__ lse,
                                               bf16 *__restrict__ ws_o, float *__restrict__ ws_lse VSTAMPS_PARAM) {
-    using G = Merge<CS>;
     cg::cluster_group cl = cg::this_cluster();
-    const int rank = (int)cl.block_rank(), nr = min(BM, M - m0);
     float *sRsum = reinterpret_cast<float *>(smem + RSUM_OFF), *sMfin = reinterpret_cast<float *>(smem + MFIN_OFF);
-    float *recv = reinterpret_cast<float *>(smem + G::RECV), *wt = reinterpret_cast<float *>(smem + G::WT);
-    float2 *stat = reinterpret_cast<float2 *>(smem + G::STAT);
-    cl.sync();  // every block's key loop done and its row stats published: its Q and K/V stages may be overwritten
+    float *sO = reinterpret_cast<float *>(smem), *sMst = reinterpret_cast<float *>(smem + MST_OFF);
+    cl.sync();  // every block's row stats published (publish_row_stats) and its key loop done
     VSTAMP(6);
-    if (wg == 0 && t4 == 0) {   // one thread a row pair: this block's (max, sum) of rows lr0, lr0 + 8 to every block
+    float f[2];
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            const int row = lr0 + 8 * e;
-            const float2 v = make_float2(sMfin[row], sRsum[row] + sRsum[BM + row]);
-#pragma unroll
-            for (int c = 0; c < CS; ++c) cl.map_shared_rank(stat, c)[rank * BM + row] = v;
-        }
-    }
-    // this warpgroup's 256 columns belong to blocks wg * 256 / CW + k, k < 256 / CW (CS / 2 of them)
-    constexpr int NK = 256 / G::CW;
-    float *dst[NK];
-#pragma unroll
-    for (int k = 0; k < NK; ++k) dst[k] = cl.map_shared_rank(recv, wg * NK + k) + rank * BM * G::RS;
-#pragma unroll
-    for (int e = 0; e < 2; ++e)
-#pragma unroll
-        for (int j = 0; j < 32; ++j) {
-            const int k = (8 * j) / G::CW, lc = 8 * j - k * G::CW + 2 * t4;
-            *reinterpret_cast<float2 *>(dst[k] + (lr0 + 8 * e) * G::RS + lc) = make_float2(o[4 * j + 2 * e], o[4 * j + 2 * e + 1]);
-        }
-    cl.sync();  // every push landed; from here on a block reads only its own shared memory, so none waits for another to leave
-    VSTAMP(7);
-    if (tid < nr) {   // row tid: the weights of the CS sources (as the first version's f), and the row's lse
+    for (int e = 0; e < 2; ++e) {
+        const int row = lr0 + 8 * e;
         float m[CS], l[CS], mx = -INFINITY;
 #pragma unroll
-        for (int c = 0; c < CS; ++c) { const float2 v = stat[c * BM + tid]; m[c] = v.x; l[c] = v.y; mx = fmaxf(mx, m[c]); }
+        for (int c = 0; c < CS; ++c) {
+            const float *rs = cl.map_shared_rank(sRsum, c);
+            m[c] = *cl.map_shared_rank(sMfin + row, c);
+            l[c] = rs[row] + rs[BM + row];
+            mx = fmaxf(mx, m[c]);
+        }
         const float mu = mx == -INFINITY ? 0.f : mx;  // as softmax_step: nothing seen anywhere gives weights 0, not NaN
         float L = 0.f;
 #pragma unroll
         for (int c = 0; c < CS; ++c) L += l[c] * exp2f(m[c] - mu);
-        const float inv = L == 0.f ? 0.f : 1.f / L;
-#pragma unroll
-        for (int c = 0; c < CS; ++c) wt[c * BM + tid] = inv * exp2f(m[c] - mu);
-        if (rank == 0) {
-            const float ls = row_lse(mx, L);
-            if (parts == 1) lse[m0 + tid] = ls;
-            else ws_lse[(size_t)part * M + m0 + tid] = ls;
-        }
+        f[e] = (L == 0.f ? 0.f : 1.f / L) * exp2f(sMfin[row] - mu);
+        if (wg == 0 && t4 == 0) { sMst[row] = mx; sMst[BM + row] = L; }
     }
-    __syncthreads();
-    constexpr int UN = G::CW / 8;   // 8-column units a row
-    bf16 *dstg = row_dst(out, ws_o, parts, part, M) + (size_t)m0 * DC + rank * G::CW;
-    for (int u = tid; u < nr * UN; u += 256) {
-        const int row = u / UN, col = 8 * (u - row * UN);
-        float a[8];
 #pragma unroll
-        for (int i = 0; i < 8; ++i) a[i] = 0.f;
+    for (int e = 0; e < 2; ++e)
+#pragma unroll
+        for (int j = 0; j < 32; ++j)
+            *reinterpret_cast<float2 *>(sO + (lr0 + 8 * e) * OST + 256 * wg + 8 * j + 2 * t4) =
+                make_float2(o[4 * j + 2 * e] * f[e], o[4 * j + 2 * e + 1] * f[e]);
+    cl.sync();  // every block's scaled O staged
+    VSTAMP(7);
+    constexpr int CW = DC / CS, U = CW / 4;  // this block's columns; float4 units a row
+    const int rank = (int)cl.block_rank(), nr = min(BM, M - m0);
+    bf16 *dst = row_dst(out, ws_o, parts, part, M);
+    for (int u = tid; u < nr * U; u += 256) {
+        const int row = u / U, col = rank * CW + 4 * (u - row * U);
+        float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
         for (int c = 0; c < CS; ++c) {
-            const float w = wt[c * BM + row];
-            const float4 *src = reinterpret_cast<const float4 *>(recv + (c * BM + row) * G::RS + col);
-            const float4 v0 = src[0], v1 = src[1];
-            const float v[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
-#pragma unroll
-            for (int i = 0; i < 8; ++i) a[i] = __fadd_rn(a[i], __fmul_rn(v[i], w));   // the first version's rounding
+            const float4 v = *reinterpret_cast<const float4 *>(cl.map_shared_rank(sO + row * OST + col, c));
+            a.x += v.x; a.y += v.y; a.z += v.z; a.w += v.w;
         }
-        uint4 pk;
-        bf162 h[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(a[2 * i], a[2 * i + 1]);
-        pk.x = *reinterpret_cast<uint32_t *>(&h[0]); pk.y = *reinterpret_cast<uint32_t *>(&h[1]);
-        pk.z = *reinterpret_cast<uint32_t *>(&h[2]); pk.w = *reinterpret_cast<uint32_t *>(&h[3]);
-        *reinterpret_cast<uint4 *>(dstg + (size_t)row * DC + col) = pk;
+        const bf162 h0 = __floats2bfloat162_rn(a.x, a.y), h1 = __floats2bfloat162_rn(a.z, a.w);
+        *reinterpret_cast<uint2 *>(dst + (size_t)(m0 + row) * DC + col) =
+            make_uint2(*reinterpret_cast<const uint32_t *>(&h0), *reinterpret_cast<const uint32_t *>(&h1));
     }
+    if (rank == 0 && tid < nr) {
+        const float ls = row_lse(sMst[tid], sMst[BM + tid]);
+        if (parts == 1) lse[m0 + tid] = ls;
+        else ws_lse[(size_t)part * M + m0 + tid] = ls;
+    }
+    cl.sync();  // no block leaves while another still reads its shared memory
 }
-
 
 template <int PVN, int CS>
 __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, const bf16 *__restrict__ q_pe,
@@ -400,20 +367,29 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
         VSTAMP(3);
         return;
     }
+    // O normalised to bf16 and staged in shared memory (over Q and the K/V stages, which the key loop is done with; rows
+    // 1,040 B apart, so a warp's 8-row store hits 32 distinct banks), then written out in 16-byte chunks, a warp covering
+    // 512 contiguous bytes of a row. Stored straight from the accumulators (8 rows x 16 B a warp instruction, 4,096 L1
+    // wavefronts for a block's 64 KB) these writes took 4-7 µs of a T = 1 call (stamp_verify.py, session 25).
     const bool direct = splits == 1;
     bf16 *dst = row_dst(out, ws_o, splits, split, M);
+    constexpr int ES = DC + 8;   // staged row stride (bf16)
+    bf16 *sE = reinterpret_cast<bf16 *>(smem);
 #pragma unroll
     for (int h2 = 0; h2 < 2; ++h2) {
-        const int lrow = lr0 + 8 * h2, gr = m0 + lrow;
-        if (gr >= M) continue;
+        const int lrow = lr0 + 8 * h2;
         const float L = sRsum[lrow] + sRsum[BM + lrow];
         const float inv = L == 0.f ? 0.f : 1.f / L;  // nothing visible: 0 (o is 0 too); NaN stays NaN
 #pragma unroll
-        for (int j = 0; j < 32; ++j) {
-            const int col = 256 * wg + 8 * j + 2 * t4;
-            *reinterpret_cast<bf162 *>(dst + (size_t)gr * DC + col) =
+        for (int j = 0; j < 32; ++j)
+            *reinterpret_cast<bf162 *>(sE + lrow * ES + 256 * wg + 8 * j + 2 * t4) =
                 __floats2bfloat162_rn(o[4 * j + 2 * h2] * inv, o[4 * j + 2 * h2 + 1] * inv);
-        }
+    }
+    __syncthreads();
+    const int nr = min(BM, M - m0);
+    for (int q = tid; q < nr * (DC / 8); q += 256) {
+        const int row = q >> 6, ch = q & 63;
+        *reinterpret_cast<uint4 *>(dst + (size_t)(m0 + row) * DC + 8 * ch) = *reinterpret_cast<const uint4 *>(sE + row * ES + 8 * ch);
     }
     if (tid < BM && m0 + tid < M) {
         const float L = sRsum[tid] + sRsum[BM + tid];
