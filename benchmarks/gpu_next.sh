@@ -27,6 +27,7 @@
 #   bash benchmarks/gpu_next.sh s21b "$OUT"  # session 21: the compiled merged round at T = 0 without and with AUTOTUNE_AR (<= 3.5 min)
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s22a "$OUT"  # session 22: s21c, nbs/03's cuda cells (the cluster merge), the split x cluster sweep at the demo shapes (<= 8.5 min)
+#   bash benchmarks/gpu_next.sh s25c "$OUT"  # the plain plan by default, the combine shape by rows: checks, tables, the round
 #   bash benchmarks/gpu_next.sh s25b "$OUT"  # the staged direct epilogue: plain against clusters, bit for bit against .device/old, nbs/03, fuzz, the table
 #   bash benchmarks/gpu_next.sh s25a "$OUT"  # session 25's verify merge and combine (needs .device/old: the two kernel files before), bit for bit against them, nbs/03, fuzz, the verify table (<= 8 min)
 #   bash benchmarks/gpu_next.sh s24b "$OUT"  # session 24's verify ring (two tiles in flight), tb_tree's tie order and warp minima, bench_tree's back-to-back timing: s24a's steps, then on an H200 the PDL plans (<= 9.5 min)
@@ -244,6 +245,19 @@ print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mi
     step bench_verify_cluster 120 python benchmarks/bench_verify_default.py --cluster --out "$out"
     step bench_verify_pdl 100 python benchmarks/bench_verify_default.py --pdl --out "$out"
     keep_few "$out" gpu_next.log stamp_verify.log stamp_demo.log stamp_t17.log bench_verify_cluster.log bench_verify_pdl.log gpu_tests.log ;;
+  s25c)   # session 25: the plain plan by default (clusters only where a pair writes out) and the combine's block shape by rows; bit for bit against .device/old, nbs/03, fuzz, the tables, then the round (about 6 min)
+    export DDTREE_COMMIT=$commit
+    step stamp_verify 130 python benchmarks/stamp_verify.py --H 64 --P 4096,32768,131072 --clusters default,2 --against .device/old --out "$out"
+    step stamp_demo 60 python benchmarks/stamp_verify.py --T 65 --H 4 --P 1000 --clusters default,2 --against .device/old --out "$out/demo"
+    step stamp_t17 60 python benchmarks/stamp_verify.py --T 17 --H 4 --P 1000 --clusters default,2 --against .device/old --out "$out/t17"
+    GPU_TESTS_TIMEOUT=60 N_WORKERS=1 step gpu_tests_03 70 bash benchmarks/gpu_tests.sh "$out" 03_verify
+    step fuzz_verify_auto 75 python -c "from ddtree_nb.reliability import fuzz_verify
+r = fuzz_verify(60, seed=28, backend='cuda', impl='auto', out_dir='$out/fuzz_repro')
+print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mismatches']), 'mismatches')"
+    step bench_verify_cluster 120 python benchmarks/bench_verify_default.py --cluster --out "$out"
+    step bench_verify_pdl 100 python benchmarks/bench_verify_default.py --pdl --out "$out"
+    step run_ahead 150 python benchmarks/bench_run_ahead.py --out "$out/rac" --commit "$commit" --compile --merge on --temps 0,0.8 --reps 2
+    keep_few "$out" gpu_next.log stamp_verify.log stamp_demo.log stamp_t17.log bench_verify_cluster.log bench_verify_pdl.log run_ahead.log ;;
   tree_quick)   # the tree builder in three minutes at most: bench_tree at 40 iterations, then nbs/02's cuda cells
     step bench_tree 100 python benchmarks/bench_tree.py --iters 40 --commit "$commit" --out "$out/bench_tree.md"
     step tree_tests 80 nbdev_test --flags cuda --do_print --path nbs/02_tree_builder.ipynb ;;

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_verify import make_inputs, gpu_time_us
-from ddtree_nb.verify import (DQK, SIG_V2, SIG_COMBINE, verify_plan, verify_workspace, combine_shape, mla_tree_attention, vis_to_bits,
+from ddtree_nb.verify import (DQK, SIG_V2, SIG_COMBINE, verify_plan, verify_workspace, mla_tree_attention, vis_to_bits,
                               _kernel)
 from ddtree_nb.runtime import load_kernel, engine_stream
 from ddtree_nb.bench import git_commit
@@ -41,7 +41,7 @@ def launchers(T, H, P, ql, qp, bits, scale, out, lse, stamped: bool, cluster=Non
         k(*(args + ((st,) if stamped else ())), grid=plan['grid'], block=(256,), shared=plan['smem'])
     def combine():
         if n == 1: return
-        L, G = combine_shape(n)
+        L, G = plan['combine']
         name = 'verify_attn_combine_pdl' if plan['pdl'] else 'verify_attn_combine'
         kc = _kernel(name, SIG_COMBINE) if isinstance(source, str) else load_kernel(source.parent / 'verify_attn.cu', name, SIG_COMBINE)
         kc(ws_o, ws_lse, n, T * H, out, lse, grid=(T * H, 512 // (8 * L)), block=(L, G), pdl=plan['pdl'])

@@ -193,8 +193,8 @@ def cluster_splits(s: int, c: int, m_tiles: int, n_tiles: int, slots: int) -> in
     if 4 * tps(down) <= 5 * tps(s): return down
 
 def default_cluster(impl: str, pv_n: int, M: int, splits: int) -> int:
-    "The cluster size a plan takes when neither `cluster` nor `splits` is given: 2 on the sm_90a kernel at PV width 256 for full row tiles (`M` >= 64 rows) split 2 or more ways, else 1."
-    return 2 if impl == 'sm90' and pv_n == 256 and M >= 64 and splits >= 2 else 1
+    "The cluster size a plan takes when neither `cluster` nor `splits` is given: 2 on the sm_90a kernel at PV width 256 for full row tiles (`M` >= 64 rows) split exactly 2 ways (the pair writes `out` itself, no combine), else 1."
+    return 2 if impl == 'sm90' and pv_n == 256 and M >= 64 and splits == 2 else 1
 
 # %% ../nbs/03_verify.ipynb #d373a7e1
 SIG_V1, SIG_V2, SIG_COMBINE = 'PPPPiiiiPifPP', 'PPPPiiiiPifPPPPi', 'PPiiPP'
@@ -202,10 +202,12 @@ _KERNEL_LIMITS = {'verify_attn.cu': dict(DC=DC, DR=DR, DQK=DQK, MAX_SPLITS=MAX_S
                   'dev/verify_attn_v1.cu': dict(DC=DC, DR=DR, DQK=DQK),                      # v1: history, from a checkout
                   'verify_attn_sm90.cu': dict(DC=DC, DR=DR, DQK=DQK, SMEM=sm90_smem())}   # (with their headers'), checked on load
 
-def combine_shape(splits: int) -> tuple:
-    "Block (lanes, groups) of `verify_attn_combine`: 8 lanes x 32 groups for many splits, else 64 lanes x <= 4 groups."
-    if splits >= 16: return 8, 32
-    return 64, min(4, 1 << (splits - 1).bit_length())
+def combine_shape(splits: int, M: int=64, sms: int=132) -> tuple:
+    "Block (lanes, groups) of `verify_attn_combine` for `splits` partials of `M` rows: 64 lanes x <= 4 groups for a few splits; from 16, groups for about 4 partial chunks a thread (what it requests at once), doubled up to 32 while the grid has fewer than 2 blocks an SM."
+    if splits < 16: return 64, min(4, 1 << (splits - 1).bit_length())
+    G = min(32, 1 << (-(-splits // 4) - 1).bit_length())
+    while G < 32 and M * G // 4 < 2 * sms: G *= 2                   # M x 512 / (8 lanes) columns: M * G / 4 blocks
+    return 256 // G, G
 
 def _kernel(name: str, sig: str, smem: int=0, source: str='verify_attn.cu', arch: str|None=None):
     "Compiled kernel `name` of `source` on the current device (`load_kernel` caches it), with `smem` bytes of dynamic shared memory allowed."
@@ -216,7 +218,7 @@ def _kernel(name: str, sig: str, smem: int=0, source: str='verify_attn.cu', arch
 # %% ../nbs/03_verify.ipynb #6a424811
 def verify_plan(T: int, H: int, P: int, device: int|None=None, config: tuple|None=None, splits: int|None=None,
                 impl: str='v2', pv_n: int=SM90_PV_N, cluster: int|None=None) -> dict:
-    "How kernel `impl` ('v2' or 'sm90') runs `T` tree tokens x `H` heads over `P` prefix rows on `device`: kernel name, config, splits, cluster size, partials, grid, smem, and whether its combine launches as a programmatic dependent (`pdl_pays`)."
+    "How kernel `impl` ('v2' or 'sm90') runs `T` tree tokens x `H` heads over `P` prefix rows on `device`: kernel name, config, splits, cluster size, partials, grid, smem, whether its combine launches as a programmatic dependent (`pdl_pays`), and the combine's block shape."
     dev = torch.cuda.current_device() if device is None else device
     info = device_limits(dev)
     if impl == 'sm90':
@@ -237,7 +239,7 @@ def verify_plan(T: int, H: int, P: int, device: int|None=None, config: tuple|Non
         else: s = sc or c * -(-s // c)
     name = SM90_CLUSTERS[c] if c > 1 else SM90_KERNELS[pv_n] if impl == 'sm90' else f'verify_attn_v2_{bm}x{bn}x{ns}'
     return dict(kernel=name, config=(bm, bn, ns), splits=s, cluster=c, parts=s // c, grid=(m_tiles, s), smem=smem, M=M, impl=impl,
-                pdl=pdl_pays((m_tiles, s // c), info['sms']))
+                pdl=pdl_pays((m_tiles, s // c), info['sms']), combine=combine_shape(s // c, M, info['sms']))
 
 def verify_workspace(T: int, H: int, splits: int, device=None) -> tuple:
     "Workspace for `splits` partials (a plan's `parts`): (`[splits, T*H, 512]` bf16, `[splits, T*H]` fp32)."
@@ -313,7 +315,7 @@ def _verify_cuda(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, vers
         k(q_latent, q_pe, kv, vis_bits, W, T, H, P_arg, p_ptr, S, float(scale), out, lse, ws_o, ws_lse, s,
           grid=plan['grid'], block=(256,), shared=plan['smem'])
         if n > 1:
-            L, G = combine_shape(n)
+            L, G = plan['combine']
             _kernel('verify_attn_combine_pdl' if pdl else 'verify_attn_combine', SIG_COMBINE)(ws_o, ws_lse, n, M, out, lse,
                                                                                       grid=(M, DC // (8 * L)), block=(L, G), pdl=pdl)
 
