@@ -27,6 +27,7 @@
 #   bash benchmarks/gpu_next.sh s21b "$OUT"  # session 21: the compiled merged round at T = 0 without and with AUTOTUNE_AR (<= 3.5 min)
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s22a "$OUT"  # session 22: s21c, nbs/03's cuda cells (the cluster merge), the split x cluster sweep at the demo shapes (<= 8.5 min)
+#   bash benchmarks/gpu_next.sh s25d "$OUT"  # the combine with 8 chunks in flight, nbs/03, the verify sanitizer, 180 s of fuzz, the table
 #   bash benchmarks/gpu_next.sh s25c "$OUT"  # the plain plan by default, the combine shape by rows: checks, tables, the round
 #   bash benchmarks/gpu_next.sh s25b "$OUT"  # the staged direct epilogue: plain against clusters, bit for bit against .device/old, nbs/03, fuzz, the table
 #   bash benchmarks/gpu_next.sh s25a "$OUT"  # session 25's verify merge and combine (needs .device/old: the two kernel files before), bit for bit against them, nbs/03, fuzz, the verify table (<= 8 min)
@@ -258,6 +259,18 @@ print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mi
     step bench_verify_pdl 100 python benchmarks/bench_verify_default.py --pdl --out "$out"
     step run_ahead 150 python benchmarks/bench_run_ahead.py --out "$out/rac" --commit "$commit" --compile --merge on --temps 0,0.8 --reps 2
     keep_few "$out" gpu_next.log stamp_verify.log stamp_demo.log stamp_t17.log bench_verify_cluster.log bench_verify_pdl.log run_ahead.log ;;
+  s25d)   # session 25's last call: the combine's 8 chunks in flight (bit for bit against .device/old), nbs/03, the sanitizer over the verify kernels, 180 s of fuzz, the table (about 6 min)
+    export DDTREE_COMMIT=$commit
+    step stamp_verify 60 python benchmarks/stamp_verify.py --H 64 --P 4096,32768 --against .device/old --out "$out"
+    GPU_TESTS_TIMEOUT=60 N_WORKERS=1 step gpu_tests_03 70 bash benchmarks/gpu_tests.sh "$out" 03_verify
+    KERNELS=verify TIMEOUT_PLAIN=50 TIMEOUT_MEMCHECK=70 TIMEOUT_INITCHECK=50 TIMEOUT_SYNCCHECK=50 TIMEOUT_RACECHECK=80 \
+      step sanitize_verify 320 bash benchmarks/sanitize_kernels.sh "$out/san"
+    cp "$out"/san/sanitize_kernels.md "$out"/ 2>/dev/null
+    step fuzz_verify_auto 195 python -c "from ddtree_nb.reliability import fuzz_verify
+r = fuzz_verify(180, seed=29, backend='cuda', impl='auto', out_dir='$out/fuzz_repro')
+print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mismatches']), 'mismatches')"
+    step bench_verify_cluster 60 python benchmarks/bench_verify_default.py --cluster --out "$out"
+    keep_few "$out" gpu_next.log stamp_verify.log sanitize_kernels.md bench_verify_cluster.log bench_verify_cluster.json gpu_tests.log ;;
   tree_quick)   # the tree builder in three minutes at most: bench_tree at 40 iterations, then nbs/02's cuda cells
     step bench_tree 100 python benchmarks/bench_tree.py --iters 40 --commit "$commit" --out "$out/bench_tree.md"
     step tree_tests 80 nbdev_test --flags cuda --do_print --path nbs/02_tree_builder.ipynb ;;

@@ -203,7 +203,7 @@ _KERNEL_LIMITS = {'verify_attn.cu': dict(DC=DC, DR=DR, DQK=DQK, MAX_SPLITS=MAX_S
                   'verify_attn_sm90.cu': dict(DC=DC, DR=DR, DQK=DQK, SMEM=sm90_smem())}   # (with their headers'), checked on load
 
 def combine_shape(splits: int, M: int=64, sms: int=132) -> tuple:
-    "Block (lanes, groups) of `verify_attn_combine` for `splits` partials of `M` rows: 64 lanes x <= 4 groups for a few splits; from 16, groups for about 4 partial chunks a thread (what it requests at once), doubled up to 32 while the grid has fewer than 2 blocks an SM."
+    "Block (lanes, groups) of `verify_attn_combine` for `splits` partials of `M` rows: 64 lanes x <= 4 groups for a few splits; from 16, groups for about 4 partial chunks a thread (it requests up to 8 before the lse values), doubled up to 32 while the grid has fewer than 2 blocks an SM."
     if splits < 16: return 64, min(4, 1 << (splits - 1).bit_length())
     G = min(32, 1 << (-(-splits // 4) - 1).bit_length())
     while G < 32 and M * G // 4 < 2 * sms: G *= 2                   # M x 512 / (8 lanes) columns: M * G / 4 blocks

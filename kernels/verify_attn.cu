@@ -296,8 +296,9 @@ __device__ __forceinline__ void combine_splits(const bf16 *__restrict__ ws_o, co
     const int warp = tid >> 5, lane = tid & 31, col = c0 + threadIdx.x * 8;
     __shared__ float sl[MAX_SPLITS], red[2048], smax[8], sden[8];
     // this thread's first KP partial chunks are requested before the lse values, so the block waits on one round trip to
-    // L2, not two (the weights need every split's lse first). The sums below run in the same order as before.
-    constexpr int KP = 4;
+    // L2, not two (the weights need every split's lse first): with 32 groups, all of up to 256 splits. The sums below run
+    // in the same order as before.
+    constexpr int KP = 8;
     auto src = [&](int s) { return reinterpret_cast<const uint4 *>(ws_o + ((size_t)s * M + r) * DC + col); };
     uint4 pre[KP];
 #pragma unroll
