@@ -29,8 +29,6 @@
 #   bash benchmarks/gpu_next.sh s22a "$OUT"  # session 22: s21c, nbs/03's cuda cells (the cluster merge), the split x cluster sweep at the demo shapes (<= 8.5 min)
 #   bash benchmarks/gpu_next.sh s25d "$OUT"  # the combine with 8 chunks in flight, nbs/03, the verify sanitizer, 180 s of fuzz, the table
 #   bash benchmarks/gpu_next.sh s25c "$OUT"  # the plain plan by default, the combine shape by rows: checks, tables, the round
-#   bash benchmarks/gpu_next.sh s25b "$OUT"  # the staged direct epilogue: plain against clusters, bit for bit against .device/old, nbs/03, fuzz, the table
-#   bash benchmarks/gpu_next.sh s25a "$OUT"  # session 25's verify merge and combine (needs .device/old: the two kernel files before), bit for bit against them, nbs/03, fuzz, the verify table (<= 8 min)
 #   bash benchmarks/gpu_next.sh s24b "$OUT"  # session 24's verify ring (two tiles in flight), tb_tree's tie order and warp minima, bench_tree's back-to-back timing: s24a's steps, then on an H200 the PDL plans (<= 9.5 min)
 #   bash benchmarks/gpu_next.sh s24a "$OUT"  # session 23's four unrun kernel changes: tree_quick, nbs/03's cuda cells, 60 s of fuzz_verify, the verify timings (<= 7.5 min)
 #   bash benchmarks/gpu_next.sh tree_quick "$OUT"  # bench_tree (every tree checked against the reference first), then nbs/02's cuda cells; <= 180 s
@@ -224,29 +222,7 @@ print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mi
     if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && [ $(( $(date +%s) - t_start )) -lt 250 ]; then
       step bench_verify_pdl 120 python benchmarks/bench_verify_default.py --pdl --out "$out"
     fi ;;
-  s25a)   # session 25: the push-style cluster merge and the combine's one round trip (verify kernels), checked bit for bit against .device/old (the files before), then nbs/03, fuzz, the tables (step timeouts sum to 475 s)
-    export DDTREE_COMMIT=$commit
-    step stamp_verify 130 python benchmarks/stamp_verify.py --H 64 --P 4096,32768,131072 --clusters default,4,8 --against .device/old --out "$out"
-    step stamp_demo 60 python benchmarks/stamp_verify.py --T 65 --H 4 --P 1000 --against .device/old --out "$out/demo"
-    GPU_TESTS_TIMEOUT=60 N_WORKERS=1 step gpu_tests_03 70 bash benchmarks/gpu_tests.sh "$out" 03_verify
-    step fuzz_verify_auto 75 python -c "from ddtree_nb.reliability import fuzz_verify
-r = fuzz_verify(60, seed=26, backend='cuda', impl='auto', out_dir='$out/fuzz_repro')
-print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mismatches']), 'mismatches')"
-    step bench_verify_cluster 120 python benchmarks/bench_verify_default.py --cluster --out "$out"
-    keep_few "$out" gpu_next.log stamp_verify.log stamp_demo.log bench_verify_cluster.log bench_verify_cluster.json gpu_tests.log stamp_verify.json ;;
-  s25b)   # session 25: the sm_90a kernel's staged, coalesced direct epilogue and the combine's one round trip, checked bit for bit against .device/old (the files before), then nbs/03, fuzz, the tables (about 3 min)
-    export DDTREE_COMMIT=$commit
-    step stamp_verify 130 python benchmarks/stamp_verify.py --H 64 --P 4096,32768,131072 --clusters default,1 --against .device/old --out "$out"
-    step stamp_demo 60 python benchmarks/stamp_verify.py --T 65 --H 4 --P 1000 --clusters default,1 --against .device/old --out "$out/demo"
-    step stamp_t17 60 python benchmarks/stamp_verify.py --T 17 --H 64 --P 4096 --clusters default,1 --against .device/old --out "$out/t17"
-    GPU_TESTS_TIMEOUT=60 N_WORKERS=1 step gpu_tests_03 70 bash benchmarks/gpu_tests.sh "$out" 03_verify
-    step fuzz_verify_auto 75 python -c "from ddtree_nb.reliability import fuzz_verify
-r = fuzz_verify(60, seed=27, backend='cuda', impl='auto', out_dir='$out/fuzz_repro')
-print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mismatches']), 'mismatches')"
-    step bench_verify_cluster 120 python benchmarks/bench_verify_default.py --cluster --out "$out"
-    step bench_verify_pdl 100 python benchmarks/bench_verify_default.py --pdl --out "$out"
-    keep_few "$out" gpu_next.log stamp_verify.log stamp_demo.log stamp_t17.log bench_verify_cluster.log bench_verify_pdl.log gpu_tests.log ;;
-  s25c)   # session 25: the plain plan by default (clusters only where a pair writes out) and the combine's block shape by rows; bit for bit against .device/old, nbs/03, fuzz, the tables, then the round (about 6 min)
+  s25c)   # session 25 (s25a and s25b, its earlier calls, ran the same steps on the pushed merge and on the staged epilogue, with --clusters default,4,8 / default,1): the plain plan by default (clusters only where a pair writes out) and the combine's block shape by rows; bit for bit against .device/old, nbs/03, fuzz, the tables, then the round (about 6 min)
     export DDTREE_COMMIT=$commit
     step stamp_verify 130 python benchmarks/stamp_verify.py --H 64 --P 4096,32768,131072 --clusters default,2 --against .device/old --out "$out"
     step stamp_demo 60 python benchmarks/stamp_verify.py --T 65 --H 4 --P 1000 --clusters default,2 --against .device/old --out "$out/demo"
