@@ -253,10 +253,11 @@ def _tree_kernels(dtype):
 _TREE_SMEM = 4 * (KMAX + 1) * 4 + UCAP * 4
 
 def tree_smem(L: int, k: int, limit: int) -> tuple[int, int]:
-    "tb_tree's (dynamic shared bytes, flags): the per-depth lists (bit 0) and then the BFS scores (bit 1) go to shared memory when they fit."
+    "tb_tree's (dynamic shared bytes, flags): the per-depth lists (bit 0), then the BFS scores (bit 1), then the BFS parent links and slot -> node index (bit 2) go to shared memory when they fit."
     nb, flags = _TREE_SMEM, 0
     if nb + L * (k | 1) * 8 <= limit: nb, flags = nb + L * (k | 1) * 8, 1   # rows of an odd number of doubles: no bank conflicts
     if nb + UCAP * 8 <= limit: nb, flags = nb + UCAP * 8, flags | 2
+    if nb + 2 * UCAP * 4 <= limit: nb, flags = nb + 2 * UCAP * 4, flags | 4
     return nb, flags
 
 

@@ -800,7 +800,7 @@ __device__ __forceinline__ double select_kth(const double *sc, int N, int B, int
 
 extern "C" __global__ void __launch_bounds__(1024) tb_tree(
         const double *lq_g, const int *ltok, const int *kd_g, int L, int B, int Bmax, int W, int force_heap, int ks, int smem_flags,
-        const int *root_token, double *u_score_g, int *u_par, int *u_rank, int *u_depth, int *slot_idx,
+        const int *root_token, double *u_score_g, int *u_par_g, int *u_rank, int *u_depth, int *slot_idx_g,
         double *h_score, int *h_par, int *h_rank, int *h_depth, int *h_prev, int *stats,
         int *n_nodes, int *tokens, int *depths, int *parents, int *first_child, int *next_sibling,
         unsigned *vis, double *nscore) {
@@ -812,7 +812,7 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
     __shared__ int ws[33], fout[2], hsel[256], sh_i[8];
     __shared__ double chain[MAX_DEPTH + 1], sh_d[4], wmin[32];
     __shared__ int kd[MAX_DEPTH], lvl[MAX_DEPTH + 1];   // lvl[t]: one past the last BFS slot of depth t
-    __shared__ long long tst[13];  // clock64 at stage ends (thread 0): stats[4..15], cycles since start, -1 if skipped
+    __shared__ long long tst[13], sh_tot;  // tst: clock64 at stage ends (thread 0): stats[4..15], cycles since start, -1 if skipped
     int tid = threadIdx.x, nt = blockDim.x;
 #define STAMP(i) do { if (tid == 0) tst[i] = clock64(); } while (0)
     if (tid < 13) tst[tid] = 0;
@@ -821,11 +821,17 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
     pdl_wait();
     lq_g = after_here(lq_g); ltok = after_here(ltok); kd_g = after_here(kd_g);
     STAMP(0);
-    // shared-memory copies when they fit (smem_flags bit 0: the lists, bit 1: the BFS scores); the binary searches
-    // and the BFS are chains of dependent loads, shared memory makes each step ~10x cheaper than L2
+    // shared-memory copies when they fit (smem_flags bit 0: the lists, bit 1: the BFS scores, bit 2: the BFS parent links
+    // and the slot -> node index); the binary searches and the BFS are chains of dependent loads, shared memory makes each
+    // step ~10x cheaper than L2. Layout after off: the scores, the lists, the links (tree.tree_smem sizes them).
     unsigned char *extra = (unsigned char *)(off + UCAP);
     double *u_score = (smem_flags & 2) ? (double *)extra : u_score_g;
     if (smem_flags & 2) extra += UCAP * sizeof(double);
+    int *u_par = u_par_g, *slot_idx = slot_idx_g;   // in shared memory, the rank stage's tie walks, the index stage's
+    if (smem_flags & 4) {                            // writes and the emit stage's lookups never wait on L2
+        u_par = (int *)(extra + ((smem_flags & 1) ? (size_t)L * (ks | 1) * sizeof(double) : 0));
+        slot_idx = u_par + UCAP;
+    }
     const double *lq = lq_g;
     if (B > 0 && tid < L) kd[tid] = kd_g[tid];
     __syncthreads();
@@ -859,7 +865,9 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
         sh_i[1] = force_heap;   // 1 = go to the heap
         sh_i[2] = 0;            // n
         chain[0] = 0.0;
-        for (int d = 0; d < sh_i[0]; ++d) chain[d + 1] = chain[d] + LQ(d)[0];
+        long long tot = 0;      // prefixes of length 1 the lists hold, summed once here, not in every thread
+        for (int d = 0; d < sh_i[0]; ++d) { chain[d + 1] = chain[d] + LQ(d)[0]; tot += kd[d]; }
+        sh_tot = tot;
     }
     __syncthreads();
     STAMP(1);
@@ -869,8 +877,7 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
     if (Leff > 0 && !sh_i[1]) {
         // ---- tau0: a threshold the comb alone proves reaches count >= B. 3 rounds of 32 evenly spaced thresholds
         // (warp j tests threshold j, lane d counts depth d), each round zooming into the best interval.
-        long long tot = 0;
-        for (int d = 0; d < Leff; ++d) tot += kd[d];
+        const long long tot = sh_tot;
         double tau;
         if (tot < B) tau = -INFINITY;
         else {
