@@ -27,6 +27,7 @@
 #   bash benchmarks/gpu_next.sh s21b "$OUT"  # session 21: the compiled merged round at T = 0 without and with AUTOTUNE_AR (<= 3.5 min)
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s22a "$OUT"  # session 22: s21c, nbs/03's cuda cells (the cluster merge), the split x cluster sweep at the demo shapes (<= 8.5 min)
+#   bash benchmarks/gpu_next.sh s26a "$OUT"  # tb_tree's links in shared memory (written in session 25, not run): checked with and without, fuzzed, timed
 #   bash benchmarks/gpu_next.sh s25d "$OUT"  # the combine with 8 chunks in flight, nbs/03, the verify sanitizer, 180 s of fuzz, the table
 #   bash benchmarks/gpu_next.sh s25c "$OUT"  # the plain plan by default, the combine shape by rows: checks, tables, the round
 #   bash benchmarks/gpu_next.sh s24b "$OUT"  # session 24's verify ring (two tiles in flight), tb_tree's tie order and warp minima, bench_tree's back-to-back timing: s24a's steps, then on an H200 the PDL plans (<= 9.5 min)
@@ -247,6 +248,13 @@ r = fuzz_verify(180, seed=29, backend='cuda', impl='auto', out_dir='$out/fuzz_re
 print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mismatches']), 'mismatches')"
     step bench_verify_cluster 60 python benchmarks/bench_verify_default.py --cluster --out "$out"
     keep_few "$out" gpu_next.log stamp_verify.log sanitize_kernels.md bench_verify_cluster.log bench_verify_cluster.json gpu_tests.log ;;
+  s26a)   # tb_tree's links in shared memory (tree.SMEM_LINKS, session 25, not run): every bench tree against the reference with and without, then 60 s of the tree fuzzer with them; if all agree, make SMEM_LINKS the default (about 4 min)
+    bash "$0" tree_quick "$out"
+    step bench_tree_links 100 python benchmarks/bench_tree.py --iters 40 --links --commit "$commit" --out "$out/bench_tree_links.md"
+    step fuzz_tree_links 75 python -c "import ddtree_nb.tree as t; t.SMEM_LINKS = True
+from ddtree_nb.reliability import fuzz_tree
+r = fuzz_tree(60, seed=31, backend='cuda', out_dir='$out/fuzz_repro')
+print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mismatches']), 'mismatches')" ;;
   tree_quick)   # the tree builder in three minutes at most: bench_tree at 40 iterations, then nbs/02's cuda cells
     step bench_tree 100 python benchmarks/bench_tree.py --iters 40 --commit "$commit" --out "$out/bench_tree.md"
     step tree_tests 80 nbdev_test --flags cuda --do_print --path nbs/02_tree_builder.ipynb ;;
