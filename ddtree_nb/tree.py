@@ -254,7 +254,7 @@ _TREE_SMEM = 4 * (KMAX + 1) * 4 + UCAP * 4
 SMEM_LINKS = False   # tb_tree's BFS links in shared memory (bit 2 below): written in session 25, not yet run on a GPU (bench_tree.py --links)
 
 def tree_smem(L: int, k: int, limit: int, links: bool|None=None) -> tuple[int, int]:
-    "tb_tree's (dynamic shared bytes, flags): the per-depth lists (bit 0), then the BFS scores (bit 1), then, with `links` (default `SMEM_LINKS`), the BFS parent links and slot -> node index (bit 2) go to shared memory when they fit."
+    "tb_tree's (dynamic shared bytes, flags): the per-depth lists (bit 0), then the BFS scores (bit 1), then, with `links` (default `SMEM_LINKS`), the BFS parent links and slot -> node index (bit 2) go to shared memory when they fit, tested in that order (the kernel lays them out scores, lists, links)."
     nb, flags = _TREE_SMEM, 0
     if nb + L * (k | 1) * 8 <= limit: nb, flags = nb + L * (k | 1) * 8, 1   # rows of an odd number of doubles: no bank conflicts
     if nb + UCAP * 8 <= limit: nb, flags = nb + UCAP * 8, flags | 2
