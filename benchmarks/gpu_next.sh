@@ -27,6 +27,7 @@
 #   bash benchmarks/gpu_next.sh s21b "$OUT"  # session 21: the compiled merged round at T = 0 without and with AUTOTUNE_AR (<= 3.5 min)
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s22a "$OUT"  # session 22: s21c, nbs/03's cuda cells (the cluster merge), the split x cluster sweep at the demo shapes (<= 8.5 min)
+#   bash benchmarks/gpu_next.sh s26b "$OUT"  # issue 19 on an H200: the T = 1 timeline, the verify tables, 300 s of fuzz
 #   bash benchmarks/gpu_next.sh s26a "$OUT"  # tb_tree's links in shared memory (written in session 25, not run): checked with and without, fuzzed, timed
 #   bash benchmarks/gpu_next.sh s25d "$OUT"  # the combine with 8 chunks in flight, nbs/03, the verify sanitizer, 180 s of fuzz, the table
 #   bash benchmarks/gpu_next.sh s25c "$OUT"  # the plain plan by default, the combine shape by rows: checks, tables, the round
@@ -255,6 +256,15 @@ print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mi
 from ddtree_nb.reliability import fuzz_tree
 r = fuzz_tree(60, seed=31, backend='cuda', out_dir='$out/fuzz_repro')
 print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mismatches']), 'mismatches')" ;;
+  s26b)   # issue 19's numbers on an H200 (elsewhere: the same steps, for the record): the T = 1 timeline, the verify table with the plain plans and the PDL rule, and the 5-minute fuzz the issue asks for (about 8 min)
+    export DDTREE_COMMIT=$commit
+    step stamp_verify 90 python benchmarks/stamp_verify.py --H 64 --P 4096,32768,131072 --clusters default,2 --out "$out"
+    step bench_verify_cluster 60 python benchmarks/bench_verify_default.py --cluster --out "$out"
+    step bench_verify_pdl 60 python benchmarks/bench_verify_default.py --pdl --out "$out"
+    step fuzz_verify_auto 320 python -c "from ddtree_nb.reliability import fuzz_verify
+r = fuzz_verify(300, seed=32, backend='cuda', impl='auto', out_dir='$out/fuzz_repro')
+print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mismatches']), 'mismatches')"
+    keep_few "$out" gpu_next.log stamp_verify.log stamp_verify.json bench_verify_cluster.log bench_verify_pdl.log fuzz_verify_auto.log ;;
   tree_quick)   # the tree builder in three minutes at most: bench_tree at 40 iterations, then nbs/02's cuda cells
     step bench_tree 100 python benchmarks/bench_tree.py --iters 40 --commit "$commit" --out "$out/bench_tree.md"
     step tree_tests 80 nbdev_test --flags cuda --do_print --path nbs/02_tree_builder.ipynb ;;
