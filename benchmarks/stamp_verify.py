@@ -24,8 +24,6 @@ from ddtree_nb.runtime import load_kernel, engine_stream
 from ddtree_nb.bench import git_commit
 
 
-AGAINST = None
-
 
 def launchers(T, H, P, ql, qp, bits, scale, out, lse, stamped: bool, cluster=None, source='verify_attn_sm90.cu'):
     "(split(kv, stamps), combine(), plan) for the default plan: the split kernel (stamped or shipped) and the combine, as _verify_cuda launches them."
@@ -61,13 +59,14 @@ def timeline(st: torch.Tensor) -> dict:
             per_later_tile=(((t2 - t1) / (tiles - 1).clamp(min=1))[later] / 1e3).median() if later.any() else float('nan'),
             loop=((t2 - t0) / 1e3).median(), merge=((t3 - t2) / 1e3).median(), tail=(t3.max() - t3.median()) / 1e3,
             gap_to_next=(st[c + 1, :, 0].min() - t3.max()) / 1e3, tiles=tiles.median()))
-        if (st[c, :, 6] > 0).all():   # the cluster merge: barrier (the other blocks' loops), pushes and barrier, sums and writes
+        if (st[c, :, 6] > 0).all():   # the cluster merge: its first barrier (the other blocks' loops), the stats and staging up to its second
+            # barrier, then the sums and writes (merge_push is named after session 25's pushed variant, kept for the saved runs)
             t6, t7 = st[c, :, 6], st[c, :, 7]
             rows[-1].update(merge_wait=((t6 - t2) / 1e3).median(), merge_push=((t7 - t6) / 1e3).median(), merge_sum=((t3 - t7) / 1e3).median())
     return {k: round(float(statistics.median([float(r[k]) for r in rows])), 2) for k in rows[0]}
 
 
-def shape(T, H, P, calls, cluster=None):
+def shape(T, H, P, calls, cluster=None, against=None):
     kvs, ql, qp, vis = make_inputs(T, H, P, 'chain', 0)
     bits, scale = vis_to_bits(vis), DQK ** -0.5 * 2.0
     out = torch.empty(T, H, 512, dtype=torch.bfloat16, device='cuda'); lse = torch.empty(T, H, dtype=torch.float32, device='cuda')
@@ -82,11 +81,11 @@ def shape(T, H, P, calls, cluster=None):
         ref = (out.clone(), lse.clone())
         split_s(kvs[0], st[0]); comb(); torch.cuda.synchronize()
     same = bool(torch.equal(out, ref[0]) and torch.equal(lse, ref[1]))
-    if AGAINST:   # earlier versions of the kernel files: the same outputs, bit for bit?
-        split_o, comb_o, _ = launchers(T, H, P, ql, qp, bits, scale, out, lse, False, cluster, Path(AGAINST) / 'verify_attn_sm90.cu')
+    if against:   # earlier versions of the kernel files: the same outputs, bit for bit?
+        split_o, comb_o, _ = launchers(T, H, P, ql, qp, bits, scale, out, lse, False, cluster, Path(against) / 'verify_attn_sm90.cu')
         with es: split_o(kvs[0]); comb_o(); torch.cuda.synchronize()
         same_as = bool(torch.equal(out, ref[0]) and torch.equal(lse, ref[1]))
-        print(f"  {AGAINST}: bit-equal {same_as}" + ('' if same_as else f", max |diff| {(out.float() - ref[0].float()).abs().max().item():.3g}"), flush=True)
+        print(f"  {against}: bit-equal {same_as}" + ('' if same_as else f", max |diff| {(out.float() - ref[0].float()).abs().max().item():.3g}"), flush=True)
     us_stamped, _ = gpu_time_us([lambda i=i, kv=kv: (split_s(kv, st[i]), comb()) for i, kv in enumerate(seq)])
     tl = timeline(st.cpu())
     us_call, _ = gpu_time_us([lambda kv=kv: mla_tree_attention(ql, qp, kv, P, bits, scale, out=out, lse=lse, cluster=cluster) for kv in seq])
@@ -107,11 +106,10 @@ if __name__ == '__main__':
     ap.add_argument('--T', type=int, default=1); ap.add_argument('--calls', type=int, default=20); ap.add_argument('--clusters', default='default'); ap.add_argument('--out', default=None)
     ap.add_argument('--against', default=None, help='a folder with earlier copies of verify_attn_sm90.cu and verify_attn.cu: check the shipped outputs equal theirs, bit for bit')
     a = ap.parse_args()
-    AGAINST = a.against
     res = []
     clusters = [None if c == 'default' else int(c) for c in a.clusters.split(',')]
     for H, P, c in [(H, P, c) for H in map(int, a.H.split(',')) for P in map(int, a.P.split(',')) for c in clusters]:
-        try: res.append(shape(a.T, H, P, a.calls, c))
+        try: res.append(shape(a.T, H, P, a.calls, c, a.against))
         except Exception as e:
             print(f"T={a.T} H={H} P={P} cluster={c}: {type(e).__name__}: {e}", flush=True)
             res.append(dict(T=a.T, H=H, P=P, cluster=c, error=str(e)))

@@ -137,7 +137,8 @@ __device__ __forceinline__ void wgmma_m64n256k16_tb(float *d, uint64_t da, uint6
 
 // VERIFY_STAMPS (benchmarks/stamp_verify.py only; the shipped build has none of it): thread 0 of each block records its
 // timeline, %globaltimer ns, in stamps[block * 8 + i]: 0 start, 1 Q and the first tile landed, 2 key loop done, 3 end
-// (after the merge and the writes), 4 the SM, 5 the block's key tiles.
+// (after the merge and the writes), 4 the SM, 5 the block's key tiles; in the cluster kernels 6 and 7 the merge's first
+// and second cluster barriers.
 #ifdef VERIFY_STAMPS
 #define VSTAMP(i) do { if (tid == 0) { unsigned long long t_; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_)); \
                                         stamps[(blockIdx.y * gridDim.x + blockIdx.x) * 8 + (i)] = t_; } } while (0)
