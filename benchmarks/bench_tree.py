@@ -14,7 +14,6 @@ log-sum-exp) alone and phase 2 (`tb_tree`) alone. The stage columns split the sh
 Reference path: torch.topk + logsumexp on the GPU, copy to host, heapq and ancestor mask on the host (wall clock).
 """
 import argparse, datetime, statistics, subprocess, time
-import ddtree_nb.tree as tree_mod
 import torch
 from ddtree_nb.tree import (TreeBuffers, fill_tree, launch_rows, launch_tree, build_tree_ref, tree_from_ranked, tree_smem,
                             CHUNK)
@@ -50,7 +49,7 @@ class OldBuilder:
         self.rowsort(x, V, w['rowinfo'], w['rowlse'], w['cand'], w['lq'], w['ltok'], w['kd'], grid=L, block=1024)
     def tb_tree(self, buf, x, B):
         (L, V), w, k = x.shape, buf.ws, min(B, x.shape[1])
-        nb, flags = tree_smem(L, k, self.limit, links=False)   # v2's tb_tree takes the same layout, without the links
+        nb, flags = tree_smem(L, k, self.limit)   # v2's tb_tree takes the same layout
         self.tree(w['lq'], w['ltok'], w['kd'], L, B, buf.max_budget, buf.W, 0, k, flags, buf.root_token,
                   w['u_score'], w['u_par'], w['u_rank'], w['u_depth'], w['slot_idx'],
                   w['h_score'], w['h_par'], w['h_rank'], w['h_depth'], w['h_prev'], w['stats'],
@@ -103,9 +102,7 @@ def main():
     ap.add_argument('--out', default=None)
     ap.add_argument('--commit', default=None, help='commit to record (default: git rev-parse HEAD)')
     ap.add_argument('--copies', type=int, default=10, help='builds back to back in each timed graph')
-    ap.add_argument('--links', action='store_true', help="the shipped builder with tb_tree's BFS links in shared memory (tree.SMEM_LINKS)")
     a = ap.parse_args()
-    if a.links: tree_mod.SMEM_LINKS = True
     import pycuda.driver as drv
     es = engine_stream(); s = es.torch
     gt = lambda fn: graph_time(fn, s, a.iters, a.copies)
@@ -144,7 +141,7 @@ def main():
                 print(rows[-1], flush=True)
     commit = a.commit or subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()
     out = [f"date {datetime.date.today()}, GPU {torch.cuda.get_device_name()}, commit {commit}, torch {torch.__version__}, SM clock attribute {clock:.0f} MHz",
-           f"command: python benchmarks/bench_tree.py --iters {a.iters} --copies {a.copies}" + (" --links" if a.links else ""), "",
+           f"command: python benchmarks/bench_tree.py --iters {a.iters} --copies {a.copies}", "",
            "µs per build, " + (f"{a.copies} builds back to back in each graph" if a.copies > 1 else "one build a graph replay") + "; the column 'shipped, one build a replay': one build in each graph, the graph launch included.", "",
            "| logits | B | before µs | **shipped µs** | shipped, one build a replay µs | shipped, tb_tree plain launch µs | before/shipped | phase 1 before µs | phase 1 v2 / **v4** / v3 µs | v4 path (1 cand, 2 hist), most candidates | phase 2 before → shipped µs | shipped tb_tree stages µs (" + ' / '.join(STAGES) + ") | reference path µs | ref/shipped | phase-2 path |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -30,7 +30,6 @@
 #   bash benchmarks/gpu_next.sh s26c "$OUT"  # the split merge inside the sm_90a kernel (session 26): nbs/03, T = 1 timelines, merged vs launched, sanitizer, fuzz
 #   bash benchmarks/gpu_next.sh s26d "$OUT"  # the round on it (run_ahead, T = 0 and 0.8) and without it (--no-fuse)
 #   bash benchmarks/gpu_next.sh s26b "$OUT"  # issue 19 on an H200: the T = 1 timeline, the verify tables, 300 s of fuzz
-#   bash benchmarks/gpu_next.sh s26a "$OUT"  # tb_tree's links in shared memory (written in session 25, not run): checked with and without, fuzzed, timed
 #   bash benchmarks/gpu_next.sh s25d "$OUT"  # the combine with 8 chunks in flight, nbs/03, the verify sanitizer, 180 s of fuzz, the table
 #   bash benchmarks/gpu_next.sh s25c "$OUT"  # the plain plan by default, the combine shape by rows: checks, tables, the round
 #   bash benchmarks/gpu_next.sh s24b "$OUT"  # session 24's verify ring (two tiles in flight), tb_tree's tie order and warp minima, bench_tree's back-to-back timing: s24a's steps, then on an H200 the PDL plans (<= 9.5 min)
@@ -268,13 +267,6 @@ print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mi
     export DDTREE_COMMIT=$commit
     step run_ahead 170 python benchmarks/bench_run_ahead.py --out "$out/rac" --commit "$commit" --compile --merge on --temps 0,0.8 --reps 2
     step run_ahead_nofuse 170 python benchmarks/bench_run_ahead.py --out "$out/rac_nofuse" --commit "$commit" --compile --merge on --temps 0 --reps 2 --no-fuse ;;
-  s26a)   # tb_tree's links in shared memory (tree.SMEM_LINKS, session 25, not run): every bench tree against the reference with and without, then 60 s of the tree fuzzer with them; if all agree, make SMEM_LINKS the default (about 4 min)
-    bash "$0" tree_quick "$out"
-    step bench_tree_links 100 python benchmarks/bench_tree.py --iters 40 --links --commit "$commit" --out "$out/bench_tree_links.md"
-    step fuzz_tree_links 75 python -c "import ddtree_nb.tree as t; t.SMEM_LINKS = True
-from ddtree_nb.reliability import fuzz_tree
-r = fuzz_tree(60, seed=31, backend='cuda', out_dir='$out/fuzz_repro')
-print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mismatches']), 'mismatches')" ;;
   s26b)   # issue 19's numbers on an H200 (elsewhere: the same steps, for the record): the T = 1 timeline, the verify table with the plain plans and the PDL rule, and the 5-minute fuzz the issue asks for (about 8 min)
     export DDTREE_COMMIT=$commit
     step stamp_verify 90 python benchmarks/stamp_verify.py --H 64 --P 4096,32768,131072 --clusters default,2 --out "$out"

@@ -13,10 +13,10 @@ from .runtime import load_kernel, require_cuda, device_limits, unfinished_droppe
 
 # %% auto #0
 __all__ = ['MAX_DEPTH', 'MAX_VOCAB', 'MAX_BUDGET', 'UCAP', 'SORTCAP', 'KMAX', 'NBINS', 'CAND', 'CHUNK', 'MAXC', 'ROW_E',
-           'CLUSTER', 'ROW_THREADS', 'CAND4', 'ROW_KERNELS', 'PHASE1', 'SMEM_LINKS', 'DraftTree', 'vis_words',
-           'pack_visibility', 'unpack_visibility', 'check_draft_inputs', 'ranked_lists', 'tree_from_ranked',
-           'build_tree_ref', 'TreeBuffers', 'load_tree', 'write_chain', 'truncate_tree', 'rows_shape', 'tree_smem',
-           'launch_rows', 'launch_tree', 'fill_tree', 'build_tree']
+           'CLUSTER', 'ROW_THREADS', 'CAND4', 'ROW_KERNELS', 'PHASE1', 'DraftTree', 'vis_words', 'pack_visibility',
+           'unpack_visibility', 'check_draft_inputs', 'ranked_lists', 'tree_from_ranked', 'build_tree_ref',
+           'TreeBuffers', 'load_tree', 'write_chain', 'truncate_tree', 'rows_shape', 'tree_smem', 'launch_rows',
+           'launch_tree', 'fill_tree', 'build_tree']
 
 # %% ../nbs/02_tree_builder.ipynb #7db52c54
 @dataclass
@@ -251,14 +251,12 @@ def _tree_kernels(dtype):
 
 # %% ../nbs/02_tree_builder.ipynb #94166f3f
 _TREE_SMEM = 4 * (KMAX + 1) * 4 + UCAP * 4
-SMEM_LINKS = False   # tb_tree's BFS links in shared memory (bit 2 below): written in session 25, not yet run on a GPU (bench_tree.py --links)
 
-def tree_smem(L: int, k: int, limit: int, links: bool|None=None) -> tuple[int, int]:
-    "tb_tree's (dynamic shared bytes, flags): the per-depth lists (bit 0), then the BFS scores (bit 1), then, with `links` (default `SMEM_LINKS`), the BFS parent links and slot -> node index (bit 2) go to shared memory when they fit, tested in that order (the kernel lays them out scores, lists, links)."
+def tree_smem(L: int, k: int, limit: int) -> tuple[int, int]:
+    "tb_tree's (dynamic shared bytes, flags): the per-depth lists (bit 0), then the BFS scores (bit 1) go to shared memory when they fit, tested in that order (the kernel lays them out scores, then lists)."
     nb, flags = _TREE_SMEM, 0
     if nb + L * (k | 1) * 8 <= limit: nb, flags = nb + L * (k | 1) * 8, 1   # rows of an odd number of doubles: no bank conflicts
     if nb + UCAP * 8 <= limit: nb, flags = nb + UCAP * 8, flags | 2
-    if (SMEM_LINKS if links is None else links) and nb + 2 * UCAP * 4 <= limit: nb, flags = nb + 2 * UCAP * 4, flags | 4
     return nb, flags
 
 

@@ -821,17 +821,14 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
     pdl_wait();
     lq_g = after_here(lq_g); ltok = after_here(ltok); kd_g = after_here(kd_g);
     STAMP(0);
-    // shared-memory copies when they fit (smem_flags bit 0: the lists, bit 1: the BFS scores, bit 2: the BFS parent links
-    // and the slot -> node index); the binary searches and the BFS are chains of dependent loads, shared memory makes each
-    // step ~10x cheaper than L2. Layout after off: the scores, the lists, the links (tree.tree_smem sizes them).
+    // shared-memory copies when they fit (smem_flags bit 0: the lists, bit 1: the BFS scores); the binary searches and the
+    // BFS are chains of dependent loads, shared memory makes each step ~10x cheaper than L2. Layout after off: the scores,
+    // then the lists (tree.tree_smem sizes them). The BFS parent links and slot index stay in global memory: in shared memory
+    // too (session 25's bit 2) they changed no stage by more than 0.1 µs at B = 16-1024 (tree_build.md, "Session 26").
     unsigned char *extra = (unsigned char *)(off + UCAP);
     double *u_score = (smem_flags & 2) ? (double *)extra : u_score_g;
     if (smem_flags & 2) extra += UCAP * sizeof(double);
-    int *u_par = u_par_g, *slot_idx = slot_idx_g;   // in shared memory, the rank stage's tie walks, the index stage's
-    if (smem_flags & 4) {                            // writes and the emit stage's lookups never wait on L2
-        u_par = (int *)(extra + ((smem_flags & 1) ? (size_t)L * (ks | 1) * sizeof(double) : 0));
-        slot_idx = u_par + UCAP;
-    }
+    int *u_par = u_par_g, *slot_idx = slot_idx_g;
     const double *lq = lq_g;
     if (B > 0 && tid < L) kd[tid] = kd_g[tid];
     __syncthreads();
