@@ -235,11 +235,9 @@ __device__ __forceinline__ void fused_combine(unsigned char *smem, int *__restri
     __shared__ int s_ticket;
     const int arrivals = gridDim.y;
     cnt += blockIdx.x;
-    __syncthreads();  // every thread's partial stores issued (and the staging's shared reads done)
-    if (tid == 0) {
-        __threadfence();  // this block's partial visible GPU-wide before its ticket
-        s_ticket = atomicAdd(cnt, 1);
-    }
+    __threadfence();  // this thread's partial stores visible GPU-wide before the block's ticket
+    __syncthreads();  // ... every thread's (and the staging's shared reads done)
+    if (tid == 0) s_ticket = atomicAdd(cnt, 1);
     __syncthreads();
     const int w = s_ticket - (arrivals - workers);
     if (w < 0) return;
