@@ -126,13 +126,8 @@ def main(argv=None):
     ap.add_argument('--autotune-ar', action=argparse.BooleanOptionalAction, default=None, help="with --compile: Stages(compile=model.AUTOTUNE_AR), the one-token forwards (the AR step) through inductor's max-autotune; --no-autotune-ar: Stages(compile={}); default: Stages(compile=True), which autotunes them")
     ap.add_argument('--traced', action='store_true', help="target.trace_attention: compiled layers keep the verify kernel inside their graph (a custom op)")
     ap.add_argument('--temps', default='0,0.8', help='temperatures, comma-separated')
-    ap.add_argument('--no-fuse', action='store_true', help="every verify call's split merge as a combine launch (verify_plan's fuse=False), for an A/B against the default, which merges in the sm_90a kernel where verify.fuse_workers takes it")
     a = ap.parse_args(argv)
     global MERGE; MERGE = {'on': True, 'off': False}.get(a.merge)
-    if a.no_fuse:
-        import ddtree_nb.verify as V
-        _fw = V.fuse_workers
-        V.fuse_workers = lambda M, grid, parts, cluster, slots, fuse=None: _fw(M, grid, parts, cluster, slots, False if fuse is None else fuse)
     if a.autotune_ar is not None:
         if not a.compile: ap.error('--autotune-ar / --no-autotune-ar need --compile')
         from ddtree_nb.model import AUTOTUNE_AR
@@ -146,7 +141,7 @@ def main(argv=None):
     prompts = held_out_prompts(tok, n=a.prompts, prompt_tokens=32)
     res = dict(meta=dict(date=time.strftime('%Y-%m-%d'), gpu=torch.cuda.get_device_name(), commit=a.commit, torch=torch.__version__,
                          command='python benchmarks/bench_run_ahead.py ' + ' '.join(argv or __import__('sys').argv[1:]),
-                         prompts=len(prompts), max_new=a.max_new, reps=a.reps, compile=a.compile, merge=MERGE, traced=a.traced, fuse=not a.no_fuse))
+                         prompts=len(prompts), max_new=a.max_new, reps=a.reps, compile=a.compile, merge=MERGE, traced=a.traced))
     res['ab'] = ab(t, d, prompts, a.max_new, a.reps, log, tuple(float(x) for x in a.temps.split(',')), a.compile)
     res['census'] = []
     for m, B in (('ar', 0), ('ddtree', 64)):

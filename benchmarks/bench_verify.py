@@ -94,13 +94,13 @@ def bench_shape(T, H, P, kind, impls: dict, seed=0, with_torch=True, v1=False, c
     seq = [kvs[i % nbuf] for i in range(max(calls_min, nbuf))]
     res = dict(T=T, H=H, P=P, kind=kind, n_caches=nbuf, impls={})
     for name, kw in impls.items():
-        plan = verify_plan(T, H, P, **{k: v for k, v in kw.items() if k in ('config', 'splits', 'impl', 'pv_n', 'cluster', 'fuse')})
+        plan = verify_plan(T, H, P, **{k: v for k, v in kw.items() if k in ('config', 'splits', 'impl', 'pv_n', 'cluster')})
         ws = verify_workspace(T, H, plan['parts'], 'cuda') if plan['parts'] > 1 else None
         out.fill_(float('nan')); lse.fill_(float('nan'))
         mla_tree_attention(ql, qp, kvs[0], P, bits, scale, out=out, lse=lse, workspace=ws, **kw)
         torch.cuda.synchronize()
         rel, dl = verify_error(out, lse, ro, rl)
-        r = dict(kw={k: str(v) for k, v in kw.items()}, plan={k: plan[k] for k in ('kernel', 'splits', 'cluster', 'parts', 'grid', 'smem', 'fuse')}, rel_err=rel, lse_err=dl)
+        r = dict(kw={k: str(v) for k, v in kw.items()}, plan={k: plan[k] for k in ('kernel', 'splits', 'cluster', 'parts', 'grid', 'smem')}, rel_err=rel, lse_err=dl)
         if not (rel <= 1e-2 and dl <= 1e-2):
             r.update(ok=False, first_bad=first_mismatch(out, ro) or first_mismatch(lse, rl), note='wrong on this shape: not timed')
         else:

@@ -9,9 +9,6 @@ Each variant is checked against fp64 first (`bench_verify.bench_shape`); CUDA-gr
     python benchmarks/bench_verify_default.py --cluster --out DIR   # the sm_90a kernel with its plain split plan (cluster=1) against
                                                                # the default plan (`default_cluster`: the cluster merge), at the
                                                                # engine's shapes and issue 19's (bench_verify.SHAPES)
-    python benchmarks/bench_verify_default.py --fuse --out DIR   # the default plan with its split merge as a combine launch
-                                                               # (fuse=False) and inside the kernel (fuse=True, where a plan can),
-                                                               # at the same shapes, and which one `fuse_workers` (the default) picks
 """
 import argparse, json, os, sys
 import torch
@@ -23,22 +20,7 @@ SHAPES = [(T, H, P, 'chain' if T == 1 else 'tree') for H, P in ((4, 1000), (64, 
 
 if __name__ == '__main__':
     ap = argparse.ArgumentParser(); ap.add_argument('--out', default='.'); ap.add_argument('--pdl', action='store_true')
-    ap.add_argument('--cluster', action='store_true'); ap.add_argument('--fuse', action='store_true'); a = ap.parse_args()
-    if a.fuse:
-        from ddtree_nb.verify import verify_plan
-        rows = []
-        print('| T | H | P | combine launch µs | merged in the kernel µs | launch / merged | workers | default |\n|---|---|---|---|---|---|---|---|')
-        for T, H, P, k in SHAPES + bv.SHAPES:
-            impls = {'launch': dict(impl='sm90', fuse=False)}
-            try: w = verify_plan(T, H, P, impl='sm90', fuse=True)['fuse']; impls['fused'] = dict(impl='sm90', fuse=True)
-            except ValueError: w = 0                                  # no partials, a cluster plan, or more than one wave
-            r = bv.bench_shape(T, H, P, k, impls, with_torch=False); rows.append(r)
-            lo, fu = r['impls']['launch'], r['impls'].get('fused', {})
-            us = [f"{x['us']:.1f}" if x.get('ok') else ('WRONG' if x else '–') for x in (lo, fu)]
-            ratio = f"{lo['us'] / fu['us']:.2f}x" if lo.get('ok') and fu.get('ok') else ''
-            print(f"| {T} | {H} | {P} | {us[0]} | {us[1]} | {ratio} | {w or '–'} | {'merged' if verify_plan(T, H, P, impl='sm90')['fuse'] else 'launch'} |", flush=True)
-        json.dump(dict(commit=git_commit(), gpu=torch.cuda.get_device_name(), rows=rows), open(os.path.join(a.out, 'bench_verify_fuse.json'), 'w'), indent=1, default=str)
-        sys.exit(0)
+    ap.add_argument('--cluster', action='store_true'); a = ap.parse_args()
     if a.cluster:
         impls = {'sm90_c1': dict(impl='sm90', cluster=1), 'sm90': dict(impl='sm90')}
         rows = [bv.bench_shape(T, H, P, k, impls, with_torch=False) for T, H, P, k in SHAPES + bv.SHAPES]

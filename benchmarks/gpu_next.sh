@@ -27,8 +27,6 @@
 #   bash benchmarks/gpu_next.sh s21b "$OUT"  # session 21: the compiled merged round at T = 0 without and with AUTOTUNE_AR (<= 3.5 min)
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s22a "$OUT"  # session 22: s21c, nbs/03's cuda cells (the cluster merge), the split x cluster sweep at the demo shapes (<= 8.5 min)
-#   bash benchmarks/gpu_next.sh s26c "$OUT"  # the split merge inside the sm_90a kernel (session 26): nbs/03, T = 1 timelines, merged vs launched, sanitizer, fuzz
-#   bash benchmarks/gpu_next.sh s26d "$OUT"  # the round on it (run_ahead, T = 0 and 0.8) and without it (--no-fuse)
 #   bash benchmarks/gpu_next.sh s26b "$OUT"  # issue 19 on an H200: the T = 1 timeline, the verify tables, 300 s of fuzz
 #   bash benchmarks/gpu_next.sh s25d "$OUT"  # the combine with 8 chunks in flight, nbs/03, the verify sanitizer, 180 s of fuzz, the table
 #   bash benchmarks/gpu_next.sh s25c "$OUT"  # the plain plan by default, the combine shape by rows: checks, tables, the round
@@ -250,23 +248,6 @@ r = fuzz_verify(180, seed=29, backend='cuda', impl='auto', out_dir='$out/fuzz_re
 print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mismatches']), 'mismatches')"
     step bench_verify_cluster 60 python benchmarks/bench_verify_default.py --cluster --out "$out"
     keep_few "$out" gpu_next.log stamp_verify.log sanitize_kernels.md bench_verify_cluster.log bench_verify_cluster.json gpu_tests.log ;;
-  s26c)   # session 26's split merge inside the sm_90a kernel (verify.fuse_workers): nbs/03's cuda cells, the T = 1 timelines, merged against launched at every shape, the verify sanitizer, 60 s of fuzz (about 6 min)
-    export DDTREE_COMMIT=$commit
-    GPU_TESTS_TIMEOUT=100 N_WORKERS=1 step gpu_tests_03 110 bash benchmarks/gpu_tests.sh "$out" 03_verify
-    step stamp_verify 70 python benchmarks/stamp_verify.py --H 64 --P 4096,32768,131072 --out "$out"
-    step stamp_verify_h4 40 python benchmarks/stamp_verify.py --H 4 --P 1000 --out "$out/h4"
-    step bench_verify_fuse 120 python benchmarks/bench_verify_default.py --fuse --out "$out"
-    KERNELS=verify TIMEOUT_PLAIN=50 TIMEOUT_MEMCHECK=70 TIMEOUT_INITCHECK=50 TIMEOUT_SYNCCHECK=50 TIMEOUT_RACECHECK=80 \
-      step sanitize_verify 320 bash benchmarks/sanitize_kernels.sh "$out/san"
-    cp "$out"/san/sanitize_kernels.md "$out"/ 2>/dev/null
-    step fuzz_verify_auto 75 python -c "from ddtree_nb.reliability import fuzz_verify
-r = fuzz_verify(60, seed=33, backend='cuda', impl='auto', out_dir='$out/fuzz_repro')
-print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mismatches']), 'mismatches')"
-    keep_few "$out" gpu_next.log stamp_verify.log stamp_verify.json bench_verify_fuse.log sanitize_kernels.md gpu_tests.log ;;
-  s26d)   # the round with the merge in the kernel (the AR steps' verify calls): bench_run_ahead at T = 0 and 0.8, then at T = 0 with every merge a combine launch (--no-fuse) (about 4 min; nbs/05's cuda cells: part cells05)
-    export DDTREE_COMMIT=$commit
-    step run_ahead 170 python benchmarks/bench_run_ahead.py --out "$out/rac" --commit "$commit" --compile --merge on --temps 0,0.8 --reps 2
-    step run_ahead_nofuse 170 python benchmarks/bench_run_ahead.py --out "$out/rac_nofuse" --commit "$commit" --compile --merge on --temps 0 --reps 2 --no-fuse ;;
   s26b)   # issue 19's numbers on an H200 (elsewhere: the same steps, for the record): the T = 1 timeline, the verify table with the plain plans and the PDL rule, and the 5-minute fuzz the issue asks for (about 8 min)
     export DDTREE_COMMIT=$commit
     step stamp_verify 90 python benchmarks/stamp_verify.py --H 64 --P 4096,32768,131072 --clusters default,2 --out "$out"

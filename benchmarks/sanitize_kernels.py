@@ -245,12 +245,10 @@ def _verify_sm90():
     _need_sm90()
     runs = [_verify_run(16, 8, 300, seed=20 + i, impl='sm90', pv_n=n, splits=s) for i, (n, s) in enumerate([(256, 1), (256, 7), (64, 1), (64, 7)])]
     runs.append(_verify_run(1, 64, 2000, 'chain', seed=24, impl='sm90', splits=20))
-    runs += [_verify_run(1, 4, 1000, 'chain', seed=26, impl='sm90'), _verify_run(1, 64, 2000, 'chain', seed=27, impl='sm90', fuse=True)]   # the merge in the kernel
-    runs.append(_verify_edge(dict(P=0, dead_rows=(1, 4), nan_slots=(2,)), [dict(impl='sm90'), dict(impl='sm90', pv_n=64, splits=7),
-                                                                           dict(impl='sm90', splits=7, fuse=True)], 25))
+    runs.append(_verify_edge(dict(P=0, dead_rows=(1, 4), nan_slots=(2,)), [dict(impl='sm90'), dict(impl='sm90', pv_n=64, splits=7)], 25))
     return ' / '.join(runs)
 case('verify_sm90', 'verify', ['verify_attn_sm90_n256', 'verify_attn_sm90_n64', _COMB],
-     'sm_90a kernel (sm_90 GPUs only): both PV widths x splits 1 and 7, AR steps with 20 splits and with the merge in the kernel, edge cases')(_verify_sm90)
+     'sm_90a kernel (sm_90 GPUs only): both PV widths x splits 1 and 7, AR step with 20 splits, edge cases')(_verify_sm90)
 
 def _verify_sm90_cluster():
     _need_sm90()

@@ -10,41 +10,35 @@ Prints per shape (medians over the calls but the first and last): the split kern
 block end), its ramp (spread of the block starts), the first tile's wait (start -> Q and tile 0 landed), the loop time
 per later tile, the merge and writes (loop done -> end; for the cluster kernels split into the wait at the first cluster
 barrier, the pushes up to the second, and the sums and stores), the tail (last end - median end), and the gap from one call's
-last split block end to the next call's first block start, which holds the combine and the next launch. Where the plan merges
-in the kernel (`fuse`), also its workers' wait for the last partial and their merge (stamps 6 and 7), and the gap is from the
-last merge's end. Also the graph-replayed µs a call of: the shipped call, the split kernel alone (with its merge, if fused),
-the combine alone (0 when there is no combine launch); and how far the default call's outputs are from the combine launch's
-(`fuse=False`), which is what `--against` compares earlier kernel files with.
+last split block end to the next call's first block start, which holds the combine and the next launch. Also the
+graph-replayed µs a call of: the shipped call, the split kernel alone, the combine alone.
 """
 import argparse, json, os, statistics, sys
 from pathlib import Path
 import torch
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_verify import make_inputs, gpu_time_us
-from ddtree_nb.verify import (DQK, SIG_V2, SIG_SM90, SIG_COMBINE, verify_plan, verify_workspace, mla_tree_attention, vis_to_bits,
-                              fuse_counters, _kernel)
+from ddtree_nb.verify import (DQK, SIG_V2, SIG_COMBINE, verify_plan, verify_workspace, mla_tree_attention, vis_to_bits,
+                              _kernel)
 from ddtree_nb.runtime import load_kernel, engine_stream
 from ddtree_nb.bench import git_commit
 
 
 
 def launchers(T, H, P, ql, qp, bits, scale, out, lse, stamped: bool, cluster=None, source='verify_attn_sm90.cu'):
-    "(split(kv, stamps), combine(), plan) for the default plan: the split kernel (stamped or shipped) and the combine, as _verify_cuda launches them (no combine where the kernel merges; an earlier kernel file without the fused merge always has one)."
-    fusing = 'fuse_workers' in Path(source if not isinstance(source, str) else Path(__file__).parents[1] / 'kernels' / source).read_text()
-    plan = verify_plan(T, H, P, impl='sm90', cluster=cluster, fuse=None if fusing else False)
-    fw = plan['fuse']
+    "(split(kv, stamps), combine(), plan) for the default plan: the split kernel (stamped or shipped) and the combine, as _verify_cuda launches them."
+    plan = verify_plan(T, H, P, impl='sm90', cluster=cluster)
     n = plan['parts']
     ws_o, ws_lse = verify_workspace(T, H, n, 'cuda') if n > 1 else (0, 0)
     opts = ('-DVERIFY_STAMPS',) if stamped else ()
-    k = load_kernel(source, plan['kernel'], (SIG_SM90 if fusing else SIG_V2) + ('P' if stamped else ''), options=opts, arch='sm_90a')
-    cnt = fuse_counters(torch.cuda.current_device()) if fw else 0
+    k = load_kernel(source, plan['kernel'], SIG_V2 + ('P' if stamped else ''), options=opts, arch='sm_90a')
     k.set_max_dynamic_shared(plan['smem'])
     W = bits.shape[1]
     def split(kv, st=None):
-        args = (ql, qp, kv, bits, W, T, H, P, 0, kv.shape[0], float(scale), out, lse, ws_o, ws_lse, plan['splits']) + ((cnt, fw) if fusing else ())
+        args = (ql, qp, kv, bits, W, T, H, P, 0, kv.shape[0], float(scale), out, lse, ws_o, ws_lse, plan['splits'])
         k(*(args + ((st,) if stamped else ())), grid=plan['grid'], block=(256,), shared=plan['smem'])
     def combine():
-        if n == 1 or fw: return
+        if n == 1: return
         L, G = plan['combine']
         name = 'verify_attn_combine_pdl' if plan['pdl'] else 'verify_attn_combine'
         kc = _kernel(name, SIG_COMBINE) if isinstance(source, str) else load_kernel(source.parent / 'verify_attn.cu', name, SIG_COMBINE)
@@ -58,19 +52,13 @@ def timeline(st: torch.Tensor) -> dict:
     rows = []
     for c in range(1, st.shape[0] - 1):
         t0, t1, t2, t3, tiles = st[c, :, 0], st[c, :, 1], st[c, :, 2], st[c, :, 3], st[c, :, 5]
-        fused = (st[c, :, 6] > 0) & (st[c, :, 3] > 0) & ~(st[c, :, 6] > 0).all()   # a fused merge: only its workers stamp 6 and 7
-        end = torch.where(fused, st[c, :, 7], t3) if fused.any() else t3
         base, some, later = t0.min(), tiles > 0, tiles > 1
         t1 = torch.where(some, t1, t0)
         rows.append(dict(
             span=(t3.max() - base) / 1e3, ramp=(t0.max() - base) / 1e3, first_tile=((t1 - t0)[some] / 1e3).median(),
             per_later_tile=(((t2 - t1) / (tiles - 1).clamp(min=1))[later] / 1e3).median() if later.any() else float('nan'),
             loop=((t2 - t0) / 1e3).median(), merge=((t3 - t2) / 1e3).median(), tail=(t3.max() - t3.median()) / 1e3,
-            gap_to_next=(st[c + 1, :, 0].min() - end.max()) / 1e3, tiles=tiles.median()))
-        if fused.any():   # the workers: from their partial written to the last arrival, then their units merged; the last merge's end
-            t6, t7 = st[c, fused, 6], st[c, fused, 7]
-            rows[-1].update(fused_workers=int(fused.sum()), fused_wait=((t6 - t3[fused]) / 1e3).median(), fused_merge=((t7 - t6) / 1e3).median(),
-                            fused_end_after_last_partial=(t7.max() - t3.max()) / 1e3, span=(end.max() - base) / 1e3)
+            gap_to_next=(st[c + 1, :, 0].min() - t3.max()) / 1e3, tiles=tiles.median()))
         if (st[c, :, 6] > 0).all():   # the cluster merge: its first barrier (the other blocks' loops), the stats and staging up to its second
             # barrier, then the sums and writes (merge_push is named after session 25's pushed variant, kept for the saved runs)
             t6, t7 = st[c, :, 6], st[c, :, 7]
@@ -91,28 +79,22 @@ def shape(T, H, P, calls, cluster=None, against=None):
     with es:   # the stamped build's outputs equal the shipped call's, bit for bit
         mla_tree_attention(ql, qp, kvs[0], P, bits, scale, out=out, lse=lse, cluster=cluster); torch.cuda.synchronize()
         ref = (out.clone(), lse.clone())
-        mla_tree_attention(ql, qp, kvs[0], P, bits, scale, out=out, lse=lse, cluster=cluster, fuse=False); torch.cuda.synchronize()
-        ref_launch = (out.clone(), lse.clone())   # the combine as its own launch: what an earlier kernel file gives
         split_s(kvs[0], st[0]); comb(); torch.cuda.synchronize()
     same = bool(torch.equal(out, ref[0]) and torch.equal(lse, ref[1]))
     if against:   # earlier versions of the kernel files: the same outputs, bit for bit?
         split_o, comb_o, _ = launchers(T, H, P, ql, qp, bits, scale, out, lse, False, cluster, Path(against) / 'verify_attn_sm90.cu')
         with es: split_o(kvs[0]); comb_o(); torch.cuda.synchronize()
-        same_as = bool(torch.equal(out, ref_launch[0]) and torch.equal(lse, ref_launch[1]))
-        print(f"  {against}: bit-equal to the combine launch {same_as}" + ('' if same_as else f", max |diff| {(out.float() - ref_launch[0].float()).abs().max().item():.3g}"), flush=True)
-    d = (ref[0].float() - ref_launch[0].float()).abs()
-    fused_vs_launch = dict(max_abs=float(d.max()), max_rel=float((d / ref_launch[0].float().abs().clamp(min=1e-3)).max()),
-                           lse_max_abs=float((ref[1] - ref_launch[1]).abs().max()))
+        same_as = bool(torch.equal(out, ref[0]) and torch.equal(lse, ref[1]))
+        print(f"  {against}: bit-equal {same_as}" + ('' if same_as else f", max |diff| {(out.float() - ref[0].float()).abs().max().item():.3g}"), flush=True)
     us_stamped, _ = gpu_time_us([lambda i=i, kv=kv: (split_s(kv, st[i]), comb()) for i, kv in enumerate(seq)])
     tl = timeline(st.cpu())
     us_call, _ = gpu_time_us([lambda kv=kv: mla_tree_attention(ql, qp, kv, P, bits, scale, out=out, lse=lse, cluster=cluster) for kv in seq])
     us_split, _ = gpu_time_us([lambda kv=kv: split_p(kv) for kv in seq])
-    us_comb = gpu_time_us([comb for _ in seq])[0] if plan['parts'] > 1 and not plan['fuse'] else 0.0   # no combine launch: 0
-    r = dict(T=T, H=H, P=P, plan={k: plan[k] for k in ('kernel', 'splits', 'cluster', 'parts', 'grid', 'pdl', 'fuse')}, bit_equal=same,
-             default_vs_combine_launch=fused_vs_launch,
+    us_comb, _ = gpu_time_us([comb for _ in seq])
+    r = dict(T=T, H=H, P=P, plan={k: plan[k] for k in ('kernel', 'splits', 'cluster', 'parts', 'grid', 'pdl')}, bit_equal=same,
              us_call=round(us_call, 2), us_split_alone=round(us_split, 2), us_combine_alone=round(us_comb, 2),
              us_stamped_call=round(us_stamped, 2), timeline=tl)
-    print(f"T={T} H={H} P={P} {plan['kernel']} x{plan['splits']} parts {plan['parts']} pdl {plan['pdl']} fuse {plan['fuse']}: bit-equal {same}; "
+    print(f"T={T} H={H} P={P} {plan['kernel']} x{plan['splits']} parts {plan['parts']} pdl {plan['pdl']}: bit-equal {same}; "
           f"call {us_call:.1f} µs, split alone {us_split:.1f}, combine alone {us_comb:.1f}, stamped call {us_stamped:.1f}; "
           + ', '.join(f'{k} {v}' for k, v in tl.items()), flush=True)
     del kvs; torch.cuda.empty_cache()

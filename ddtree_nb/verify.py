@@ -11,11 +11,10 @@ from .runtime import load_kernel, require_cuda, engine_stream, device_arch, devi
 
 # %% auto #0
 __all__ = ['DC', 'DR', 'DQK', 'MAX_SPLITS', 'H200_BW', 'H200_BF16', 'V2_CONFIGS', 'SM90_KERNELS', 'SM90_CLUSTERS', 'SM90_PV_N',
-           'SM90_MIN_CUDA', 'IMPLS', 'SIG_V1', 'SIG_V2', 'SIG_COMBINE', 'SIG_SM90', 'FUSE_COUNTERS',
-           'mla_tree_attention_op', 'verify_cost', 'check_aligned', 'check_verify_inputs', 'tree_visible',
-           'tree_attention_torch', 'v2_smem', 'pick_config', 'choose_splits', 'sm90_smem', 'sm90_fits', 'check_cluster',
-           'cluster_splits', 'default_cluster', 'combine_shape', 'fuse_workers', 'fuse_counters', 'verify_plan',
-           'verify_workspace', 'pdl_pays', 'check_workspace', 'mla_tree_attention']
+           'SM90_MIN_CUDA', 'IMPLS', 'SIG_V1', 'SIG_V2', 'SIG_COMBINE', 'mla_tree_attention_op', 'verify_cost',
+           'check_aligned', 'check_verify_inputs', 'tree_visible', 'tree_attention_torch', 'v2_smem', 'pick_config',
+           'choose_splits', 'sm90_smem', 'sm90_fits', 'check_cluster', 'cluster_splits', 'default_cluster',
+           'combine_shape', 'verify_plan', 'verify_workspace', 'pdl_pays', 'check_workspace', 'mla_tree_attention']
 
 # %% ../nbs/03_verify.ipynb #2e46cf25
 DC, DR = 512, 64                      # latent and rope widths the kernel is built for
@@ -199,7 +198,6 @@ def default_cluster(impl: str, pv_n: int, M: int, splits: int) -> int:
 
 # %% ../nbs/03_verify.ipynb #d373a7e1
 SIG_V1, SIG_V2, SIG_COMBINE = 'PPPPiiiiPifPP', 'PPPPiiiiPifPPPPi', 'PPiiPP'
-SIG_SM90 = SIG_V2 + 'Pi'   # + the fused merge's counters and workers
 _KERNEL_LIMITS = {'verify_attn.cu': dict(DC=DC, DR=DR, DQK=DQK, MAX_SPLITS=MAX_SPLITS),    # the kernels' #defines and constexprs
                   'dev/verify_attn_v1.cu': dict(DC=DC, DR=DR, DQK=DQK),                      # v1: history, from a checkout
                   'verify_attn_sm90.cu': dict(DC=DC, DR=DR, DQK=DQK, SMEM=sm90_smem())}   # (with their headers'), checked on load
@@ -217,34 +215,10 @@ def _kernel(name: str, sig: str, smem: int=0, source: str='verify_attn.cu', arch
     if smem > 48 * 1024: k.set_max_dynamic_shared(smem)   # a driver call only the first time
     return k
 
-# %% ../nbs/03_verify.ipynb #5fed2381
-FUSE_COUNTERS = 256   # row tiles a fused call may have: one int each in its device's counters (`fuse_counters`)
-
-def fuse_workers(M: int, grid: tuple, parts: int, cluster: int, slots: int, fuse: bool|None=None) -> int:
-    "Blocks of each row tile that merge its partials inside the sm_90a split kernel, or 0 for the combine as a launch of its own: only for the plain kernel (`cluster` 1) with partials (`parts` > 1) whose `grid` (row tiles, splits) fits one wave of `slots` blocks; `fuse=None` (the default) only where a worker merges at most 2 of a full row tile's units (row, 256-column half), `fuse=True` wherever it can (else `ValueError`), `fuse=False` never."
-    m_tiles, s = grid
-    can = cluster == 1 and parts > 1 and m_tiles * s <= slots and m_tiles <= FUSE_COUNTERS
-    if fuse and not can:
-        raise ValueError(f"fuse=True needs the plain kernel (cluster 1, got {cluster}) with partials (got {parts}) and a grid of at most {slots} blocks (one wave, got {grid})")
-    if not can or fuse is False: return 0
-    units = 2 * min(64, M)
-    w = min(s, units)
-    return w if fuse or -(-units // w) <= 2 else 0
-
-_counters = {}   # device -> its fused merges' counters
-def fuse_counters(device: int) -> torch.Tensor|None:
-    "The int32 counters of the fused merges on CUDA `device` (`FUSE_COUNTERS`, zeroed once, returned to 0 by every call); None while a graph is captured before they exist (the call then launches the combine)."
-    c = _counters.get(device)
-    if c is None:
-        if torch.cuda.is_current_stream_capturing(): return None
-        c = _counters[device] = torch.zeros(FUSE_COUNTERS, dtype=torch.int32, device=device)
-        torch.cuda.synchronize(device)   # zero before a kernel on the engine stream reads it
-    return c
-
 # %% ../nbs/03_verify.ipynb #6a424811
 def verify_plan(T: int, H: int, P: int, device: int|None=None, config: tuple|None=None, splits: int|None=None,
-                impl: str='v2', pv_n: int=SM90_PV_N, cluster: int|None=None, fuse: bool|None=None) -> dict:
-    "How kernel `impl` ('v2' or 'sm90') runs `T` tree tokens x `H` heads over `P` prefix rows on `device`: kernel name, config, splits, cluster size, partials, grid, smem, the blocks a row tile gives to merging its partials in the kernel (`fuse_workers`; sm_90a only), whether a combine launch is a programmatic dependent (`pdl_pays`), and its block shape."
+                impl: str='v2', pv_n: int=SM90_PV_N, cluster: int|None=None) -> dict:
+    "How kernel `impl` ('v2' or 'sm90') runs `T` tree tokens x `H` heads over `P` prefix rows on `device`: kernel name, config, splits, cluster size, partials, grid, smem, whether its combine launches as a programmatic dependent (`pdl_pays`), and the combine's block shape."
     dev = torch.cuda.current_device() if device is None else device
     info = device_limits(dev)
     if impl == 'sm90':
@@ -264,9 +238,7 @@ def verify_plan(T: int, H: int, P: int, device: int|None=None, config: tuple|Non
         if sc is None and auto: c = 1                               # clusters would cost a wave or a quarter more tiles a split
         else: s = sc or c * -(-s // c)
     name = SM90_CLUSTERS[c] if c > 1 else SM90_KERNELS[pv_n] if impl == 'sm90' else f'verify_attn_v2_{bm}x{bn}x{ns}'
-    if fuse and impl != 'sm90': raise ValueError(f"fuse=True needs impl='sm90', got {impl!r}")
-    fw = fuse_workers(M, (m_tiles, s), s // c, c, slots, fuse) if impl == 'sm90' else 0
-    return dict(kernel=name, config=(bm, bn, ns), splits=s, cluster=c, parts=s // c, grid=(m_tiles, s), smem=smem, M=M, impl=impl, fuse=fw,
+    return dict(kernel=name, config=(bm, bn, ns), splits=s, cluster=c, parts=s // c, grid=(m_tiles, s), smem=smem, M=M, impl=impl,
                 pdl=pdl_pays((m_tiles, s // c), info['sms']), combine=combine_shape(s // c, M, info['sms']))
 
 def verify_workspace(T: int, H: int, splits: int, device=None) -> tuple:
@@ -314,8 +286,8 @@ def _pick_impl(impl: str, dev: int, version: int, config) -> str:
 
 # %% ../nbs/03_verify.ipynb #add44250
 def _verify_cuda(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, version=2, config=None, splits=None, workspace=None,
-                 impl='auto', pv_n=SM90_PV_N, pdl=None, cluster=None, fuse=None):
-    "Cuda face: launch v1, v2 or the sm_90a kernel (+ the split merge: in the kernel where the plan fuses it, else the combine, with `pdl` as its programmatic dependent) on the engine stream, with the tensors' GPU current."
+                 impl='auto', pv_n=SM90_PV_N, pdl=None, cluster=None):
+    "Cuda face: launch v1, v2 or the sm_90a kernel (+ the split combine, with `pdl` as its programmatic dependent) on the engine stream, with the tensors' GPU current."
     require_cuda()
     T, H, _ = q_latent.shape
     S, W, M = kv.shape[0], vis_bits.shape[1], T * H
@@ -330,21 +302,19 @@ def _verify_cuda(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, vers
             return
         if version != 2: raise ValueError(f"version must be 1 or 2, got {version!r}")
         if not (splits is None or 1 <= splits <= MAX_SPLITS): raise ValueError(f"splits must be in [1, {MAX_SPLITS}], got {splits}")
-        plan = verify_plan(T, H, P_bound, dev, config, splits, impl, pv_n, cluster, fuse)
-        s, n, fw = plan['splits'], plan['parts'], plan['fuse']    # n partials: one per cluster of splits
+        plan = verify_plan(T, H, P_bound, dev, config, splits, impl, pv_n, cluster)
+        s, n = plan['splits'], plan['parts']        # n partials: one per cluster of splits
         if pdl is None: pdl = plan['pdl']
-        cnt = fuse_counters(dev) if fw else None
-        if cnt is None: fw = 0                       # captured before any call made the counters: the combine launch
         src = ('verify_attn_sm90.cu', 'sm_90a') if impl == 'sm90' else ('verify_attn.cu', None)
-        k = _kernel(plan['kernel'], SIG_SM90 if impl == 'sm90' else SIG_V2, plan['smem'], *src)
+        k = _kernel(plan['kernel'], SIG_V2, plan['smem'], *src)
         if n == 1: ws_o = ws_lse = 0
         else:
             if workspace is None: workspace = verify_workspace(T, H, n, q_latent.device)
             else: check_workspace(workspace, n, M, q_latent.device)
             ws_o, ws_lse = workspace
         k(q_latent, q_pe, kv, vis_bits, W, T, H, P_arg, p_ptr, S, float(scale), out, lse, ws_o, ws_lse, s,
-          *((cnt if fw else 0, fw) if impl == 'sm90' else ()), grid=plan['grid'], block=(256,), shared=plan['smem'])
-        if n > 1 and not fw:
+          grid=plan['grid'], block=(256,), shared=plan['smem'])
+        if n > 1:
             L, G = plan['combine']
             _kernel('verify_attn_combine_pdl' if pdl else 'verify_attn_combine', SIG_COMBINE)(ws_o, ws_lse, n, M, out, lse,
                                                                                       grid=(M, DC // (8 * L)), block=(L, G), pdl=pdl)
@@ -359,7 +329,7 @@ def mla_tree_attention(q_latent: torch.Tensor,  # [T, H, 512] queries with W_UK 
                        out: torch.Tensor|None=None,  # [T, H, 512] preallocated output (same dtype as q)
                        lse: torch.Tensor|None=None,  # [T, H] fp32 preallocated log-sum-exp
                        backend: str='cuda',     # 'cuda' (the kernel) or 'torch' (the reference)
-                       **kw,                    # cuda only: version=2 (1 = CUDA-core kernel), config=(BM, BN, stages), splits, workspace, impl='auto' (the sm_90a wgmma kernel on an sm_90 GPU, else v2; or 'v2', 'sm90'), pv_n, pdl=None (the split combine as a programmatic dependent: True, False, or None = where `pdl_pays`), cluster (sm_90a: splits merged in clusters of 2, 4 or 8 blocks), fuse=None (sm_90a: the split merge inside the kernel where `fuse_workers` takes it; True, False)
+                       **kw,                    # cuda only: version=2 (1 = CUDA-core kernel), config=(BM, BN, stages), splits, workspace, impl='auto' (the sm_90a wgmma kernel on an sm_90 GPU, else v2; or 'v2', 'sm90'), pv_n, pdl=None (the split combine as a programmatic dependent: True, False, or None = where `pdl_pays`), cluster (sm_90a: splits merged in clusters of 2, 4 or 8 blocks)
                       ) -> tuple:               # (out [T, H, 512], lse [T, H] fp32, natural log)
     "Tree-masked absorbed-MLA attention of `T` tree tokens over the latent cache layer `kv`."
     T, H, S, W = check_verify_inputs(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, backend)

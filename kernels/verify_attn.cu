@@ -278,13 +278,79 @@ VERIFY_V2(verify_attn_v2_64x64x2, 64, 64, 2)  // 231,944 B smem: H100/H200 (227 
 VERIFY_V2(verify_attn_v2_64x32x2, 64, 32, 2)  // 154,120 B: A100 (163 KB)
 VERIFY_V2(verify_attn_v2_32x32x1, 32, 32, 1)  //  77,576 B: RTX 30xx/40xx/50xx (99 KB)
 
-// the split merge (combine_row, verify_attn_common.cuh) as its own launch: grid (M, 512 / (8 L)), block (L, G)
+// ---------------------------------------------------------------------------------------------------------
+// Split merge: out[r] = sum_s w_s o_s / sum_s w_s, w_s = exp(lse_s - max), lse[r] = max + log(sum_s w_s).
+// grid (M, 512 / (8 L)), block (L, G): a block merges 8L columns of one row; thread (x, y) reads 16 bytes of
+// every G-th split starting at y, so all of a row's partial reads are in flight at once. L*G in {64..256},
+// splits <= MAX_SPLITS. A row whose splits are all empty (lse -inf everywhere: it sees no key) gets out = 0 and
+// lse = -inf, as the direct path writes; a NaN partial stays NaN. The host picks (8, 32) for many splits (the AR step: 64 rows, ~129 splits) and (64, <=4)
+// for a few (trees: thousands of rows, 2..8 splits).
+// ---------------------------------------------------------------------------------------------------------
+#define MAX_SPLITS 1024   // splits the combine merges: one lse each in shared memory
+// PDL: the partials are read coherently (ld.global.cg), as a programmatic dependent of the split kernel must (pdl.cuh)
 template <bool PDL>
 __device__ __forceinline__ void combine_splits(const bf16 *__restrict__ ws_o, const float *__restrict__ ws_lse, int splits, int M,
                                                bf16 *__restrict__ out, float *__restrict__ lse) {
+    const int L = blockDim.x, G = blockDim.y, CW = 8 * L, nthr = L * G, nwarps = nthr >> 5;
+    const int r = blockIdx.x, c0 = blockIdx.y * CW, gy = threadIdx.y, tid = gy * L + threadIdx.x;
+    const int warp = tid >> 5, lane = tid & 31, col = c0 + threadIdx.x * 8;
     __shared__ float sl[MAX_SPLITS], red[2048], smax[8], sden[8];
-    combine_row<PDL>(ws_o, ws_lse, splits, M, blockIdx.x, blockIdx.y * 8 * blockDim.x, blockDim.x, blockDim.y,
-                     threadIdx.y * blockDim.x + threadIdx.x, CombineSmem{sl, red, smax, sden}, out, lse, blockIdx.y == 0);
+    // this thread's first KP partial chunks are requested before the lse values, so the block waits on one round trip to
+    // L2, not two (the weights need every split's lse first): with 32 groups, all of up to 256 splits. The sums below run
+    // in the same order as before.
+    constexpr int KP = 8;
+    auto src = [&](int s) { return reinterpret_cast<const uint4 *>(ws_o + ((size_t)s * M + r) * DC + col); };
+    uint4 pre[KP];
+#pragma unroll
+    for (int k = 0; k < KP; ++k)
+        if (gy + k * G < splits) pre[k] = PDL ? ldcg(src(gy + k * G)) : *src(gy + k * G);
+    float mx = -INFINITY;
+    for (int s = tid; s < splits; s += nthr) {
+        const float v = PDL ? ldcg(ws_lse + (size_t)s * M + r) : ws_lse[(size_t)s * M + r];
+        sl[s] = v;
+        mx = fmaxf(mx, v);
+    }
+#pragma unroll
+    for (int o = 16; o; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    if (lane == 0) smax[warp] = mx;
+    __syncthreads();
+    mx = smax[0];
+    for (int w = 1; w < nwarps; ++w) mx = fmaxf(mx, smax[w]);
+    float den = 0.f;
+    for (int s = tid; s < splits; s += nthr) if (sl[s] != -INFINITY) den += exp2f((sl[s] - mx) * LOG2E);
+#pragma unroll
+    for (int o = 16; o; o >>= 1) den += __shfl_xor_sync(0xffffffffu, den, o);
+    if (lane == 0) sden[warp] = den;
+    float acc[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[i] = 0.f;
+    auto add = [&](int s, uint4 v) {   // split s's weighted chunk into acc (an empty split, lse -inf, adds nothing)
+        const float ls = sl[s];
+        if (ls == -INFINITY) return;
+        const float w = exp2f((ls - mx) * LOG2E);
+        const uint32_t u[4] = {v.x, v.y, v.z, v.w};   // bf16 pairs, the lower column in the low half: exact as floats
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            acc[2 * i] += w * __uint_as_float(u[i] << 16);
+            acc[2 * i + 1] += w * __uint_as_float(u[i] & 0xffff0000u);
+        }
+    };
+#pragma unroll
+    for (int k = 0; k < KP; ++k)
+        if (gy + k * G < splits) add(gy + k * G, pre[k]);
+#pragma unroll 4
+    for (int s = gy + KP * G; s < splits; s += G) add(s, PDL ? ldcg(src(s)) : *src(s));
+#pragma unroll
+    for (int i = 0; i < 8; ++i) red[gy * CW + threadIdx.x * 8 + i] = acc[i];
+    __syncthreads();
+    float dsum = 0.f;
+    for (int w = 0; w < nwarps; ++w) dsum += sden[w];
+    for (int c = tid; c < CW; c += nthr) {
+        float tot = 0.f;
+        for (int g = 0; g < G; ++g) tot += red[g * CW + c];
+        out[(size_t)r * DC + c0 + c] = __float2bfloat16(dsum == 0.f ? 0.f : tot / dsum);
+    }
+    if (blockIdx.y == 0 && tid == 0) lse[r] = dsum == 0.f ? -INFINITY : mx + logf(dsum);
 }
 extern "C" __global__ void __launch_bounds__(256)
 verify_attn_combine(const bf16 *__restrict__ ws_o, const float *__restrict__ ws_lse, int splits, int M,

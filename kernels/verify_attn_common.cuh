@@ -4,7 +4,6 @@
 #pragma once
 #include <cuda_bf16.h>
 #include <stdint.h>
-#include "pdl.cuh"   // ldcg: the combine's coherent loads
 
 typedef __nv_bfloat16 bf16;
 typedef __nv_bfloat162 bf162;
@@ -145,82 +144,4 @@ __device__ __forceinline__ void publish_row_stats(float *sum, float *mfin, int g
 // where a block writes its rows: out when the key range is not split, else split `split`'s partial in the workspace
 __device__ __forceinline__ bf16 *row_dst(bf16 *out, bf16 *ws_o, int splits, int split, int M) {
     return splits == 1 ? out : ws_o + (size_t)split * M * DC;
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// Split merge: out[r] = sum_s w_s o_s / sum_s w_s, w_s = exp(lse_s - max), lse[r] = max + log(sum_s w_s).
-// combine_row: a block of L x G threads (tid = gy L + x) merges columns [c0, c0 + 8L) of row r; thread (x, y) reads 16 bytes of
-// every G-th split starting at y, so all of a row's partial reads are in flight at once. L*G in {64..256},
-// splits <= MAX_SPLITS. A row whose splits are all empty (lse -inf everywhere: it sees no key) gets out = 0 and
-// lse = -inf, as the direct path writes; a NaN partial stays NaN. The host picks (8, 32) for many splits (the AR step: 64 rows, ~129 splits) and (64, <=4)
-// for a few (trees: thousands of rows, 2..8 splits).
-// ---------------------------------------------------------------------------------------------------------
-#define MAX_SPLITS 1024   // splits the combine merges: one lse each in shared memory
-// shared memory of combine_row: sl [MAX_SPLITS] (the lse values), red [8 L G] (the groups' sums), smax [8], sden [8] (per warp)
-struct CombineSmem { float *sl, *red, *smax, *sden; };
-// CG: the partials are read coherently at L2 (ld.global.cg), as a programmatic dependent of the split kernel must (pdl.cuh),
-// and as the split kernel's own blocks must when they merge what other blocks wrote (verify_attn_sm90.cu, fused_combine)
-template <bool CG>
-__device__ __forceinline__ void combine_row(const bf16 *__restrict__ ws_o, const float *__restrict__ ws_lse, int splits, int M, int r,
-                                            int c0, int L, int G, int tid, CombineSmem sm, bf16 *__restrict__ out,
-                                            float *__restrict__ lse, bool write_lse) {
-    const int CW = 8 * L, nthr = L * G, nwarps = nthr >> 5, gy = tid / L, x = tid - gy * L;
-    const int warp = tid >> 5, lane = tid & 31, col = c0 + x * 8;
-    float *sl = sm.sl, *red = sm.red, *smax = sm.smax, *sden = sm.sden;
-    // this thread's first KP partial chunks are requested before the lse values, so the block waits on one round trip to
-    // L2, not two (the weights need every split's lse first): with 32 groups, all of up to 256 splits. The sums below run
-    // in the same order as before.
-    constexpr int KP = 8;
-    auto src = [&](int s) { return reinterpret_cast<const uint4 *>(ws_o + ((size_t)s * M + r) * DC + col); };
-    uint4 pre[KP];
-#pragma unroll
-    for (int k = 0; k < KP; ++k)
-        if (gy + k * G < splits) pre[k] = CG ? ldcg(src(gy + k * G)) : *src(gy + k * G);
-    float mx = -INFINITY;
-    for (int s = tid; s < splits; s += nthr) {
-        const float v = CG ? ldcg(ws_lse + (size_t)s * M + r) : ws_lse[(size_t)s * M + r];
-        sl[s] = v;
-        mx = fmaxf(mx, v);
-    }
-#pragma unroll
-    for (int o = 16; o; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    if (lane == 0) smax[warp] = mx;
-    __syncthreads();
-    mx = smax[0];
-    for (int w = 1; w < nwarps; ++w) mx = fmaxf(mx, smax[w]);
-    float den = 0.f;
-    for (int s = tid; s < splits; s += nthr) if (sl[s] != -INFINITY) den += exp2f((sl[s] - mx) * LOG2E);
-#pragma unroll
-    for (int o = 16; o; o >>= 1) den += __shfl_xor_sync(0xffffffffu, den, o);
-    if (lane == 0) sden[warp] = den;
-    float acc[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) acc[i] = 0.f;
-    auto add = [&](int s, uint4 v) {   // split s's weighted chunk into acc (an empty split, lse -inf, adds nothing)
-        const float ls = sl[s];
-        if (ls == -INFINITY) return;
-        const float w = exp2f((ls - mx) * LOG2E);
-        const uint32_t u[4] = {v.x, v.y, v.z, v.w};   // bf16 pairs, the lower column in the low half: exact as floats
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            acc[2 * i] += w * __uint_as_float(u[i] << 16);
-            acc[2 * i + 1] += w * __uint_as_float(u[i] & 0xffff0000u);
-        }
-    };
-#pragma unroll
-    for (int k = 0; k < KP; ++k)
-        if (gy + k * G < splits) add(gy + k * G, pre[k]);
-#pragma unroll 4
-    for (int s = gy + KP * G; s < splits; s += G) add(s, CG ? ldcg(src(s)) : *src(s));
-#pragma unroll
-    for (int i = 0; i < 8; ++i) red[gy * CW + x * 8 + i] = acc[i];
-    __syncthreads();
-    float dsum = 0.f;
-    for (int w = 0; w < nwarps; ++w) dsum += sden[w];
-    for (int c = tid; c < CW; c += nthr) {
-        float tot = 0.f;
-        for (int g = 0; g < G; ++g) tot += red[g * CW + c];
-        out[(size_t)r * DC + c0 + c] = __float2bfloat16(dsum == 0.f ? 0.f : tot / dsum);
-    }
-    if (write_lse && tid == 0) lse[r] = dsum == 0.f ? -INFINITY : mx + logf(dsum);
 }

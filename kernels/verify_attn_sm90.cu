@@ -137,9 +137,8 @@ __device__ __forceinline__ void wgmma_m64n256k16_tb(float *d, uint64_t da, uint6
 
 // VERIFY_STAMPS (benchmarks/stamp_verify.py only; the shipped build has none of it): thread 0 of each block records its
 // timeline, %globaltimer ns, in stamps[block * 8 + i]: 0 start, 1 Q and the first tile landed, 2 key loop done, 3 end
-// (after the merge and the writes; with the fused merge, its partial written), 4 the SM, 5 the block's key tiles; in the
-// cluster kernels 6 and 7 the merge's first and second cluster barriers; in a fused merge's workers 6 every block
-// arrived, 7 its units merged.
+// (after the merge and the writes), 4 the SM, 5 the block's key tiles; in the cluster kernels 6 and 7 the merge's first
+// and second cluster barriers.
 #ifdef VERIFY_STAMPS
 #define VSTAMP(i) do { if (tid == 0) { unsigned long long t_; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_)); \
                                         stamps[(blockIdx.y * gridDim.x + blockIdx.x) * 8 + (i)] = t_; } } while (0)
@@ -216,58 +215,12 @@ __device__ __forceinline__ void cluster_merge(unsigned char *smem, const float (
     cl.sync();  // no block leaves while another still reads its shared memory
 }
 
-// The split merge inside the split kernel (fuse_workers > 0, the plan's `fuse`; the plain kernel only). Each block, its partial
-// written, takes a ticket from its row tile's counter (cnt[blockIdx.x]); the blocks with the last `workers` tickets wait until
-// all of the row tile's gridDim.y blocks have arrived and then merge its rows as units (row, 256-column half) u = w,
-// w + workers, ... with combine_row (32 lanes x 8 split groups), over this block's shared memory, which the key loop and the
-// epilogue are done with. The last worker to finish returns the counter to 0 for the next call. Only arrived blocks wait, and
-// at most workers - 1 of them at a time, so this needs no co-resident grid (no cooperative launch) as long as fewer than
-// `workers` x (row tiles) blocks fill the GPU; the host fuses one-wave grids only (verify.py, fuse_workers). A counter left
-// non-zero (a call killed in its merge) would hang the next call: the wait traps after 10 s instead.
-__device__ __forceinline__ unsigned long long globaltimer_ns() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-__device__ __forceinline__ void fused_combine(unsigned char *smem, int *__restrict__ cnt, int workers, int m0, int M, int parts,
-                                              const bf16 *__restrict__ ws_o, const float *__restrict__ ws_lse,
-                                              bf16 *__restrict__ out, float *__restrict__ lse, int tid VSTAMPS_PARAM) {
-    __shared__ int s_ticket;
-    const int arrivals = gridDim.y;
-    cnt += blockIdx.x;
-    __threadfence();  // this thread's partial stores visible GPU-wide before the block's ticket
-    __syncthreads();  // ... every thread's (and the staging's shared reads done)
-    if (tid == 0) s_ticket = atomicAdd(cnt, 1);
-    __syncthreads();
-    const int w = s_ticket - (arrivals - workers);
-    if (w < 0) return;
-    if (tid == 0) {
-        const unsigned long long t0 = globaltimer_ns();
-        while (*reinterpret_cast<volatile int *>(cnt) < arrivals) {
-            __nanosleep(64);
-            if (globaltimer_ns() - t0 > 10000000000ull) __trap();  // 10 s: a counter no call will fill
-        }
-        __threadfence();
-    }
-    __syncthreads();
-    VSTAMP(6);
-    float *f = reinterpret_cast<float *>(smem);
-    const CombineSmem cs{f, f + MAX_SPLITS, f + MAX_SPLITS + 2048, f + MAX_SPLITS + 2048 + 8};
-    const int units = 2 * min(BM, M - m0);
-    for (int u = w; u < units; u += workers) {
-        if (u != w) __syncthreads();  // the previous unit's shared sums read
-        combine_row<true>(ws_o, ws_lse, parts, M, m0 + (u >> 1), (u & 1) * 256, 32, 8, tid, cs, out, lse, (u & 1) == 0);
-    }
-    VSTAMP(7);
-    if (tid == 0 && atomicAdd(cnt, 1) == arrivals + workers - 1) atomicExch(cnt, 0);  // every worker is past its wait
-}
-
 template <int PVN, int CS>
 __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, const bf16 *__restrict__ q_pe,
                                             const bf16 *__restrict__ kv, const uint32_t *__restrict__ vis, int W,
                                             int T, int H, int P, const int *__restrict__ p_dev, int S, float scale,
                                             bf16 *__restrict__ out, float *__restrict__ lse, bf16 *__restrict__ ws_o,
-                                            float *__restrict__ ws_lse, int splits, int *__restrict__ fuse_cnt, int fuse_workers VSTAMPS_PARAM) {
+                                            float *__restrict__ ws_lse, int splits VSTAMPS_PARAM) {
     static_assert(PVN == 64 || PVN == 256, "PV wgmma width");
     extern __shared__ __align__(16) unsigned char smem_raw[];  // only 16 B promised: the base is aligned by hand below
     const uint32_t raw = smem_u32(smem_raw), base = (raw + 1023u) & ~1023u;
@@ -446,23 +399,20 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
         else ws_lse[(size_t)split * M + m0 + tid] = ls;
     }
     VSTAMP(3);
-    if (fuse_workers > 0) fused_combine(smem, fuse_cnt, fuse_workers, m0, M, splits, ws_o, ws_lse, out, lse, tid VSTAMPS_ARG);
 }
 
-// verify_attn_v2_*'s arguments, then the fused merge's counters (one int a row tile, 0 between calls) and workers (0: the
-// combine is a launch of its own); grid (ceil(M / 64), splits), block 256, dynamic shared memory SMEM. The cluster
-// kernels take clusters of CS blocks along the splits (splits a multiple of CS), write splits / CS partials and take
-// fuse_workers = 0.
+// Same arguments as verify_attn_v2_*; grid (ceil(M / 64), splits), block 256, dynamic shared memory SMEM. The cluster
+// kernels take clusters of CS blocks along the splits (splits a multiple of CS) and write splits / CS partials.
 #define VERIFY_SM90_PARAMS                                                                                      \
     const bf16 *__restrict__ q_lat, const bf16 *__restrict__ q_pe, const bf16 *__restrict__ kv,                 \
         const uint32_t *__restrict__ vis, int W, int T, int H, int P, const int *__restrict__ p_dev, int S,     \
         float scale, bf16 *__restrict__ out, float *__restrict__ lse, bf16 *__restrict__ ws_o,                  \
-        float *__restrict__ ws_lse, int splits, int *__restrict__ fuse_cnt, int fuse_workers VSTAMPS_PARAM
+        float *__restrict__ ws_lse, int splits VSTAMPS_PARAM
 // pdl_launch_dependents first, as verify_attn.cu's split kernels: a PDL combine may wait on idle SMs
 #define VERIFY_SM90_BODY(PVN, CS)                                                                               \
     {                                                                                                           \
         pdl_launch_dependents();                                                                                \
-        verify_sm90<PVN, CS>(q_lat, q_pe, kv, vis, W, T, H, P, p_dev, S, scale, out, lse, ws_o, ws_lse, splits, fuse_cnt, fuse_workers VSTAMPS_ARG); \
+        verify_sm90<PVN, CS>(q_lat, q_pe, kv, vis, W, T, H, P, p_dev, S, scale, out, lse, ws_o, ws_lse, splits VSTAMPS_ARG); \
     }
 #define VERIFY_SM90(NAME, PVN) \
     extern "C" __global__ void __launch_bounds__(256, 1) NAME(VERIFY_SM90_PARAMS) VERIFY_SM90_BODY(PVN, 1)
