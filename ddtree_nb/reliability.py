@@ -151,15 +151,16 @@ def _lex_key(slot, par, rank):
     return tuple(reversed(out))
 
 def _comb_tau(chain, lists, Leff, budget):
-    "Step 1: the highest of 32 evenly spaced thresholds (three zooming rounds) at which the comb alone has >= `budget` prefixes."
+    "Step 1: the comb's scores in 2048 bins over [worst, best]; the smallest score in the bins at or above the one holding the `budget`-th best (-inf when the comb has fewer prefixes)."
+    import numpy as np
     if sum(len(lists[d]) for d in range(Leff)) < budget: return float('-inf')
-    hi, lo = chain[1], min(chain[d] + lists[d][-1] for d in range(Leff))
-    cnt = lambda t: sum(int((chain[d] + lists[d] >= t).sum()) for d in range(Leff))
-    for _ in range(3):
-        ts = [hi if j == 31 else lo + (hi - lo) * (j / 31) for j in range(32)]
-        j = max(j for j in range(32) if cnt(ts[j]) >= budget)
-        lo, hi = ts[j], ts[min(j + 1, 31)]
-    return lo
+    lo = min(chain[1], min(chain[d] + lists[d][-1] for d in range(Leff)))
+    span = chain[1] - lo
+    scale = 2047.0 / span if span > 0 else 0.0
+    v = np.concatenate([chain[d] + lists[d] for d in range(Leff)])
+    b = np.minimum(2047, ((v - lo) * scale).astype(np.int64))   # >= 0: truncation is the kernel's (int) cast
+    above = np.cumsum(np.bincount(b, minlength=2048)[::-1])[::-1]   # prefixes in bins >= k
+    return float(v[b >= int(np.nonzero(above >= budget)[0].max())].min())
 
 # %% ../nbs/08_reliability.ipynb #0a354ffa
 def _bfs_at(lists, Leff, tau, ucap):
