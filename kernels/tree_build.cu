@@ -876,41 +876,56 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
         // then rank r there: chain[d] + LQ(d)[r], exactly the sums the BFS forms) go into a 2048-bin histogram over [their
         // worst, the best]; find_desc gives the bin b* holding the B-th best, and tau is the smallest comb score in bins
         // >= b*. A bin index only grows with the score, so every one of those >= B prefixes scores >= tau, and tau is within
-        // a bin (1/2048 of the range) of the B-th best comb score. It replaced three rounds of 32 thresholds, each a binary
-        // search per depth (4.3 µs at B = 256, H100; tree_build.md, "Session 26").
+        // a bin (1/2048 of the range) of the B-th best comb score. A depth's list is sorted, so its bins fall along r: a
+        // warp (lanes on consecutive ranks of one depth) adds each run of equal bins with one atomic, and the prefixes at or
+        // above b* are a run of ranks from 0 whose end one binary search per depth finds. This replaced three rounds of 32
+        // thresholds, each a binary search per depth (4.3 µs at B = 256, H100; tree_build.md, "Session 26").
         const long long tot = sh_tot;
         double tau;
         if (tot < B) tau = -INFINITY;
         else {
+            int *hb = s_slot + SORTCAP;   // 2048 ints of the sort buffers, free until the BFS
+            for (int b = tid; b < 2048; b += nt) hb[b] = 0;
             if (tid < 32) {   // the comb's worst score, lane d at depth d (Leff <= MAX_DEPTH = 32)
                 double lo = tid < Leff ? chain[tid] + LQ(tid)[kd[tid] - 1] : INFINITY;
                 for (int o = 16; o; o >>= 1) lo = fmin(lo, __shfl_xor_sync(FULL, lo, o));
                 if (tid == 0) { sh_d[0] = fmin(chain[1], lo); sh_d[1] = chain[1]; }
             }
-            int *hb = s_slot + SORTCAP;   // 2048 ints of the sort buffers, free until the BFS
-            for (int b = tid; b < 2048; b += nt) hb[b] = 0;
             __syncthreads();
             STAMP(9);
             const double lo = sh_d[0], span = sh_d[1] - lo, scale = span > 0 ? 2047.0 / span : 0.0;
             auto bin = [&](double v) { return min(2047, (int)((v - lo) * scale)); };
-            for (int i = tid; i < Leff * ks; i += nt) {
-                const int d = i / ks, r = i - d * ks;
-                if (r < kd[d]) atomicAdd(&hb[bin(chain[d] + LQ(d)[r])], 1);
+            int lg = 10;                                   // 2^lg threads a depth: Leff rounded up to a power of two
+            while ((1 << (10 - lg)) < Leff) --lg;          // nt = 1024, Leff <= 32: lg >= 5, so a warp has one depth
+            const int d = tid >> lg, lane = tid & 31;
+            if (d < Leff) {
+                const double base = chain[d], *lst = LQ(d);
+                const int n = kd[d];
+                for (int r = tid & ((1 << lg) - 1); r - lane < n; r += 1 << lg) {
+                    const int b = r < n ? bin(base + lst[r]) : -1, bp = __shfl_up_sync(FULL, b, 1);
+                    const bool head = b >= 0 && (lane == 0 || bp != b);
+                    const unsigned heads = __ballot_sync(FULL, head), later = (heads >> lane) >> 1;
+                    if (head) atomicAdd(&hb[b], (later ? __ffs(later) : min(32, n - (r - lane)) - lane));
+                }
             }
             __syncthreads();
             STAMP(10);
             find_desc(hb, 2048, B, ws, fout);
             const int bstar = fout[0];
             STAMP(11);
-            double m = INFINITY;
-            for (int i = tid; i < Leff * ks; i += nt) {
-                const int d = i / ks, r = i - d * ks;
-                if (r < kd[d]) { const double v = chain[d] + LQ(d)[r]; if (bin(v) >= bstar) m = fmin(m, v); }
+            if (tid < 32) {   // lane d: the last rank of depth d at or above b*; tau the smallest of their scores
+                double m = INFINITY;
+                if (tid < Leff) {
+                    const double base = chain[tid], *lst = LQ(tid);
+                    int a = 0, z = kd[tid];
+                    while (a < z) { const int mid = (a + z) >> 1; if (bin(base + lst[mid]) >= bstar) a = mid + 1; else z = mid; }
+                    if (a > 0) m = base + lst[a - 1];
+                }
+                for (int o = 16; o; o >>= 1) m = fmin(m, __shfl_xor_sync(FULL, m, o));
+                if (tid == 0) sh_d[2] = m;
             }
-            for (int o = 16; o; o >>= 1) m = fmin(m, __shfl_xor_sync(FULL, m, o));
-            if ((tid & 31) == 0) wmin[tid >> 5] = m;
             __syncthreads();
-            tau = warp_min_of(wmin, nt >> 5);
+            tau = sh_d[2];
             STAMP(12);
         }
         STAMP(2);
