@@ -15,6 +15,7 @@ Reference path: torch.topk + logsumexp on the GPU, copy to host, heapq and ances
 """
 import argparse, datetime, statistics, subprocess, time
 import torch
+import ddtree_nb.tree as tree_mod
 from ddtree_nb.tree import (TreeBuffers, fill_tree, launch_rows, launch_tree, build_tree_ref, tree_from_ranked, tree_smem,
                             CHUNK)
 from ddtree_nb.reliability import check_same_tree
@@ -102,7 +103,9 @@ def main():
     ap.add_argument('--out', default=None)
     ap.add_argument('--commit', default=None, help='commit to record (default: git rev-parse HEAD)')
     ap.add_argument('--copies', type=int, default=10, help='builds back to back in each timed graph')
+    ap.add_argument('--tau-hist', action='store_true', help="the shipped builder with tb_tree's threshold from one histogram (tree.TAU_HIST)")
     a = ap.parse_args()
+    if a.tau_hist: tree_mod.TAU_HIST = True
     import pycuda.driver as drv
     es = engine_stream(); s = es.torch
     gt = lambda fn: graph_time(fn, s, a.iters, a.copies)
@@ -141,7 +144,7 @@ def main():
                 print(rows[-1], flush=True)
     commit = a.commit or subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()
     out = [f"date {datetime.date.today()}, GPU {torch.cuda.get_device_name()}, commit {commit}, torch {torch.__version__}, SM clock attribute {clock:.0f} MHz",
-           f"command: python benchmarks/bench_tree.py --iters {a.iters} --copies {a.copies}", "",
+           f"command: python benchmarks/bench_tree.py --iters {a.iters} --copies {a.copies}" + (" --tau-hist" if a.tau_hist else ""), "",
            "µs per build, " + (f"{a.copies} builds back to back in each graph" if a.copies > 1 else "one build a graph replay") + "; the column 'shipped, one build a replay': one build in each graph, the graph launch included.", "",
            "| logits | B | before µs | **shipped µs** | shipped, one build a replay µs | shipped, tb_tree plain launch µs | before/shipped | phase 1 before µs | phase 1 v2 / **v4** / v3 µs | v4 path (1 cand, 2 hist), most candidates | phase 2 before → shipped µs | shipped tb_tree stages µs (" + ' / '.join(STAGES) + ") | reference path µs | ref/shipped | phase-2 path |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -821,10 +821,11 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
     pdl_wait();
     lq_g = after_here(lq_g); ltok = after_here(ltok); kd_g = after_here(kd_g);
     STAMP(0);
-    // shared-memory copies when they fit (smem_flags bit 0: the lists, bit 1: the BFS scores); the binary searches and the
-    // BFS are chains of dependent loads, shared memory makes each step ~10x cheaper than L2. Layout after off: the scores,
-    // then the lists (tree.tree_smem sizes them). The BFS parent links and slot index stay in global memory: in shared memory
-    // too (session 25's bit 2) they changed no stage by more than 0.1 µs at B = 16-1024 (tree_build.md, "Session 26").
+    // smem_flags bit 2: the threshold from a histogram (tau0 below). Shared-memory copies when they fit (bit 0: the lists,
+    // bit 1: the BFS scores); the binary searches and the BFS are chains of dependent loads, shared memory makes each step
+    // ~10x cheaper than L2. Layout after off: the scores, then the lists (tree.tree_smem sizes them). The BFS parent links
+    // and slot index stay in global memory: in shared memory too (session 25's bit 2) they changed no stage by more than
+    // 0.1 µs at B = 16-1024 (tree_build.md, "Session 26").
     unsigned char *extra = (unsigned char *)(off + UCAP);
     double *u_score = (smem_flags & 2) ? (double *)extra : u_score_g;
     if (smem_flags & 2) extra += UCAP * sizeof(double);
@@ -878,19 +879,22 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
         // >= b*. A bin index only grows with the score, so every one of those >= B prefixes scores >= tau, and tau is within
         // a bin (1/2048 of the range) of the B-th best comb score. A depth's list is sorted, so its bins fall along r: a
         // warp (lanes on consecutive ranks of one depth) adds each run of equal bins with one atomic, and the prefixes at or
-        // above b* are a run of ranks from 0 whose end one binary search per depth finds. This replaced three rounds of 32
-        // thresholds, each a binary search per depth (4.3 µs at B = 256, H100; tree_build.md, "Session 26").
+        // above b* are a run of ranks from 0 whose end one binary search per depth finds. With flags bit 2 clear (tree.TAU_HIST,
+        // off until it has run on a GPU: tree_build.md, "Session 26") it is the highest of 32 evenly spaced thresholds, three
+        // zooming rounds, that the comb reaches (warp j tests threshold j, lane d counts depth d by a binary search).
         const long long tot = sh_tot;
         double tau;
         if (tot < B) tau = -INFINITY;
         else {
-            int *hb = s_slot + SORTCAP;   // 2048 ints of the sort buffers, free until the BFS
-            for (int b = tid; b < 2048; b += nt) hb[b] = 0;
             if (tid < 32) {   // the comb's worst score, lane d at depth d (Leff <= MAX_DEPTH = 32)
                 double lo = tid < Leff ? chain[tid] + LQ(tid)[kd[tid] - 1] : INFINITY;
                 for (int o = 16; o; o >>= 1) lo = fmin(lo, __shfl_xor_sync(FULL, lo, o));
                 if (tid == 0) { sh_d[0] = fmin(chain[1], lo); sh_d[1] = chain[1]; }
             }
+        }
+        if (tot >= B && (smem_flags & 4)) {
+            int *hb = s_slot + SORTCAP;   // 2048 ints of the sort buffers, free until the BFS
+            for (int b = tid; b < 2048; b += nt) hb[b] = 0;
             __syncthreads();
             STAMP(9);
             const double lo = sh_d[0], span = sh_d[1] - lo, scale = span > 0 ? 2047.0 / span : 0.0;
@@ -927,6 +931,25 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
             __syncthreads();
             tau = sh_d[2];
             STAMP(12);
+        } else if (tot >= B) {
+            STAMP(9);
+            int j = tid >> 5, d = tid & 31;
+            for (int round = 0; round < 3; ++round) {
+                if (tid == 0) sh_i[3] = 0;
+                __syncthreads();
+                double lo = sh_d[0], hi = sh_d[1];
+                double t = j == 31 ? hi : lo + (hi - lo) * ((double)j / 31.0);
+                int c = d < Leff ? count_ge(LQ(d), kd[d], chain[d], t) : 0;
+                for (int o = 16; o; o >>= 1) c += __shfl_xor_sync(FULL, c, o);
+                if (d == 0 && c >= B) atomicMax(&sh_i[3], j);
+                __syncthreads();
+                int best = sh_i[3];
+                if (d == 0 && j == best) sh_d[0] = t;
+                if (d == 0 && (j == best + 1 || (best == 31 && j == 31))) sh_d[1] = t;
+                __syncthreads();
+                STAMP(10 + round);
+            }
+            tau = sh_d[0];
         }
         STAMP(2);
         // ---- BFS at tau, retried with a higher tau while it overflows
