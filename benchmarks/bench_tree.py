@@ -92,10 +92,11 @@ def v4_stages(buf, L, clock_mhz):
     return [f"{x:.1f}" for x in d.tolist()], (st[:, 7].max() - st[:, 7].min()).item() / 1e3
 
 def tau_detail(buf, clock_mhz):
-    "tb_tree's threshold search split (µs): the range and the histogram cleared, the comb's histogram, the bin holding the B-th best (find_desc), the smallest score at or above it."
-    t = [0] + buf.ws['stats'][4:16].tolist()   # tst[0..12] as cycles since tst[0]
-    if min(t[9:13]) < 0: return '-'
-    return ' / '.join(f"{(b - a) / clock_mhz:.1f}" for a, b in ((t[1], t[9]), (t[9], t[10]), (t[10], t[11]), (t[11], t[12])))
+    "tb_tree's threshold search split (µs), named by the kind that ran (stats[3]): 'rounds' (before the rounds, round 1, 2, 3) or 'hist' (the range and the histogram cleared, the comb's histogram, the bin holding the B-th best, the smallest score at or above it)."
+    st = buf.ws['stats'].tolist()
+    t = [0] + st[4:16]   # tst[0..12] as cycles since tst[0]
+    if min(t[9:13]) < 0 or st[3] not in (1, 2): return '-'
+    return {1: 'rounds ', 2: 'hist '}[st[3]] + ' / '.join(f"{(b - a) / clock_mhz:.1f}" for a, b in ((t[1], t[9]), (t[9], t[10]), (t[10], t[11]), (t[11], t[12])))
 
 def main():
     ap = argparse.ArgumentParser()
@@ -151,7 +152,7 @@ def main():
     for sc, B, to, tn, t1, tpl, p1o, p1v2, p1, v4p, p13, p2o, p2, st, r, path, v4st, tau in rows:
         out.append(f"| randn*{sc:g} | {B} | {to:.1f} | **{tn:.1f}** | {t1:.1f} | {tpl:.1f} | {to / tn:.1f}x | {p1o:.1f} | {p1v2:.1f} / **{p1:.1f}** / {p13:.1f} | {v4p[0]}, {v4p[1]} | {p2o:.1f} → {p2:.1f} | {' / '.join(st)} | {r:.0f} | {r / tn:.0f}x | {path} |")
     out += ["", "Phase 1 v4 by stage (µs, clock64 of each row's first block, median over rows; " + ' / '.join(V4_STAGES) +
-            "), the spread of the rows' start times (µs, global timer), and tb_tree's threshold search (range / histogram / bin / min, µs):", "",
+            "), the spread of the rows' start times (µs, global timer), and tb_tree's threshold search (µs; 'rounds': before the rounds / round 1 / 2 / 3, 'hist' (`--tau-hist`): range / histogram / bin / min):", "",
             "| logits | B | v4 stages µs | row start spread µs | tau detail µs |", "|---|---|---|---|---|"]
     for sc, B, *_, v4st, tau in rows:
         out.append(f"| randn*{sc:g} | {B} | {' / '.join(v4st[0])} | {v4st[1]:.1f} | {tau} |")

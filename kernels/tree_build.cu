@@ -872,6 +872,7 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
     int Leff = sh_i[0];
     int path = 0;   // stats[0]: 0 heap forced/none, 1 = all of U ranked, 2 = the histogram-selected part ranked; stats[1] BFS tries
     int tries = 0;
+    int tau_kind = 0;   // stats[3]: which threshold search ran: 1 the rounds, 2 the histogram (TAU_HIST), 0 none
     if (Leff > 0 && !sh_i[1]) {
         // ---- tau0: a threshold the comb alone proves reaches count >= B. The comb's prefixes (the main chain to depth d,
         // then rank r there: chain[d] + LQ(d)[r], exactly the sums the BFS forms) go into a 2048-bin histogram over [their
@@ -893,6 +894,7 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
             }
         }
         if (tot >= B && (smem_flags & 4)) {
+            tau_kind = 2;
             int *hb = s_slot + SORTCAP;   // 2048 ints of the sort buffers, free until the BFS
             for (int b = tid; b < 2048; b += nt) hb[b] = 0;
             __syncthreads();
@@ -932,6 +934,7 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
             tau = sh_d[2];
             STAMP(12);
         } else if (tot >= B) {
+            tau_kind = 1;
             STAMP(9);
             int j = tid >> 5, d = tid & 31;
             for (int round = 0; round < 3; ++round) {
@@ -1135,7 +1138,7 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
         else next_sibling[nprev[i]] = i;
     }
     if (tid == 0) {
-        n_nodes[0] = n; stats[0] = sh_i[1] ? 0 : path; stats[1] = tries; stats[2] = sh_i[1];
+        n_nodes[0] = n; stats[0] = sh_i[1] ? 0 : path; stats[1] = tries; stats[2] = sh_i[1]; stats[3] = tau_kind;
         tst[8] = clock64();
         for (int i = 1; i < 13; ++i) stats[3 + i] = tst[i] ? (int)(tst[i] - tst[0]) : -1;
     }
