@@ -167,8 +167,9 @@ def _hist_tau(chain, lists, Leff, budget):
     import numpy as np
     if sum(len(lists[d]) for d in range(Leff)) < budget: return float('-inf')
     lo = min(chain[1], min(chain[d] + lists[d][-1] for d in range(Leff)))
-    span = chain[1] - lo
+    span = float(chain[1] - lo)
     scale = 2047.0 / span if span > 0 else 0.0
+    if not math.isfinite(scale): scale = 0.0   # a span below ~1e-305: one bin, as the kernel
     v = np.concatenate([chain[d] + lists[d] for d in range(Leff)])
     b = np.minimum(2047, ((v - lo) * scale).astype(np.int64))   # >= 0: truncation is the kernel's (int) cast
     above = np.cumsum(np.bincount(b, minlength=2048)[::-1])[::-1]   # prefixes in bins >= k

@@ -899,7 +899,8 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
             for (int b = tid; b < 2048; b += nt) hb[b] = 0;
             __syncthreads();
             STAMP(9);
-            const double lo = sh_d[0], span = sh_d[1] - lo, scale = span > 0 ? 2047.0 / span : 0.0;
+            const double lo = sh_d[0], span = sh_d[1] - lo, inv = span > 0 ? 2047.0 / span : 0.0;
+            const double scale = inv < INFINITY ? inv : 0.0;   // a span below ~1e-305: one bin, not inf * 0
             auto bin = [&](double v) { return min(2047, (int)((v - lo) * scale)); };
             int lg = 10;                                   // 2^lg threads a depth: Leff rounded up to a power of two
             while ((1 << (10 - lg)) < Leff) --lg;          // nt = 1024, Leff <= 32: lg >= 5, so a warp has one depth
