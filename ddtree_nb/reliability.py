@@ -8,7 +8,7 @@ import io, os, sys, math, json, time, subprocess, contextlib
 from pathlib import Path
 import torch
 from .tree import DraftTree, TreeBuffers, MAX_DEPTH, MAX_BUDGET, UCAP, SORTCAP, build_tree, build_tree_ref, check_draft_inputs
-import ddtree_nb.tree as _tree_mod   # TAU_HIST read when called, so a switch after import counts
+from . import tree as _tree_mod   # TAU_HIST read when called, so a switch after import counts
 from .tree import ranked_lists, tree_from_ranked, pack_visibility, unpack_visibility, vis_words
 from .reference import ancestor_mask, mla_tree_attention_ref, mla_tree_attention_brute
 from .accept import MAX_PATH, accept_compact, log_exp_noise

@@ -892,9 +892,9 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
                 for (int o = 16; o; o >>= 1) lo = fmin(lo, __shfl_xor_sync(FULL, lo, o));
                 if (tid == 0) { sh_d[0] = fmin(chain[1], lo); sh_d[1] = chain[1]; }
             }
+            tau_kind = (smem_flags & 4) ? 2 : 1;
         }
-        if (tot >= B && (smem_flags & 4)) {
-            tau_kind = 2;
+        if (tau_kind == 2) {
             int *hb = s_slot + SORTCAP;   // 2048 ints of the sort buffers, free until the BFS
             for (int b = tid; b < 2048; b += nt) hb[b] = 0;
             __syncthreads();
@@ -934,8 +934,7 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
             __syncthreads();
             tau = sh_d[2];
             STAMP(12);
-        } else if (tot >= B) {
-            tau_kind = 1;
+        } else if (tau_kind == 1) {
             STAMP(9);
             int j = tid >> 5, d = tid & 31;
             for (int round = 0; round < 3; ++round) {
