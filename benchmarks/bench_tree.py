@@ -15,7 +15,6 @@ Reference path: torch.topk + logsumexp on the GPU, copy to host, heapq and ances
 """
 import argparse, datetime, statistics, subprocess, time
 import torch
-import ddtree_nb.tree as tree_mod
 from ddtree_nb.tree import (TreeBuffers, fill_tree, launch_rows, launch_tree, build_tree_ref, tree_from_ranked, tree_smem,
                             CHUNK)
 from ddtree_nb.reliability import check_same_tree
@@ -92,11 +91,11 @@ def v4_stages(buf, L, clock_mhz):
     return [f"{x:.1f}" for x in d.tolist()], (st[:, 7].max() - st[:, 7].min()).item() / 1e3
 
 def tau_detail(buf, clock_mhz):
-    "tb_tree's threshold search split (µs), named by the kind that ran (stats[3]): 'rounds' (before the rounds, round 1, 2, 3) or 'hist' (the range and the histogram cleared, the comb's histogram, the bin holding the B-th best, the smallest score at or above it)."
+    "tb_tree's threshold search split (µs), when it ran (stats[3] = 1): the range and the histogram cleared, the comb's histogram, the bin holding the B-th best, the smallest score at or above it."
     st = buf.ws['stats'].tolist()
     t = [0] + st[4:16]   # tst[0..12] as cycles since tst[0]
-    if min(t[9:13]) < 0 or st[3] not in (1, 2): return '-'
-    return {1: 'rounds ', 2: 'hist '}[st[3]] + ' / '.join(f"{(b - a) / clock_mhz:.1f}" for a, b in ((t[1], t[9]), (t[9], t[10]), (t[10], t[11]), (t[11], t[12])))
+    if min(t[9:13]) < 0 or st[3] != 1: return '-'
+    return ' / '.join(f"{(b - a) / clock_mhz:.1f}" for a, b in ((t[1], t[9]), (t[9], t[10]), (t[10], t[11]), (t[11], t[12])))
 
 def main():
     ap = argparse.ArgumentParser()
@@ -104,9 +103,7 @@ def main():
     ap.add_argument('--out', default=None)
     ap.add_argument('--commit', default=None, help='commit to record (default: git rev-parse HEAD)')
     ap.add_argument('--copies', type=int, default=10, help='builds back to back in each timed graph')
-    ap.add_argument('--tau-hist', action='store_true', help="the shipped builder with tb_tree's threshold from one histogram (tree.TAU_HIST)")
     a = ap.parse_args()
-    if a.tau_hist: tree_mod.TAU_HIST = True
     import pycuda.driver as drv
     es = engine_stream(); s = es.torch
     gt = lambda fn: graph_time(fn, s, a.iters, a.copies)
@@ -145,14 +142,14 @@ def main():
                 print(rows[-1], flush=True)
     commit = a.commit or subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()
     out = [f"date {datetime.date.today()}, GPU {torch.cuda.get_device_name()}, commit {commit}, torch {torch.__version__}, SM clock attribute {clock:.0f} MHz",
-           f"command: python benchmarks/bench_tree.py --iters {a.iters} --copies {a.copies}" + (" --tau-hist" if a.tau_hist else ""), "",
+           f"command: python benchmarks/bench_tree.py --iters {a.iters} --copies {a.copies}", "",
            "µs per build, " + (f"{a.copies} builds back to back in each graph" if a.copies > 1 else "one build a graph replay") + "; the column 'shipped, one build a replay': one build in each graph, the graph launch included.", "",
            "| logits | B | before µs | **shipped µs** | shipped, one build a replay µs | shipped, tb_tree plain launch µs | before/shipped | phase 1 before µs | phase 1 v2 / **v4** / v3 µs | v4 path (1 cand, 2 hist), most candidates | phase 2 before → shipped µs | shipped tb_tree stages µs (" + ' / '.join(STAGES) + ") | reference path µs | ref/shipped | phase-2 path |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for sc, B, to, tn, t1, tpl, p1o, p1v2, p1, v4p, p13, p2o, p2, st, r, path, v4st, tau in rows:
         out.append(f"| randn*{sc:g} | {B} | {to:.1f} | **{tn:.1f}** | {t1:.1f} | {tpl:.1f} | {to / tn:.1f}x | {p1o:.1f} | {p1v2:.1f} / **{p1:.1f}** / {p13:.1f} | {v4p[0]}, {v4p[1]} | {p2o:.1f} → {p2:.1f} | {' / '.join(st)} | {r:.0f} | {r / tn:.0f}x | {path} |")
     out += ["", "Phase 1 v4 by stage (µs, clock64 of each row's first block, median over rows; " + ' / '.join(V4_STAGES) +
-            "), the spread of the rows' start times (µs, global timer), and tb_tree's threshold search (µs; 'rounds': before the rounds / round 1 / 2 / 3, 'hist' (`--tau-hist`): range / histogram / bin / min):", "",
+            "), the spread of the rows' start times (µs, global timer), and tb_tree's threshold search (µs: range / histogram / bin / min):", "",
             "| logits | B | v4 stages µs | row start spread µs | tau detail µs |", "|---|---|---|---|---|"]
     for sc, B, *_, v4st, tau in rows:
         out.append(f"| randn*{sc:g} | {B} | {' / '.join(v4st[0])} | {v4st[1]:.1f} | {tau} |")

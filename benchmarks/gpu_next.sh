@@ -27,7 +27,7 @@
 #   bash benchmarks/gpu_next.sh s21b "$OUT"  # session 21: the compiled merged round at T = 0 without and with AUTOTUNE_AR (<= 3.5 min)
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s22a "$OUT"  # session 22: s21c, nbs/03's cuda cells (the cluster merge), the split x cluster sweep at the demo shapes (<= 8.5 min)
-#   bash benchmarks/gpu_next.sh s27a "$OUT"  # tb_tree's threshold from one histogram (written in session 26, not run): checked with and without, fuzzed, timed
+#   bash benchmarks/gpu_next.sh s27b "$OUT"  # tb_tree's threshold from the histogram only, four ranks a thread in flight: tree_quick, then 300 s of the tree fuzzer
 #   bash benchmarks/gpu_next.sh s26b "$OUT"  # issue 19 on an H200: the T = 1 timeline, the verify tables, 300 s of fuzz
 #   bash benchmarks/gpu_next.sh s25d "$OUT"  # the combine with 8 chunks in flight, nbs/03, the verify sanitizer, 180 s of fuzz, the table
 #   bash benchmarks/gpu_next.sh s25c "$OUT"  # the plain plan by default, the combine shape by rows: checks, tables, the round
@@ -249,12 +249,10 @@ r = fuzz_verify(180, seed=29, backend='cuda', impl='auto', out_dir='$out/fuzz_re
 print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mismatches']), 'mismatches')"
     step bench_verify_cluster 60 python benchmarks/bench_verify_default.py --cluster --out "$out"
     keep_few "$out" gpu_next.log stamp_verify.log sanitize_kernels.md bench_verify_cluster.log bench_verify_cluster.json gpu_tests.log ;;
-  s27a)   # tb_tree's threshold from one histogram (tree.TAU_HIST, session 26, not run): every bench tree against the reference with and without, then 60 s of the tree fuzzer with it; if all agree and it is faster, make TAU_HIST the default (about 4 min)
+  s27b)   # session 27: tb_tree's threshold from the histogram only (the rounds dropped), four ranks a thread in flight: every bench tree against the reference, nbs/02's cuda cells, then the 5-minute tree fuzz issue 18 asks for (about 7 min)
     bash "$0" tree_quick "$out"
-    step bench_tree_tau_hist 100 python benchmarks/bench_tree.py --iters 40 --tau-hist --commit "$commit" --out "$out/bench_tree_tau_hist.md"
-    step fuzz_tree_tau_hist 75 python -c "import ddtree_nb.tree as t; t.TAU_HIST = True
-from ddtree_nb.reliability import fuzz_tree
-r = fuzz_tree(60, seed=36, backend='cuda', out_dir='$out/fuzz_repro')
+    step fuzz_tree 320 python -c "from ddtree_nb.reliability import fuzz_tree
+r = fuzz_tree(300, seed=37, backend='cuda', out_dir='$out/fuzz_repro')
 print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mismatches']), 'mismatches')" ;;
   s26b)   # issue 19's numbers on an H200 (elsewhere: the same steps, for the record): the T = 1 timeline, the verify table with the plain plans and the PDL rule, and the 5-minute fuzz the issue asks for (about 8 min)
     export DDTREE_COMMIT=$commit

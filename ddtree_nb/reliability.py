@@ -8,7 +8,6 @@ import io, os, sys, math, json, time, subprocess, contextlib
 from pathlib import Path
 import torch
 from .tree import DraftTree, TreeBuffers, MAX_DEPTH, MAX_BUDGET, UCAP, SORTCAP, build_tree, build_tree_ref, check_draft_inputs
-from . import tree as _tree_mod   # TAU_HIST read when called, so a switch after import counts
 from .tree import ranked_lists, tree_from_ranked, pack_visibility, unpack_visibility, vis_words
 from .reference import ancestor_mask, mla_tree_attention_ref, mla_tree_attention_brute
 from .accept import MAX_PATH, accept_compact, log_exp_noise
@@ -152,18 +151,7 @@ def _lex_key(slot, par, rank):
     return tuple(reversed(out))
 
 def _comb_tau(chain, lists, Leff, budget):
-    "Step 1: the highest of 32 evenly spaced thresholds (three zooming rounds) at which the comb alone has >= `budget` prefixes."
-    if sum(len(lists[d]) for d in range(Leff)) < budget: return float('-inf')
-    hi, lo = chain[1], min(chain[d] + lists[d][-1] for d in range(Leff))
-    cnt = lambda t: sum(int((chain[d] + lists[d] >= t).sum()) for d in range(Leff))
-    for _ in range(3):
-        ts = [hi if j == 31 else lo + (hi - lo) * (j / 31) for j in range(32)]
-        j = max(j for j in range(32) if cnt(ts[j]) >= budget)
-        lo, hi = ts[j], ts[min(j + 1, 31)]
-    return lo
-
-def _hist_tau(chain, lists, Leff, budget):
-    "Step 1 as `tree.TAU_HIST` takes it: the comb's scores in 2048 bins over [worst, best]; the smallest score in the bins at or above the one holding the `budget`-th best (-inf when the comb has fewer prefixes)."
+    "Step 1: the comb's scores in 2048 bins over [worst, best]; the smallest score in the bins at or above the one holding the `budget`-th best (-inf when the comb has fewer prefixes)."
     import numpy as np
     if sum(len(lists[d]) for d in range(Leff)) < budget: return float('-inf')
     lo = min(chain[1], min(chain[d] + lists[d][-1] for d in range(Leff)))
@@ -202,8 +190,8 @@ def _select(sc, tau, best, budget, sortcap):
     return cand if len(cand) <= sortcap else None
 
 # %% ../nbs/08_reliability.ipynb #971b5b48
-def threshold_tree_sim(draft_logits: torch.Tensor, budget: int, ucap: int=UCAP, sortcap: int=SORTCAP, tau_hist: bool|None=None):
-    "CPU mirror of the GPU builder's phase 2 (lower bound, BFS at a threshold, select, rank); `tau_hist`: the lower bound from the histogram (default `tree.TAU_HIST`). Returns (DraftTree, path taken)."
+def threshold_tree_sim(draft_logits: torch.Tensor, budget: int, ucap: int=UCAP, sortcap: int=SORTCAP):
+    "CPU mirror of the GPU builder's phase 2 (lower bound, BFS at a threshold, select, rank). Returns (DraftTree, path taken)."
     import numpy as np
     check_draft_inputs(draft_logits, budget)
     L, V = draft_logits.shape
@@ -213,7 +201,7 @@ def threshold_tree_sim(draft_logits: torch.Tensor, budget: int, ucap: int=UCAP, 
     if Leff == 0: return tree_from_ranked(ranked, L, 0), 'empty'
     chain = [0.0]
     for d in range(Leff): chain.append(chain[-1] + lists[d][0])
-    tau = (_hist_tau if (_tree_mod.TAU_HIST if tau_hist is None else tau_hist) else _comb_tau)(chain, lists, Leff, budget)
+    tau = _comb_tau(chain, lists, Leff, budget)
     for tries in range(4):   # a BFS that overflows retries at the B-th best of what it wrote; no progress: the heap
         sc, par, rank, over = _bfs_at(lists, Leff, tau, ucap)
         if not over: break
@@ -498,7 +486,7 @@ def _check_tree_ref(case):
     check_same_tree(build_tree_ref(x, B), want, x)
     B1 = max(B, 1)   # the GPU's caps (8192, 2048) exceed MAX_BUDGET; forced-small caps keep that invariant
     ucap, sortcap = (B1 + _int(torch.Generator().manual_seed(B), 0, 8), B1) if case['force_heap'] else (8192, 2048)
-    for th in (False, True): check_same_tree(threshold_tree_sim(x, B, ucap, sortcap, tau_hist=th)[0], want, x)   # both lower bounds
+    check_same_tree(threshold_tree_sim(x, B, ucap, sortcap)[0], want, x)
 
 def _check_tree_cuda(case):
     x = case['draft_logits'].to('cuda', getattr(torch, case['dtype']))

@@ -13,10 +13,10 @@ from .runtime import load_kernel, require_cuda, device_limits, unfinished_droppe
 
 # %% auto #0
 __all__ = ['MAX_DEPTH', 'MAX_VOCAB', 'MAX_BUDGET', 'UCAP', 'SORTCAP', 'KMAX', 'NBINS', 'CAND', 'CHUNK', 'MAXC', 'ROW_E',
-           'CLUSTER', 'ROW_THREADS', 'CAND4', 'ROW_KERNELS', 'PHASE1', 'TAU_HIST', 'DraftTree', 'vis_words',
-           'pack_visibility', 'unpack_visibility', 'check_draft_inputs', 'ranked_lists', 'tree_from_ranked',
-           'build_tree_ref', 'TreeBuffers', 'load_tree', 'write_chain', 'truncate_tree', 'rows_shape', 'tree_smem',
-           'launch_rows', 'launch_tree', 'fill_tree', 'build_tree']
+           'CLUSTER', 'ROW_THREADS', 'CAND4', 'ROW_KERNELS', 'PHASE1', 'DraftTree', 'vis_words', 'pack_visibility',
+           'unpack_visibility', 'check_draft_inputs', 'ranked_lists', 'tree_from_ranked', 'build_tree_ref',
+           'TreeBuffers', 'load_tree', 'write_chain', 'truncate_tree', 'rows_shape', 'tree_smem', 'launch_rows',
+           'launch_tree', 'fill_tree', 'build_tree']
 
 # %% ../nbs/02_tree_builder.ipynb #7db52c54
 @dataclass
@@ -251,7 +251,6 @@ def _tree_kernels(dtype):
 
 # %% ../nbs/02_tree_builder.ipynb #94166f3f
 _TREE_SMEM = 4 * (KMAX + 1) * 4 + UCAP * 4
-TAU_HIST = False   # tb_tree's threshold from one histogram of the comb (flags value 4), not three rounds of 32 thresholds: written in session 26, not yet run on a GPU (bench_tree.py --tau-hist)
 
 def tree_smem(L: int, k: int, limit: int) -> tuple[int, int]:
     "tb_tree's (dynamic shared bytes, flags): the per-depth lists (bit 0), then the BFS scores (bit 1) go to shared memory when they fit, tested in that order (the kernel lays them out scores, then lists)."
@@ -298,7 +297,6 @@ def launch_tree(buf, dtype, L, V, budget, root_token=None, force_heap=False, pdl
     ks = _tree_kernels(dtype)
     w, k = buf.ws, min(budget, V)
     nb, flags = tree_smem(L, k, ks['limit'])
-    flags |= 4 if TAU_HIST else 0
     ks['tree'](w['lq'], w['ltok'], w['kd'], L, budget, buf.max_budget, buf.W, int(force_heap), k, flags,
          buf.root_token if root_token is None else root_token,
          w['u_score'], w['u_par'], w['u_rank'], w['u_depth'], w['slot_idx'],

@@ -12,7 +12,7 @@
 //   candidates above a bound from the thread maxima, ranked by counting; v3 = its histogram fallback forced.
 // Phase 2, one block (tb_tree), launched as a programmatic dependent of phase 1 on sm_90+ (it waits for all of phase 1):
 //   v1 (force_heap=1, also the fallback): the literal best-first heap on one thread.
-//   threshold: a lower bound tau on the B-th best score from the "comb" (main chain + one deviation), a
+//   threshold: a lower bound tau on the B-th best score from a histogram of the "comb" (main chain + one deviation), a
 //       level-synchronous BFS materialising every prefix with score >= tau, a histogram that keeps the prefixes at
 //       or above the B-th best's bin, their ranks (score desc, rank tuple lexicographic) by a bucket counting sort,
 //       then indices, parents, depths, child links and the bitmask. (The radix-select + bitonic-sort version is in
@@ -821,11 +821,10 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
     pdl_wait();
     lq_g = after_here(lq_g); ltok = after_here(ltok); kd_g = after_here(kd_g);
     STAMP(0);
-    // smem_flags bit 2: the threshold from a histogram (tau0 below). Shared-memory copies when they fit (bit 0: the lists,
-    // bit 1: the BFS scores); the binary searches and the BFS are chains of dependent loads, shared memory makes each step
-    // ~10x cheaper than L2. Layout after off: the scores, then the lists (tree.tree_smem sizes them). The BFS parent links
-    // and slot index stay in global memory: in shared memory too (session 25's bit 2) they changed no stage by more than
-    // 0.1 µs at B = 16-1024 (tree_build.md, "Session 26").
+    // Shared-memory copies when they fit (bit 0: the lists, bit 1: the BFS scores); the binary searches and the BFS are
+    // chains of dependent loads, shared memory makes each step ~10x cheaper than L2. Layout after off: the scores, then the
+    // lists (tree.tree_smem sizes them). The BFS parent links and slot index stay in global memory: in shared memory too
+    // (session 25's bit 2) they changed no stage by more than 0.1 µs at B = 16-1024 (tree_build.md, "Session 26").
     unsigned char *extra = (unsigned char *)(off + UCAP);
     double *u_score = (smem_flags & 2) ? (double *)extra : u_score_g;
     if (smem_flags & 2) extra += UCAP * sizeof(double);
@@ -872,7 +871,7 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
     int Leff = sh_i[0];
     int path = 0;   // stats[0]: 0 heap forced/none, 1 = all of U ranked, 2 = the histogram-selected part ranked; stats[1] BFS tries
     int tries = 0;
-    int tau_kind = 0;   // stats[3]: which threshold search ran: 1 the rounds, 2 the histogram (TAU_HIST), 0 none
+    int tau_kind = 0;   // stats[3]: 1 when the comb's histogram ran (the comb reaches B), 0 when not
     if (Leff > 0 && !sh_i[1]) {
         // ---- tau0: a threshold the comb alone proves reaches count >= B. The comb's prefixes (the main chain to depth d,
         // then rank r there: chain[d] + LQ(d)[r], exactly the sums the BFS forms) go into a 2048-bin histogram over [their
@@ -880,23 +879,19 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
         // >= b*. A bin index only grows with the score, so every one of those >= B prefixes scores >= tau, and tau is within
         // a bin (1/2048 of the range) of the B-th best comb score. A depth's list is sorted, so its bins fall along r: a
         // warp (lanes on consecutive ranks of one depth) adds each run of equal bins with one atomic, and the prefixes at or
-        // above b* are a run of ranks from 0 whose end one binary search per depth finds. With flags bit 2 clear (tree.TAU_HIST,
-        // off until it has run on a GPU: tree_build.md, "Session 26") it is the highest of 32 evenly spaced thresholds, three
-        // zooming rounds, that the comb reaches (warp j tests threshold j, lane d counts depth d by a binary search).
+        // above b* are a run of ranks from 0 whose end one binary search per depth finds. Before session 27 it was the
+        // highest of 32 evenly spaced thresholds, three zooming rounds, that the comb reaches (tree_build.md, "Session 27").
         const long long tot = sh_tot;
-        double tau;
-        if (tot < B) tau = -INFINITY;
-        else {
+        double tau = -INFINITY;
+        if (tot >= B) {
+            tau_kind = 1;
+            int *hb = s_slot + SORTCAP;   // 2048 ints of the sort buffers, free until the BFS
+            for (int b = tid; b < 2048; b += nt) hb[b] = 0;
             if (tid < 32) {   // the comb's worst score, lane d at depth d (Leff <= MAX_DEPTH = 32)
                 double lo = tid < Leff ? chain[tid] + LQ(tid)[kd[tid] - 1] : INFINITY;
                 for (int o = 16; o; o >>= 1) lo = fmin(lo, __shfl_xor_sync(FULL, lo, o));
                 if (tid == 0) { sh_d[0] = fmin(chain[1], lo); sh_d[1] = chain[1]; }
             }
-            tau_kind = (smem_flags & 4) ? 2 : 1;
-        }
-        if (tau_kind == 2) {
-            int *hb = s_slot + SORTCAP;   // 2048 ints of the sort buffers, free until the BFS
-            for (int b = tid; b < 2048; b += nt) hb[b] = 0;
             __syncthreads();
             STAMP(9);
             const double lo = sh_d[0], span = sh_d[1] - lo, inv = span > 0 ? 2047.0 / span : 0.0;
@@ -904,15 +899,23 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
             auto bin = [&](double v) { return min(2047, (int)((v - lo) * scale)); };
             int lg = 10;                                   // 2^lg threads a depth: Leff rounded up to a power of two
             while ((1 << (10 - lg)) < Leff) --lg;          // nt = 1024, Leff <= 32: lg >= 5, so a warp has one depth
-            const int d = tid >> lg, lane = tid & 31;
+            const int d = tid >> lg, lane = tid & 31, S = 1 << lg;
             if (d < Leff) {
                 const double base = chain[d], *lst = LQ(d);
                 const int n = kd[d];
-                for (int r = tid & ((1 << lg) - 1); r - lane < n; r += 1 << lg) {
-                    const int b = r < n ? bin(base + lst[r]) : -1, bp = __shfl_up_sync(FULL, b, 1);
-                    const bool head = b >= 0 && (lane == 0 || bp != b);
-                    const unsigned heads = __ballot_sync(FULL, head), later = (heads >> lane) >> 1;
-                    if (head) atomicAdd(&hb[b], (later ? __ffs(later) : min(32, n - (r - lane)) - lane));
+                // four ranks a thread per pass, their loads and bins first: four independent chains in flight instead of one
+                // (session 26's loop took one rank at a time: 4.4-4.8 us at B = 1024, where the lists live in L2)
+                for (int r0 = tid & (S - 1); r0 - lane < n; r0 += 4 * S) {
+                    int b[4];
+#pragma unroll
+                    for (int u = 0; u < 4; ++u) { const int r = r0 + u * S; b[u] = r < n ? bin(base + lst[r]) : -1; }
+#pragma unroll
+                    for (int u = 0; u < 4; ++u) {   // r - lane, the warp's first rank, is the same in every lane
+                        const int bp = __shfl_up_sync(FULL, b[u], 1), w0 = r0 + u * S - lane;
+                        const bool head = b[u] >= 0 && (lane == 0 || bp != b[u]);
+                        const unsigned heads = __ballot_sync(FULL, head), later = (heads >> lane) >> 1;
+                        if (head) atomicAdd(&hb[b[u]], later ? __ffs(later) : min(32, n - w0) - lane);
+                    }
                 }
             }
             __syncthreads();
@@ -934,25 +937,6 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
             __syncthreads();
             tau = sh_d[2];
             STAMP(12);
-        } else if (tau_kind == 1) {
-            STAMP(9);
-            int j = tid >> 5, d = tid & 31;
-            for (int round = 0; round < 3; ++round) {
-                if (tid == 0) sh_i[3] = 0;
-                __syncthreads();
-                double lo = sh_d[0], hi = sh_d[1];
-                double t = j == 31 ? hi : lo + (hi - lo) * ((double)j / 31.0);
-                int c = d < Leff ? count_ge(LQ(d), kd[d], chain[d], t) : 0;
-                for (int o = 16; o; o >>= 1) c += __shfl_xor_sync(FULL, c, o);
-                if (d == 0 && c >= B) atomicMax(&sh_i[3], j);
-                __syncthreads();
-                int best = sh_i[3];
-                if (d == 0 && j == best) sh_d[0] = t;
-                if (d == 0 && (j == best + 1 || (best == 31 && j == 31))) sh_d[1] = t;
-                __syncthreads();
-                STAMP(10 + round);
-            }
-            tau = sh_d[0];
         }
         STAMP(2);
         // ---- BFS at tau, retried with a higher tau while it overflows
