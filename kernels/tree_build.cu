@@ -903,15 +903,17 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
             if (d < Leff) {
                 const double base = chain[d], *lst = LQ(d);
                 const int n = kd[d];
-                // four ranks a thread per pass, their loads and bins first: four independent chains in flight instead of one
-                // (session 26's loop took one rank at a time: 4.4-4.8 us at B = 1024, where the lists live in L2)
+                // four ranks a thread per pass, their loads and bins first, then one shuffle/ballot/atomic step each (session
+                // 26's loop took one rank a step: 4.4-4.8 us at B = 1024, 16 ranks a thread; this one 3.7-4.1, tree_build.md)
                 for (int r0 = tid & (S - 1); r0 - lane < n; r0 += 4 * S) {
                     int b[4];
 #pragma unroll
                     for (int u = 0; u < 4; ++u) { const int r = r0 + u * S; b[u] = r < n ? bin(base + lst[r]) : -1; }
 #pragma unroll
-                    for (int u = 0; u < 4; ++u) {   // r - lane, the warp's first rank, is the same in every lane
-                        const int bp = __shfl_up_sync(FULL, b[u], 1), w0 = r0 + u * S - lane;
+                    for (int u = 0; u < 4; ++u) {
+                        const int w0 = r0 + u * S - lane;   // the warp's first rank: the same in every lane
+                        if (w0 >= n) break;
+                        const int bp = __shfl_up_sync(FULL, b[u], 1);
                         const bool head = b[u] >= 0 && (lane == 0 || bp != b[u]);
                         const unsigned heads = __ballot_sync(FULL, head), later = (heads >> lane) >> 1;
                         if (head) atomicAdd(&hb[b[u]], later ? __ffs(later) : min(32, n - w0) - lane);
