@@ -27,6 +27,7 @@
 #   bash benchmarks/gpu_next.sh s21b "$OUT"  # session 21: the compiled merged round at T = 0 without and with AUTOTUNE_AR (<= 3.5 min)
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s22a "$OUT"  # session 22: s21c, nbs/03's cuda cells (the cluster merge), the split x cluster sweep at the demo shapes (<= 8.5 min)
+#   bash benchmarks/gpu_next.sh s27c "$OUT"  # the histogram pass's stop at the end of a list (0ff3baf): tree_quick, then 60 s of the tree fuzzer
 #   bash benchmarks/gpu_next.sh s27b "$OUT"  # tb_tree's threshold from the histogram only, four ranks a thread in flight: tree_quick, then 300 s of the tree fuzzer
 #   bash benchmarks/gpu_next.sh s26b "$OUT"  # issue 19 on an H200: the T = 1 timeline, the verify tables, 300 s of fuzz
 #   bash benchmarks/gpu_next.sh s25d "$OUT"  # the combine with 8 chunks in flight, nbs/03, the verify sanitizer, 180 s of fuzz, the table
@@ -249,6 +250,11 @@ r = fuzz_verify(180, seed=29, backend='cuda', impl='auto', out_dir='$out/fuzz_re
 print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mismatches']), 'mismatches')"
     step bench_verify_cluster 60 python benchmarks/bench_verify_default.py --cluster --out "$out"
     keep_few "$out" gpu_next.log stamp_verify.log sanitize_kernels.md bench_verify_cluster.log bench_verify_cluster.json gpu_tests.log ;;
+  s27c)   # the histogram pass's stop at the end of a list (0ff3baf): every bench tree against the reference, nbs/02's cuda cells, 60 s of the tree fuzzer (about 4 min)
+    bash "$0" tree_quick "$out"
+    step fuzz_tree 75 python -c "from ddtree_nb.reliability import fuzz_tree
+r = fuzz_tree(60, seed=38, backend='cuda', out_dir='$out/fuzz_repro')
+print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mismatches']), 'mismatches')" ;;
   s27b)   # session 27: tb_tree's threshold from the histogram only (the rounds dropped), four ranks a thread in flight: every bench tree against the reference, nbs/02's cuda cells, then the 5-minute tree fuzz issue 18 asks for (about 7 min)
     bash "$0" tree_quick "$out"
     step fuzz_tree 320 python -c "from ddtree_nb.reliability import fuzz_tree
