@@ -904,7 +904,7 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
                 const double base = chain[d], *lst = LQ(d);
                 const int n = kd[d];
                 // four ranks a thread per pass, their loads and bins first, then one shuffle/ballot/atomic step each (session
-                // 26's loop took one rank a step: 4.4-4.8 us at B = 1024, 16 ranks a thread; this one 3.7-4.1, tree_build.md)
+                // 26's loop took one rank a step: 4.4-4.8 us at B = 1024, 16 ranks a thread; this one 3.7-4.4, tree_build.md)
                 for (int r0 = tid & (S - 1); r0 - lane < n; r0 += 4 * S) {
                     int b[4];
 #pragma unroll
