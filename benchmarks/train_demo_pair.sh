@@ -10,6 +10,8 @@
 # Afterwards copy OUT/{target,drafter,train_log.json} over ddtree_nb/demo_pair/ and run benchmarks/eval_demo_pair.py.
 # Step 3 (the shipped drafter, 2026-12-03): `drafter` retrains the drafter alone on the shipped target (--target-from), on
 #   twice the greedy data and for longer (deadline 460 s); copy OUT/{drafter,train_log.json} over ddtree_nb/demo_pair/.
+# Step drafter1 (issue 17, written in session 27, not run): `drafter` with one drafter layer, for the bound in
+#   benchmarks/bench_compile.md, "Session 27" (the 3-layer draft alone costs 0.76 of an AR round of the demo target).
 # Steps long_target, long_drafter (issue 17; run once on 2026-12-06, an H100, 448 + 488 s: trained, not shipped, because its
 #   greedy text loops; benchmarks/demo_pair.md, "A pair for 512-token runs"): a pair for 512-token benchmarks. The shipped pair
 #   was trained on 256-token windows (target) and 48 + 128-token sequences (drafter). long_target trains the target on
@@ -47,6 +49,13 @@ fi
 if [[ $STEP == drafter ]]; then
   python3 -m ddtree_nb.demo train --out "$OUT" --data build/gpu_data_v2 --device cuda --seed 0 --target-from ddtree_nb/demo_pair \
     --drafter '{"num_hidden_layers": 3, "target_layer_ids": [1, 3, 5]}' \
+    --seq-len 256 --prompt-len 48 --new-tokens 128 --gen-seqs 131072 --gen-batch 4096 --gen-time-s 70 --eval-seqs 256 \
+    --drafter-steps 100000 --drafter-batch 128 --anchors-per-seq 16 --drafter-lr 2e-3 --drafter-warmup 100 \
+    --drafter-time-s 400 --deadline-s 460 --target-shards 2
+fi
+if [[ $STEP == drafter1 ]]; then   # issue 17's bound (bench_compile.md, "Session 27"): the step `drafter` with one drafter layer instead of three
+  python3 -m ddtree_nb.demo train --out "$OUT" --data build/gpu_data_v2 --device cuda --seed 0 --target-from ddtree_nb/demo_pair \
+    --drafter '{"num_hidden_layers": 1, "target_layer_ids": [1, 3, 5]}' \
     --seq-len 256 --prompt-len 48 --new-tokens 128 --gen-seqs 131072 --gen-batch 4096 --gen-time-s 70 --eval-seqs 256 \
     --drafter-steps 100000 --drafter-batch 128 --anchors-per-seq 16 --drafter-lr 2e-3 --drafter-warmup 100 \
     --drafter-time-s 400 --deadline-s 460 --target-shards 2
