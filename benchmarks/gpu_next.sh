@@ -60,6 +60,12 @@ step() {   # step NAME SECONDS CMD...: run with a timeout, log the exit code and
     echo "   exit $rc, $(( $(date +%s) - t0 )) s$([ $rc -eq 124 ] && echo ' (TIMED OUT)')" | tee -a "$log"
     tail -3 "$out/$name.log" | sed 's/^/   | /' | tee -a "$log"
 }
+fuzz_gpu() {   # fuzz_gpu STEP LIMIT HARNESS SECONDS SEED [IMPL]: step STEP runs reliability.fuzz_HARNESS on the GPU for SECONDS
+    local name=$1 limit=$2 h=$3 secs=$4 seed=$5 impl=${6:-}
+    step "$name" "$limit" python -c "from ddtree_nb.reliability import fuzz_$h
+r = fuzz_$h($secs, seed=$seed, backend='cuda'${impl:+, impl='$impl'}, out_dir='$out/fuzz_repro')
+print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mismatches']), 'mismatches')"
+}
 keep_few() {   # keep_few DIR FILE...: everything in DIR into DIR/all.tgz, then only the named files and all.tgz left (8 files come back)
     local d=$1; shift
     tar czf /tmp/all.tgz -C "$d" . && find "$d" -mindepth 1 -maxdepth 1 $(printf -- "-not -name %s " "$@") -exec rm -rf {} + && mv /tmp/all.tgz "$d/all.tgz"
@@ -160,9 +166,7 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     KERNELS=verify_pdl,verify_sm90,verify_ar_step TIMEOUT_PLAIN=25 TIMEOUT_MEMCHECK=35 TIMEOUT_INITCHECK=30 TIMEOUT_SYNCCHECK=25 TIMEOUT_RACECHECK=45 \
       step sanitize_verify_pdl 165 bash benchmarks/sanitize_kernels.sh "$out/sanitize_verify_pdl"
     tar czf "$out/sanitize_verify_pdl.tgz" -C "$out" sanitize_verify_pdl && rm -rf "$out/sanitize_verify_pdl"
-    step fuzz_verify_auto 100 python -c "from ddtree_nb.reliability import fuzz_verify
-r = fuzz_verify(60, seed=23, backend='cuda', impl='auto', out_dir='$out/fuzz_repro')
-print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mismatches']), 'mismatches')" ;;
+    fuzz_gpu fuzz_verify_auto 100 verify 60 23 auto ;;
   s20a)   # one machine start for session 20's kernel checks (step timeouts 450 s)
     tree_steps
     verify_pdl_steps ;;
@@ -196,9 +200,7 @@ print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mi
     GPU_TESTS_TIMEOUT=200 N_WORKERS=2 step gpu_tests_03_05 210 bash benchmarks/gpu_tests.sh "$out" 03_verify 05
     export DDTREE_COMMIT=$commit
     step bench_verify_cluster 120 python benchmarks/bench_verify_default.py --cluster --out "$out"
-    step fuzz_verify_auto 45 python -c "from ddtree_nb.reliability import fuzz_verify
-r = fuzz_verify(30, seed=24, backend='cuda', impl='auto', out_dir='$out/fuzz_repro')
-print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mismatches']), 'mismatches')" ;;
+    fuzz_gpu fuzz_verify_auto 45 verify 30 24 auto ;;
   s23a)   # session 22's leftovers, any sm_90 GPU (step timeouts sum to 475 s): nbs/05 alone on the default cluster plan, the cluster sanitizer case, the combine's block shapes
     GPU_TESTS_TIMEOUT=250 N_WORKERS=1 step gpu_tests_05 260 bash benchmarks/gpu_tests.sh "$out" 05
     KERNELS=verify_sm90_cluster TIMEOUT_PLAIN=20 TIMEOUT_MEMCHECK=30 TIMEOUT_INITCHECK=25 TIMEOUT_SYNCCHECK=20 TIMEOUT_RACECHECK=25 \
@@ -215,9 +217,7 @@ print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mi
     bash "$0" tree_quick "$out"
     GPU_TESTS_TIMEOUT=60 N_WORKERS=1 step gpu_tests_03 70 bash benchmarks/gpu_tests.sh "$out" 03_verify
     export DDTREE_COMMIT=$commit
-    step fuzz_verify_auto 75 python -c "from ddtree_nb.reliability import fuzz_verify
-r = fuzz_verify(60, seed=25, backend='cuda', impl='auto', out_dir='$out/fuzz_repro')
-print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mismatches']), 'mismatches')"
+    fuzz_gpu fuzz_verify_auto 75 verify 60 25 auto
     step bench_verify_cluster 120 python benchmarks/bench_verify_default.py --cluster --out "$out"
     keep_few "$out" gpu_next.log bench_tree.md bench_verify_cluster.json bench_verify_cluster.log gpu_tests.log ;;
   s24b)   # session 24's unrun changes: the verify kernel's two tiles in flight (50c8b78), tb_tree's warp minima (c3ca9dd) and ties by slot order (0f994aa), bench_tree's builds back to back in one graph; on an H200 then the PDL plans if time is left
@@ -232,9 +232,7 @@ print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mi
     step stamp_demo 60 python benchmarks/stamp_verify.py --T 65 --H 4 --P 1000 --clusters default,2 --against .device/old --out "$out/demo"
     step stamp_t17 60 python benchmarks/stamp_verify.py --T 17 --H 4 --P 1000 --clusters default,2 --against .device/old --out "$out/t17"
     GPU_TESTS_TIMEOUT=60 N_WORKERS=1 step gpu_tests_03 70 bash benchmarks/gpu_tests.sh "$out" 03_verify
-    step fuzz_verify_auto 75 python -c "from ddtree_nb.reliability import fuzz_verify
-r = fuzz_verify(60, seed=28, backend='cuda', impl='auto', out_dir='$out/fuzz_repro')
-print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mismatches']), 'mismatches')"
+    fuzz_gpu fuzz_verify_auto 75 verify 60 28 auto
     step bench_verify_cluster 120 python benchmarks/bench_verify_default.py --cluster --out "$out"
     step bench_verify_pdl 100 python benchmarks/bench_verify_default.py --pdl --out "$out"
     step run_ahead 150 python benchmarks/bench_run_ahead.py --out "$out/rac" --commit "$commit" --compile --merge on --temps 0,0.8 --reps 2
@@ -246,9 +244,7 @@ print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mi
     KERNELS=verify TIMEOUT_PLAIN=50 TIMEOUT_MEMCHECK=70 TIMEOUT_INITCHECK=50 TIMEOUT_SYNCCHECK=50 TIMEOUT_RACECHECK=80 \
       step sanitize_verify 320 bash benchmarks/sanitize_kernels.sh "$out/san"
     cp "$out"/san/sanitize_kernels.md "$out"/ 2>/dev/null
-    step fuzz_verify_auto 195 python -c "from ddtree_nb.reliability import fuzz_verify
-r = fuzz_verify(180, seed=29, backend='cuda', impl='auto', out_dir='$out/fuzz_repro')
-print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mismatches']), 'mismatches')"
+    fuzz_gpu fuzz_verify_auto 195 verify 180 29 auto
     step bench_verify_cluster 60 python benchmarks/bench_verify_default.py --cluster --out "$out"
     keep_few "$out" gpu_next.log stamp_verify.log sanitize_kernels.md bench_verify_cluster.log bench_verify_cluster.json gpu_tests.log ;;
   s28a)   # the draft's block attention as one 4-D SDPA call (drafter.DRAFT_SDPA, session 27, not run): the draft's kernels, replay ms and logits off and on, then the round with and without it (about 6 min)
@@ -258,22 +254,16 @@ print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mi
     keep_few "$out" gpu_next.log draft_sdpa.log run_ahead_base.log run_ahead_sdpa.log ;;
   s27c)   # the histogram pass's stop at the end of a list (0ff3baf): every bench tree against the reference, nbs/02's cuda cells, 60 s of the tree fuzzer (about 4 min)
     bash "$0" tree_quick "$out"
-    step fuzz_tree 75 python -c "from ddtree_nb.reliability import fuzz_tree
-r = fuzz_tree(60, seed=38, backend='cuda', out_dir='$out/fuzz_repro')
-print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mismatches']), 'mismatches')" ;;
+    fuzz_gpu fuzz_tree 75 tree 60 38 ;;
   s27b)   # session 27: tb_tree's threshold from the histogram only (the rounds dropped), four ranks a thread in flight: every bench tree against the reference, nbs/02's cuda cells, then the 5-minute tree fuzz issue 18 asks for (about 7 min)
     bash "$0" tree_quick "$out"
-    step fuzz_tree 320 python -c "from ddtree_nb.reliability import fuzz_tree
-r = fuzz_tree(300, seed=37, backend='cuda', out_dir='$out/fuzz_repro')
-print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mismatches']), 'mismatches')" ;;
+    fuzz_gpu fuzz_tree 320 tree 300 37 ;;
   s26b)   # issue 19's numbers on an H200 (elsewhere: the same steps, for the record): the T = 1 timeline, the verify table with the plain plans and the PDL rule, and the 5-minute fuzz the issue asks for (about 8 min)
     export DDTREE_COMMIT=$commit
     step stamp_verify 90 python benchmarks/stamp_verify.py --H 64 --P 4096,32768,131072 --clusters default,2 --out "$out"
     step bench_verify_cluster 60 python benchmarks/bench_verify_default.py --cluster --out "$out"
     step bench_verify_pdl 60 python benchmarks/bench_verify_default.py --pdl --out "$out"
-    step fuzz_verify_auto 320 python -c "from ddtree_nb.reliability import fuzz_verify
-r = fuzz_verify(300, seed=32, backend='cuda', impl='auto', out_dir='$out/fuzz_repro')
-print(r['harness'], r['cases'], 'cases in', round(r['seconds']), 's,', len(r['mismatches']), 'mismatches')"
+    fuzz_gpu fuzz_verify_auto 320 verify 300 32 auto
     keep_few "$out" gpu_next.log stamp_verify.log stamp_verify.json bench_verify_cluster.log bench_verify_pdl.log fuzz_verify_auto.log ;;
   tree_quick)   # the tree builder in three minutes at most: bench_tree at 40 iterations, then nbs/02's cuda cells
     step bench_tree 100 python benchmarks/bench_tree.py --iters 40 --commit "$commit" --out "$out/bench_tree.md"
