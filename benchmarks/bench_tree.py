@@ -91,10 +91,9 @@ def v4_stages(buf, L, clock_mhz):
     return [f"{x:.1f}" for x in d.tolist()], (st[:, 7].max() - st[:, 7].min()).item() / 1e3
 
 def tau_detail(buf, clock_mhz):
-    "tb_tree's threshold search split (µs), when it ran (stats[3] = 1): the range and the histogram cleared, the comb's histogram, the bin holding the B-th best, the smallest score at or above it."
-    st = buf.ws['stats'].tolist()
-    t = [0] + st[4:16]   # tst[0..12] as cycles since tst[0]
-    if min(t[9:13]) < 0 or st[3] != 1: return '-'
+    "tb_tree's threshold search split (µs), when it ran (its stamps 9-12 taken): the range and the histogram cleared, the comb's histogram, the bin holding the B-th best, the smallest score at or above it."
+    t = [0] + buf.ws['stats'][4:16].tolist()   # tst[0..12] as cycles since tst[0], -1 where a stage was skipped
+    if min(t[9:13]) < 0: return '-'
     return ' / '.join(f"{(b - a) / clock_mhz:.1f}" for a, b in ((t[1], t[9]), (t[9], t[10]), (t[10], t[11]), (t[11], t[12])))
 
 def main():

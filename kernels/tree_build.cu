@@ -871,7 +871,6 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
     int Leff = sh_i[0];
     int path = 0;   // stats[0]: 0 heap forced/none, 1 = all of U ranked, 2 = the histogram-selected part ranked; stats[1] BFS tries
     int tries = 0;
-    int tau_kind = 0;   // stats[3]: 1 when the comb's histogram ran (the comb reaches B), 0 when not
     if (Leff > 0 && !sh_i[1]) {
         // ---- tau0: a threshold the comb alone proves reaches count >= B. The comb's prefixes (the main chain to depth d,
         // then rank r there: chain[d] + LQ(d)[r], exactly the sums the BFS forms) go into a 2048-bin histogram over [their
@@ -884,7 +883,6 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
         const long long tot = sh_tot;
         double tau = -INFINITY;
         if (tot >= B) {
-            tau_kind = 1;
             int *hb = s_slot + SORTCAP;   // 2048 ints of the sort buffers, free until the BFS
             for (int b = tid; b < 2048; b += nt) hb[b] = 0;
             if (tid < 32) {   // the comb's worst score, lane d at depth d (Leff <= MAX_DEPTH = 32)
@@ -1124,7 +1122,7 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
         else next_sibling[nprev[i]] = i;
     }
     if (tid == 0) {
-        n_nodes[0] = n; stats[0] = sh_i[1] ? 0 : path; stats[1] = tries; stats[2] = sh_i[1]; stats[3] = tau_kind;
+        n_nodes[0] = n; stats[0] = sh_i[1] ? 0 : path; stats[1] = tries; stats[2] = sh_i[1];
         tst[8] = clock64();
         for (int i = 1; i < 13; ++i) stats[3 + i] = tst[i] ? (int)(tst[i] - tst[0]) : -1;
     }
