@@ -27,7 +27,6 @@
 #   bash benchmarks/gpu_next.sh s21b "$OUT"  # session 21: the compiled merged round at T = 0 without and with AUTOTUNE_AR (<= 3.5 min)
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s22a "$OUT"  # session 22: s21c, nbs/03's cuda cells (the cluster merge), the split x cluster sweep at the demo shapes (<= 8.5 min)
-#   bash benchmarks/gpu_next.sh s28a "$OUT"  # the draft's attention as one SDPA call (drafter.DRAFT_SDPA, not run): draft kernels and logits off/on, the round with and without
 #   bash benchmarks/gpu_next.sh s27c "$OUT"  # the histogram pass's stop at the end of a list (0ff3baf): tree_quick, then 60 s of the tree fuzzer
 #   bash benchmarks/gpu_next.sh s27b "$OUT"  # tb_tree's threshold from the histogram only, four ranks a thread in flight: tree_quick, then 300 s of the tree fuzzer
 #   bash benchmarks/gpu_next.sh s26b "$OUT"  # issue 19 on an H200: the T = 1 timeline, the verify tables, 300 s of fuzz
@@ -247,11 +246,6 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     fuzz_gpu fuzz_verify_auto 195 verify 180 29 auto
     step bench_verify_cluster 60 python benchmarks/bench_verify_default.py --cluster --out "$out"
     keep_few "$out" gpu_next.log stamp_verify.log sanitize_kernels.md bench_verify_cluster.log bench_verify_cluster.json gpu_tests.log ;;
-  s28a)   # the draft's block attention as one 4-D SDPA call (drafter.DRAFT_SDPA, session 27, not run): the draft's kernels, replay ms and logits off and on, then the round with and without it (about 6 min)
-    step draft_sdpa 150 python benchmarks/bench_compile.py --out "$out/bc" --commit "$commit" --variants compiled+merge --tokens 1 --draft-sdpa --reps 200
-    step run_ahead_base 170 python benchmarks/bench_run_ahead.py --out "$out/ra_base" --commit "$commit" --compile --merge on --temps 0,0.8 --reps 2
-    step run_ahead_sdpa 170 python benchmarks/bench_run_ahead.py --out "$out/ra_sdpa" --commit "$commit" --compile --merge on --temps 0,0.8 --reps 2 --draft-sdpa
-    keep_few "$out" gpu_next.log draft_sdpa.log run_ahead_base.log run_ahead_sdpa.log ;;
   s27c)   # the histogram pass's stop at the end of a list (0ff3baf): every bench tree against the reference, nbs/02's cuda cells, 60 s of the tree fuzzer (about 4 min)
     bash "$0" tree_quick "$out"
     fuzz_gpu fuzz_tree 75 tree 60 38 ;;

@@ -15,8 +15,8 @@ from .runtime import unfinished_dropped
 from .checkpoint import read_json
 
 # %% auto #0
-__all__ = ['RMSNorm', 'SwiGLU', 'DRAFT_SDPA', 'default_target_layer_ids', 'DrafterConfig', 'rope_cos_sin', 'block_attention',
-           'DFlashAttention', 'DFlashLayer', 'DrafterCache', 'check_pair', 'Drafter', 'save_drafter', 'load_drafter']
+__all__ = ['RMSNorm', 'SwiGLU', 'default_target_layer_ids', 'DrafterConfig', 'rope_cos_sin', 'block_attention', 'DFlashAttention',
+           'DFlashLayer', 'DrafterCache', 'check_pair', 'Drafter', 'save_drafter', 'load_drafter']
 
 # %% ../nbs/05a_drafter.ipynb #5a8225b3
 def default_target_layer_ids(num_target_layers: int, # layers of the target model
@@ -117,12 +117,9 @@ def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float, dtype: to
 SwiGLU = model.MLP         # Qwen3's MLP is the target's dense SwiGLU, same parameter names
 
 # %% ../nbs/05a_drafter.ipynb #6c316cbd
-DRAFT_SDPA = False   # the draft's block through SDPA with a batch dim of 1 (4-D: a fused kernel may take it) instead of three kernels: session 27, not yet timed on a GPU
-
 def block_attention(q, k, v,             # q [nkv, R, hd] (a block's query rows per KV head), k, v [nkv, S, hd]
                     scale: float, attn_mask=None):   # attn_mask: bool, broadcast to [nkv, R, S], True = attend
-    "SDPA's math for a draft's one block: scores and softmax in fp32 (fp64 kept), then P in v's dtype for the PV product, as flash attention rounds it; with `DRAFT_SDPA`, SDPA itself on a batch of one."
-    if DRAFT_SDPA: return F.scaled_dot_product_attention(q[None], k[None], v[None], scale=scale, attn_mask=None if attn_mask is None else attn_mask[None])[0]
+    "SDPA's math for a draft's one block: scores and softmax in fp32 (fp64 kept), then P in v's dtype for the PV product, as flash attention rounds it."
     ct = torch.promote_types(q.dtype, torch.float32)
     s = torch.matmul(q.to(ct), k.to(ct).transpose(-1, -2)) * scale
     if attn_mask is not None: s = s.masked_fill(~attn_mask, float('-inf'))
