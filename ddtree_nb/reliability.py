@@ -150,16 +150,20 @@ def _lex_key(slot, par, rank):
     while slot >= 0: out.append(rank[slot]); slot = par[slot]
     return tuple(reversed(out))
 
+def _hist_bins(v, lo, span):
+    "The kernel's `hist_bin`: the 2048-bin index of scores `v` over [lo, lo + span] (truncated, as its (int) cast); one bin when the span is 0 or below ~1e-305."
+    import numpy as np
+    scale = 2047.0 / span if span > 0 else 0.0
+    if not math.isfinite(scale): scale = 0.0
+    return np.clip(((np.asarray(v, dtype=np.float64) - lo) * scale).astype(np.int64), 0, 2047)
+
 def _comb_tau(chain, lists, Leff, budget):
     "Step 1: the comb's scores in 2048 bins over [worst, best]; the smallest score in the bins at or above the one holding the `budget`-th best (-inf when the comb has fewer prefixes)."
     import numpy as np
     if sum(len(lists[d]) for d in range(Leff)) < budget: return float('-inf')
     lo = min(chain[1], min(chain[d] + lists[d][-1] for d in range(Leff)))
-    span = float(chain[1] - lo)
-    scale = 2047.0 / span if span > 0 else 0.0
-    if not math.isfinite(scale): scale = 0.0   # a span below ~1e-305: one bin, as the kernel
     v = np.concatenate([chain[d] + lists[d] for d in range(Leff)])
-    b = np.minimum(2047, ((v - lo) * scale).astype(np.int64))   # >= 0: truncation is the kernel's (int) cast
+    b = _hist_bins(v, lo, float(chain[1] - lo))
     above = np.cumsum(np.bincount(b, minlength=2048)[::-1])[::-1]   # prefixes in bins >= k
     return float(v[b >= int(np.nonzero(above >= budget)[0].max())].min())
 
@@ -183,10 +187,9 @@ def _select(sc, tau, best, budget, sortcap):
     cand = list(range(len(sc)))
     if len(cand) <= budget: return cand
     lo = tau if tau > float('-inf') else min(sc)
-    scale = 2047.0 / (best - lo) if best > lo else 0.0
-    binof = lambda s: min(2047, int((s - lo) * scale))
-    bstar = binof(sorted(sc, reverse=True)[budget - 1])
-    cand = [j for j in cand if binof(sc[j]) >= bstar]
+    bins = _hist_bins(sc, lo, best - lo)
+    bstar = _hist_bins(sorted(sc, reverse=True)[budget - 1], lo, best - lo)
+    cand = [j for j in cand if bins[j] >= bstar]
     return cand if len(cand) <= sortcap else None
 
 # %% ../nbs/08_reliability.ipynb #971b5b48

@@ -92,24 +92,33 @@ __device__ int block_scan(int v, int *ws, int *total) {
     return r;
 }
 
-// Highest bin b of hist[0..nbins) with (count of bins > b) < need <= (count of bins >= b). hist in shared or
+// Highest bin b of hist[0..PER * blockDim.x) with (count of bins > b) < need <= (count of bins >= b). hist in shared or
 // global memory (read with plain loads; caller made it visible). out[0] = b, out[1] = count above b.
-// need >= 1 and <= sum(hist). nbins a multiple of blockDim.x.
-__device__ void find_desc(const int *hist, int nbins, int need, int *ws, int *out) {
-    int per = nbins / blockDim.x, hi = nbins - threadIdx.x * per;   // this thread: bins [hi-per, hi), descending
+// need >= 1 and <= sum(hist). PER, the bins a thread sums, is a constant (as in cluster_find): with the bin count a runtime
+// argument, each thread divided by blockDim.x and ran a loop of unknown length (ncu, tb_tree at B = 64: ~4 k of its 53 k
+// warp instructions, tree_build.md "Session 28").
+template <int PER> __device__ void find_desc(const int *hist, int need, int *ws, int *out) {
+    const int hi = (blockDim.x - threadIdx.x) * PER;   // this thread: bins [hi-PER, hi), descending
     int s = 0;
-    for (int b = hi - 1; b >= hi - per; --b) s += hist[b];
+#pragma unroll
+    for (int b = 1; b <= PER; ++b) s += hist[hi - b];
     int tot, incl = block_scan(s, ws, &tot);
     int excl = incl - s;
     if (excl < need && need <= incl) {
         int c = excl;
-        for (int b = hi - 1; b >= hi - per; --b) {
+        for (int b = hi - 1; b >= hi - PER; --b) {
             if (c + hist[b] >= need) { out[0] = b; out[1] = c; break; }
             c += hist[b];
         }
     }
     __syncthreads();
 }
+
+// The 2048-bin histograms of tb_tree's scores: v's bin over [lo, lo + span] is hist_bin(v, lo, hist_scale(span)). A bin
+// only grows with v, so the bins at or above a bin hold exactly the scores at or above its smallest member. A span below
+// ~1e-305 would make the scale inf (and inf * 0 a NaN bin): it is one bin then; a v below lo goes to bin 0.
+__device__ __forceinline__ double hist_scale(double span) { const double s = span > 0 ? 2047.0 / span : 0.0; return s < INFINITY ? s : 0.0; }
+__device__ __forceinline__ int hist_bin(double v, double lo, double scale) { return min(2047, max(0, (int)((v - lo) * scale))); }
 
 // ---------------------------------------------------------------- phase 1a: stats + histogram
 // rowinfo[row*8 + .]: 0 b*, 1 count above b*, 2 count in b*, 3 k_d, 4 cntA, 5 cntB; rowlse[2*row] max, [2*row+1] log sum-exp.
@@ -157,7 +166,7 @@ __device__ void hist_body(const T *__restrict__ logits, int V, int k, int *hist,
     if ((tid & 31) == 0) atomicAdd(&stot, tot);
     __syncthreads();
     int kd = min(k, stot);
-    if (kd > 0) find_desc(sh, NBINS, kd, ws, fout);
+    if (kd > 0) find_desc<NBINS / 256>(sh, kd, ws, fout);   // 256 threads (tb_hist_*)
     if (tid < 32) {   // logsumexp from the C partials, one warp
         float M = -INFINITY; double S = 0.0;
         for (int j = tid; j < C; j += 32) M = fmaxf(M, (float)__ldcg(&stat[row * MAXC + j]).x);
@@ -270,7 +279,7 @@ __device__ void rowsort_body(const T *__restrict__ logits, int V, const int *row
                 if ((key >> shift) == pre) atomicAdd(&h[(key >> (shift - 10)) & 1023], 1);
             }
             __syncthreads();
-            find_desc(h, 1024, need, ws, fout);
+            find_desc<1>(h, need, ws, fout);   // 1024 bins, 1024 threads (tb_rowsort_*)
             need -= fout[1];
             pre = (pre << 10) | (uint32_t)fout[0];
             shift -= 10;
@@ -681,6 +690,9 @@ ROWS(tb_rows_f32_c8_e32, float, 8, 32)
 #endif
 
 // ---------------------------------------------------------------- phase 2: the tree (one block of 1024)
+#define TB_THREADS 1024   // tb_tree's block (tree.fill_tree launches exactly this): a constant, so a loop over bins or slots
+                          // strided by it needs no division for its trip count (ncu: three 2048-bin clears took ~1.4 k warp
+                          // instructions each at B = 64, most of it dividing by blockDim.x; tree_build.md "Session 28")
 // Is the rank tuple of (parent pa, rank ra, depth da) lexicographically smaller than (pb, rb, db)? par/rank index
 // nodes; the root (depth 0) is `never dereferenced` because two same-depth walks meet there at the latest.
 __device__ __forceinline__ bool lex_less(int pa, int ra, int da, int pb, int rb, int db, const int *par, const int *rank) {
@@ -798,7 +810,7 @@ __device__ __forceinline__ double select_kth(const double *sc, int N, int B, int
     return keyd(pre);
 }
 
-extern "C" __global__ void __launch_bounds__(1024) tb_tree(
+extern "C" __global__ void __launch_bounds__(TB_THREADS) tb_tree(
         const double *lq_g, const int *ltok, const int *kd_g, int L, int B, int Bmax, int W, int force_heap, int ks, int smem_flags,
         const int *root_token, double *u_score_g, int *u_par_g, int *u_rank, int *u_depth, int *slot_idx_g,
         double *h_score, int *h_par, int *h_rank, int *h_depth, int *h_prev, int *stats,
@@ -813,7 +825,8 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
     __shared__ double chain[MAX_DEPTH + 1], sh_d[4], wmin[32];
     __shared__ int kd[MAX_DEPTH], lvl[MAX_DEPTH + 1];   // lvl[t]: one past the last BFS slot of depth t
     __shared__ long long tst[13], sh_tot;  // tst: clock64 at stage ends (thread 0): stats[4..15], cycles since start, -1 if skipped
-    int tid = threadIdx.x, nt = blockDim.x;
+    const int tid = threadIdx.x;
+    constexpr int nt = TB_THREADS;
 #define STAMP(i) do { if (tid == 0) tst[i] = clock64(); } while (0)
     if (tid < 13) tst[tid] = 0;
     // launched as a programmatic dependent of phase 1 (fill_tree's pdl), this block may start while phase 1 runs: wait for
@@ -834,12 +847,15 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
     __syncthreads();
     if (B > 0 && (smem_flags & 1)) {
         double *l = (double *)extra;
-        // four loads in flight per thread before any store: one L2 round trip for the lists (L * ks <= 4 * 1024 at B <= 256)
+        // four loads in flight per thread before any store: one L2 round trip for the lists (L * ks <= 4 * 1024 at B <= 256).
+        // d = i / ks by a float reciprocal, not an integer division (~25 instructions each): i < 32 * 1024 and ks <= 1024, so
+        // (i + 0.5) / ks is at least 0.5 / ks ~ 5e-4 from an integer and the float error (a few ulp of at most 32) ~1e-5.
+        const float rks = 1.0f / ks;
         for (int i0 = tid; i0 < L * ks; i0 += 4 * nt) {
             double v[4]; int at[4];
 #pragma unroll
             for (int u = 0; u < 4; ++u) {
-                int i = i0 + u * nt, d = i / ks, r = i - d * ks;
+                int i = i0 + u * nt, d = (int)(((float)i + 0.5f) * rks), r = i - d * ks;
                 at[u] = i < L * ks && r < kd[d] ? d * (ks | 1) + r : -1;
                 if (at[u] >= 0) v[u] = lq_g[d * KMAX + r];
             }
@@ -892,9 +908,8 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
             }
             __syncthreads();
             STAMP(9);
-            const double lo = sh_d[0], span = sh_d[1] - lo, inv = span > 0 ? 2047.0 / span : 0.0;
-            const double scale = inv < INFINITY ? inv : 0.0;   // a span below ~1e-305: one bin, not inf * 0
-            auto bin = [&](double v) { return min(2047, (int)((v - lo) * scale)); };
+            const double lo = sh_d[0], scale = hist_scale(sh_d[1] - lo);
+            auto bin = [&](double v) { return hist_bin(v, lo, scale); };
             int lg = 10;                                   // 2^lg threads a depth: Leff rounded up to a power of two
             while ((1 << (10 - lg)) < Leff) --lg;          // nt = 1024, Leff <= 32: lg >= 5, so a warp has one depth
             const int d = tid >> lg, lane = tid & 31, S = 1 << lg;
@@ -920,7 +935,7 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
             }
             __syncthreads();
             STAMP(10);
-            find_desc(hb, 2048, B, ws, fout);
+            find_desc<2048 / nt>(hb, B, ws, fout);
             const int bstar = fout[0];
             STAMP(11);
             if (tid < 32) {   // lane d: the last rank of depth d at or above b*; tau the smallest of their scores
@@ -1003,18 +1018,17 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
                     __syncthreads();
                     lo = warp_min_of(wmin, nt >> 5);
                 }
-                double span = chain[1] - lo;
-                double scale = span > 0 ? 2047.0 / span : 0.0;
+                const double scale = hist_scale(chain[1] - lo);
                 for (int b = tid; b < 2048; b += nt) hb[b] = 0;
                 __syncthreads();
-                for (int j = tid; j < N; j += nt) atomicAdd(&hb[min(2047, (int)((u_score[j] - lo) * scale))], 1);
+                for (int j = tid; j < N; j += nt) atomicAdd(&hb[hist_bin(u_score[j], lo, scale)], 1);
                 __syncthreads();
-                find_desc(hb, 2048, B, ws, fout);
+                find_desc<2048 / nt>(hb, B, ws, fout);
                 int bstar = fout[0];
                 if (tid == 0) sh_i[4] = 0;
                 __syncthreads();
                 for (int j = tid; j < N; j += nt)
-                    if (min(2047, (int)((u_score[j] - lo) * scale)) >= bstar) {
+                    if (hist_bin(u_score[j], lo, scale) >= bstar) {
                         int q = atomicAdd(&sh_i[4], 1);
                         if (q < SORTCAP) { s_sc[q] = u_score[j]; s_slot[q] = j; }
                     }
@@ -1035,8 +1049,8 @@ extern "C" __global__ void __launch_bounds__(1024) tb_tree(
                 for (int q = tid; q < 2048; q += nt) s_rank[q] = 0;   // bucket counts, then cursors, then the ranks
                 __syncthreads();
                 lo2 = warp_min_of(wmin, nt >> 5);
-                const double sc2 = chain[1] > lo2 ? 2047.0 / (chain[1] - lo2) : 0.0;
-#define BUCKET(x) min(2047, max(0, (int)(((x) - lo2) * sc2)))
+                const double sc2 = hist_scale(chain[1] - lo2);
+#define BUCKET(x) hist_bin(x, lo2, sc2)
                 for (int i = tid; i < M; i += nt) atomicAdd(&s_rank[BUCKET(s_sc[i])], 1);
                 __syncthreads();
                 {   // descending exclusive scan: thread t owns buckets 2047-2t and 2046-2t (nt = 1024)
