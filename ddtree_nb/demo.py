@@ -790,9 +790,10 @@ def plot_training(log: dict, path=None):
 
 # %% ../nbs/06_demo_models.ipynb #6934bcef
 def report_pair(n_prompts: int=8, prompt_tokens: int=48, max_new_tokens: int=128, budgets=(16, 64, 256), device='cpu',
-                sets=('stdlib', 'packages')) -> dict:
-    "Held-out acceptance tables of the embedded pair (see `acceptance_table`), one per held-out set; a set whose files aren't here gets its error."
+                sets=('stdlib', 'packages'), drafter_dir=None) -> dict:
+    "Held-out acceptance tables of the embedded pair (see `acceptance_table`), one per held-out set; a set whose files aren't here gets its error. `drafter_dir`: another drafter for the same target (a `train --target-from` output's `drafter/`)."
     target, drafter, tok = load_demo_pair(device)
+    if drafter_dir is not None: drafter = load_drafter(Path(drafter_dir), target)
     res = dict(prompt_tokens=prompt_tokens, max_new_tokens=max_new_tokens, device=str(device), threads=torch.get_num_threads(), sets={})
     for which in sets:
         try: prompts = held_out_prompts(tok, n_prompts, prompt_tokens, which=which)
