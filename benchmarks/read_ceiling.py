@@ -4,7 +4,7 @@ both as (read + write) / time and as read / time), each at 66 / 132 / 198 MB (a 
 routed weights at T = 1) and at 1 and 4 GB; CUDA events, median of 30, L2 flushed by a 256 MB read before each rep
 (bench_moe.py's `gpu_time` and `make_flush`).
 
-    python benchmarks/read_ceiling.py OUT.json
+    python benchmarks/read_ceiling.py OUT.json [MIB,MIB,...]   (default 66,132,198,1024,4096; 36 MiB = the verify call at T = 1, P = 32k)
 """
 import json, os, sys
 import torch
@@ -12,10 +12,10 @@ sys.path.insert(0, os.path.dirname(__file__))
 from bench_moe import gpu_time, make_flush
 
 
-def main(path):
+def main(path, sizes=(66, 132, 198, 1024, 4096)):
     dev = torch.device('cuda')
     flush, res = make_flush(dev, 'read'), {}
-    for mb in (66, 132, 198, 1024, 4096):
+    for mb in sizes:
         n = mb * 2**20 // 2
         x = torch.empty(n, dtype=torch.bfloat16, device=dev).normal_()
         xi, y = x.view(torch.int32), torch.empty_like(x)
@@ -30,4 +30,4 @@ def main(path):
     json.dump(res, open(path, 'w'), indent=1)
 
 
-if __name__ == '__main__': main(sys.argv[1])
+if __name__ == '__main__': main(sys.argv[1], *([tuple(int(x) for x in sys.argv[2].split(','))] if len(sys.argv) > 2 else []))
