@@ -653,13 +653,13 @@ def demo_pair_dir() -> Path:
     import ddtree_nb
     return Path(ddtree_nb.__file__).parent / 'demo_pair'
 
-def load_demo_pair(device='cpu', dtype=torch.float32):
-    "(target, drafter, tokenizer) of the embedded demo pair on `device` in `dtype`."
+def load_demo_pair(device='cpu', dtype=torch.float32, drafter_dir=None):
+    "(target, drafter, tokenizer) of the embedded demo pair on `device` in `dtype`; `drafter_dir`: another drafter of the same target (a `train --target-from` output's `drafter/`) instead of the embedded one."
     from transformers import AutoTokenizer
     d = demo_pair_dir()
     if not (d / 'target' / 'config.json').exists(): raise FileNotFoundError(f"the demo pair is missing from {d} (broken install?)")
     target = load_target(d / 'target', device=device, dtype=dtype)
-    return target, load_drafter(d / 'drafter', target), AutoTokenizer.from_pretrained(str(d / 'target'))
+    return target, load_drafter(Path(drafter_dir) if drafter_dir is not None else d / 'drafter', target), AutoTokenizer.from_pretrained(str(d / 'target'))
 
 # %% ../nbs/06_demo_models.ipynb #2da5353c
 def _held_out_paths(corpus: dict, which: str, root=None, site=None) -> list[Path]:
@@ -791,10 +791,10 @@ def plot_training(log: dict, path=None):
 # %% ../nbs/06_demo_models.ipynb #6934bcef
 def report_pair(n_prompts: int=8, prompt_tokens: int=48, max_new_tokens: int=128, budgets=(16, 64, 256), device='cpu',
                 sets=('stdlib', 'packages'), drafter_dir=None) -> dict:
-    "Held-out acceptance tables of the embedded pair (see `acceptance_table`), one per held-out set; a set whose files aren't here gets its error. `drafter_dir`: another drafter for the same target (a `train --target-from` output's `drafter/`)."
-    target, drafter, tok = load_demo_pair(device)
-    if drafter_dir is not None: drafter = load_drafter(Path(drafter_dir), target)
-    res = dict(prompt_tokens=prompt_tokens, max_new_tokens=max_new_tokens, device=str(device), threads=torch.get_num_threads(), sets={})
+    "Held-out acceptance tables of the embedded pair (see `acceptance_table`), one per held-out set; a set whose files aren't here gets its error. `drafter_dir`: another drafter of the same target (see `load_demo_pair`)."
+    target, drafter, tok = load_demo_pair(device, drafter_dir=drafter_dir)
+    res = dict(prompt_tokens=prompt_tokens, max_new_tokens=max_new_tokens, device=str(device), threads=torch.get_num_threads(), sets={},
+               **({} if drafter_dir is None else dict(drafter_dir=str(drafter_dir))))
     for which in sets:
         try: prompts = held_out_prompts(tok, n_prompts, prompt_tokens, which=which)
         except (FileNotFoundError, ValueError) as e: res['sets'][which] = dict(error=str(e)); continue

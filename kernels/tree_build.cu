@@ -95,8 +95,8 @@ __device__ int block_scan(int v, int *ws, int *total) {
 // Highest bin b of hist[0..PER * blockDim.x) with (count of bins > b) < need <= (count of bins >= b). hist in shared or
 // global memory (read with plain loads; caller made it visible). out[0] = b, out[1] = count above b.
 // need >= 1 and <= sum(hist). PER, the bins a thread sums, is a constant (as in cluster_find): with the bin count a runtime
-// argument, each thread divided by blockDim.x and ran a loop of unknown length (ncu, tb_tree at B = 64: ~4 k of its 53 k
-// warp instructions, tree_build.md "Session 28").
+// argument, each thread divided by blockDim.x and ran a loop of unknown length (ncu, tb_tree at B = 64: ~4.7 k of its 53 k
+// warp instructions with the block scan it calls, tree_build.md "Session 28").
 template <int PER> __device__ void find_desc(const int *hist, int need, int *ws, int *out) {
     const int hi = (blockDim.x - threadIdx.x) * PER;   // this thread: bins [hi-PER, hi), descending
     int s = 0;
@@ -116,7 +116,7 @@ template <int PER> __device__ void find_desc(const int *hist, int need, int *ws,
 
 // The 2048-bin histograms of tb_tree's scores: v's bin over [lo, lo + span] is hist_bin(v, lo, hist_scale(span)). A bin
 // only grows with v, so the bins at or above a bin hold exactly the scores at or above its smallest member. A span below
-// ~1e-305 would make the scale inf (and inf * 0 a NaN bin): it is one bin then; a v below lo goes to bin 0.
+// ~1e-305 would make the scale inf (and inf * 0 a NaN): it is one bin then; a v below lo goes to bin 0.
 __device__ __forceinline__ double hist_scale(double span) { const double s = span > 0 ? 2047.0 / span : 0.0; return s < INFINITY ? s : 0.0; }
 __device__ __forceinline__ int hist_bin(double v, double lo, double scale) { return min(2047, max(0, (int)((v - lo) * scale))); }
 
