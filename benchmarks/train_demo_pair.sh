@@ -10,8 +10,8 @@
 # Afterwards copy OUT/{target,drafter,train_log.json} over ddtree_nb/demo_pair/ and run benchmarks/eval_demo_pair.py.
 # Step 3 (the shipped drafter, 2026-12-03): `drafter` retrains the drafter alone on the shipped target (--target-from), on
 #   twice the greedy data and for longer (deadline 460 s); copy OUT/{drafter,train_log.json} over ddtree_nb/demo_pair/.
-# Step drafter1 (issue 17, written in session 27, not run): `drafter` with one drafter layer, for the bound in
-#   benchmarks/bench_compile.md, "Session 27" (the 3-layer draft alone costs 0.76 of an AR round of the demo target).
+# Step drafter1 (issue 17; run once in session 28, an H100, 449 s: not shipped, its held-out acceptance is 2.4-4.5 against the
+#   shipped drafter's 6.7-9.0; benchmarks/bench_compile.md, "Session 28"): `drafter` with one drafter layer instead of three.
 # Steps long_target, long_drafter (issue 17; run once on 2026-12-06, an H100, 448 + 488 s: trained, not shipped, because its
 #   greedy text loops; benchmarks/demo_pair.md, "A pair for 512-token runs"): a pair for 512-token benchmarks. The shipped pair
 #   was trained on 256-token windows (target) and 48 + 128-token sequences (drafter). long_target trains the target on

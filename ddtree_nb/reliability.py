@@ -184,11 +184,12 @@ def _bfs_at(lists, Leff, tau, ucap):
 
 def _select(sc, tau, best, budget, sortcap):
     "Step 4's selection: the slots in or above the B-th best's bin of 2048 bins over [tau, best]; None when more than `sortcap`."
+    import numpy as np
     cand = list(range(len(sc)))
     if len(cand) <= budget: return cand
     lo = tau if tau > float('-inf') else min(sc)
     bins = _hist_bins(sc, lo, best - lo)
-    bstar = _hist_bins(sorted(sc, reverse=True)[budget - 1], lo, best - lo)
+    bstar = int(np.sort(bins)[-budget])   # bins only grow with the score: the budget-th largest bin is the budget-th best's
     cand = [j for j in cand if bins[j] >= bstar]
     return cand if len(cand) <= sortcap else None
 

@@ -13,10 +13,10 @@ from .runtime import load_kernel, require_cuda, device_limits, unfinished_droppe
 
 # %% auto #0
 __all__ = ['MAX_DEPTH', 'MAX_VOCAB', 'MAX_BUDGET', 'UCAP', 'SORTCAP', 'KMAX', 'NBINS', 'CAND', 'CHUNK', 'MAXC', 'ROW_E',
-           'CLUSTER', 'ROW_THREADS', 'CAND4', 'ROW_KERNELS', 'PHASE1', 'DraftTree', 'vis_words', 'pack_visibility',
-           'unpack_visibility', 'check_draft_inputs', 'ranked_lists', 'tree_from_ranked', 'build_tree_ref',
-           'TreeBuffers', 'load_tree', 'write_chain', 'truncate_tree', 'rows_shape', 'tree_smem', 'launch_rows',
-           'launch_tree', 'fill_tree', 'build_tree']
+           'CLUSTER', 'ROW_THREADS', 'CAND4', 'TB_THREADS', 'ROW_KERNELS', 'PHASE1', 'DraftTree', 'vis_words',
+           'pack_visibility', 'unpack_visibility', 'check_draft_inputs', 'ranked_lists', 'tree_from_ranked',
+           'build_tree_ref', 'TreeBuffers', 'load_tree', 'write_chain', 'truncate_tree', 'rows_shape', 'tree_smem',
+           'launch_rows', 'launch_tree', 'fill_tree', 'build_tree']
 
 # %% ../nbs/02_tree_builder.ipynb #7db52c54
 @dataclass
@@ -220,10 +220,11 @@ def truncate_tree(buf: TreeBuffers, b: int):
 
 # %% ../nbs/02_tree_builder.ipynb #6dd28112
 ROW_E, CLUSTER, ROW_THREADS, CAND4 = (4, 8, 16, 32), 8, 1024, 2048   # phase 1 v4: logits per thread, blocks per long row, threads per block, fast-path candidates
+TB_THREADS = 1024   # tb_tree's one block (phase 2): the kernel's loops take it as a constant, so it must be launched with exactly this
 ROW_KERNELS = ((1, 4), (1, 8), (1, 16), (1, 32), (8, 8), (8, 16), (8, 32))   # the (blocks per row, E) pairs tree_build.cu instantiates
 PHASE1 = ('v2', 'v3', 'v4')
 _KERNEL_LIMITS = dict(MAX_DEPTH=MAX_DEPTH, MAX_BUDGET=MAX_BUDGET, MAX_VOCAB=MAX_VOCAB, MAXC=MAXC, KMAX=KMAX, NBINS=NBINS,
-                      CAND=CAND, CHUNK=CHUNK, UCAP=UCAP, SORTCAP=SORTCAP, RT=ROW_THREADS, CAND4=CAND4)   # tree_build.cu's #defines, checked on load
+                      CAND=CAND, CHUNK=CHUNK, UCAP=UCAP, SORTCAP=SORTCAP, RT=ROW_THREADS, CAND4=CAND4, TB_THREADS=TB_THREADS)   # tree_build.cu's #defines, checked on load
 
 def rows_shape(V: int) -> tuple[int, int, int]:
     "Phase 1 v4 for rows of `V` logits: (blocks per row, logits per thread, threads per block that hold logits)."
@@ -302,7 +303,7 @@ def launch_tree(buf, dtype, L, V, budget, root_token=None, force_heap=False, pdl
          w['u_score'], w['u_par'], w['u_rank'], w['u_depth'], w['slot_idx'],
          w['h_score'], w['h_par'], w['h_rank'], w['h_depth'], w['h_prev'], w['stats'],
          buf.n_nodes, buf.tokens, buf.depths, buf.parents, buf.first_child, buf.next_sibling, buf.vis_bits, buf.scores,
-         grid=1, block=1024, shared=nb, pdl=pdl)
+         grid=1, block=TB_THREADS, shared=nb, pdl=pdl)
 
 
 # %% ../nbs/02_tree_builder.ipynb #3334dfac

@@ -690,7 +690,7 @@ ROWS(tb_rows_f32_c8_e32, float, 8, 32)
 #endif
 
 // ---------------------------------------------------------------- phase 2: the tree (one block of 1024)
-#define TB_THREADS 1024   // tb_tree's block (tree.fill_tree launches exactly this): a constant, so a loop over bins or slots
+#define TB_THREADS 1024   // tb_tree's block (tree.TB_THREADS launches exactly this, checked on load): a constant, so a loop over bins or slots
                           // strided by it needs no division for its trip count (ncu: three 2048-bin clears took ~1.4 k warp
                           // instructions each at B = 64, most of it dividing by blockDim.x; tree_build.md "Session 28")
 // Is the rank tuple of (parent pa, rank ra, depth da) lexicographically smaller than (pb, rb, db)? par/rank index
