@@ -10,7 +10,7 @@ compile). A variant whose option this torch lacks is reported as an error row. N
 
     python benchmarks/bench_compile.py --out OUTDIR [--commit HASH] [--reps 200] [--variants eager,compiled,...] [--tokens 1,65]
 """
-import argparse, collections, json, statistics, time, traceback
+import argparse, collections, json, os, statistics, time, traceback
 from pathlib import Path
 import torch, torch._dynamo
 
@@ -52,7 +52,8 @@ def main():
     ap = argparse.ArgumentParser(); ap.add_argument('--out', required=True); ap.add_argument('--commit', default='unknown')
     ap.add_argument('--reps', type=int, default=200); ap.add_argument('--variants', default=','.join(VARIANTS))
     ap.add_argument('--tokens', default='1,65', help='token counts of the forwards, comma-separated (1 = an AR step, 17 = a DFlash / DDTree B=16 verify, 65 = B=64)')
-    ap.add_argument('--draft', action='store_true', help="also the drafter's one draft (a round's front): eager and compiled, merged, kernels in order and replay ms"); a = ap.parse_args()
+    ap.add_argument('--draft', action='store_true', help="also the drafter's one draft (a round's front): eager and compiled, merged, kernels in order and replay ms")
+    ap.add_argument('--draft-kernel', default='1', help="with --draft: DDTREE_DRAFT_KERNEL values to run the draft under, comma-separated (1: the draft attention kernel, 0: block_attention under the mask)"); a = ap.parse_args()
     from ddtree_nb.demo import load_demo_pair
     from ddtree_nb.verify import vis_to_bits
     from ddtree_nb.runtime import engine_stream
@@ -68,7 +69,7 @@ def main():
     torch._dynamo.config.cache_size_limit = torch._dynamo.config.accumulated_cache_size_limit = 256   # a graph per layer kind per T
     out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
     meta = dict(date=time.strftime('%Y-%m-%d'), gpu=torch.cuda.get_device_name(), torch=torch.__version__, commit=a.commit,
-                command=f'python benchmarks/bench_compile.py --out {a.out} --commit {a.commit} --reps {a.reps} --variants {a.variants} --tokens {a.tokens}' + (' --draft' if a.draft else ''))
+                command=f'python benchmarks/bench_compile.py --out {a.out} --commit {a.commit} --reps {a.reps} --variants {a.variants} --tokens {a.tokens}' + (f' --draft --draft-kernel {a.draft_kernel}' if a.draft else ''))
     res, first_fwd, ref = [], {}, {}
     for variant in a.variants.split(','):
         try: setup_variant(t, variant)
@@ -79,11 +80,14 @@ def main():
             print(json.dumps(r), flush=True); res.append(r)
         (out / 'bench_compile.json').write_text(json.dumps(dict(meta=meta, rows=res), indent=1))   # after each variant: a timeout keeps the rest
     if a.draft:
-        for compiled in (False, True):
-            name = 'draft ' + ('compiled+merge' if compiled else 'eager+merge')
-            try: r = dict(variant=name, **measure_draft(d, compiled, es, a.reps))
-            except Exception: r = dict(variant=name, error=traceback.format_exc()[-600:])
-            print(json.dumps(r), flush=True); res.append(r)
+        for dk in a.draft_kernel.split(','):
+            os.environ['DDTREE_DRAFT_KERNEL'] = dk
+            d.__dict__.pop('_compiled_draft', None); torch._dynamo.reset()   # the setting is read when the draft is traced
+            for compiled in (False, True):
+                name = 'draft ' + ('compiled+merge' if compiled else 'eager+merge') + f' kernel={dk}'
+                try: r = dict(variant=name, **measure_draft(d, compiled, es, a.reps))
+                except Exception: r = dict(variant=name, error=traceback.format_exc()[-600:])
+                print(json.dumps(r), flush=True); res.append(r)
         (out / 'bench_compile.json').write_text(json.dumps(dict(meta=meta, rows=res), indent=1))
 
 def measure_draft(d, compiled, es, reps, P=1000):
@@ -97,8 +101,8 @@ def measure_draft(d, compiled, es, reps, P=1000):
     draft = d.compiled_draft() if compiled else d.draft
     def fwd():
         cache.length.fill_(P); return draft(cache, feats, n_new, root)
-    r, g, _, _ = profile_and_capture(fwd, es)
-    return dict(r, replay_ms=round(replay_ms(g, es, reps), 4))
+    r, g, o, _ = profile_and_capture(fwd, es)
+    return dict(r, replay_ms=round(replay_ms(g, es, reps), 4), argmax=o.argmax(-1).tolist(), logits_sum=round(o.double().sum().item(), 3))
 
 def profile_and_capture(fwd, es):
     "On engine stream `es`: `fwd`'s first call (timed: the compile), 3 warm calls, its kernels (`kernels`), then its capture in a graph -> (row fields, graph, first output, graph output)."

@@ -4,7 +4,7 @@
 
 # %% ../nbs/05a_drafter.ipynb #b39cf396
 from __future__ import annotations
-import json, functools
+import json, functools, os
 from dataclasses import dataclass, asdict
 from pathlib import Path
 import torch
@@ -15,7 +15,8 @@ from .runtime import unfinished_dropped
 from .checkpoint import read_json
 
 # %% auto #0
-__all__ = ['RMSNorm', 'SwiGLU', 'default_target_layer_ids', 'DrafterConfig', 'rope_cos_sin', 'block_attention', 'DFlashAttention',
+__all__ = ['RMSNorm', 'SwiGLU', 'DA_LIMITS', 'DA_SHAPES', 'default_target_layer_ids', 'DrafterConfig', 'rope_cos_sin',
+           'block_attention', 'draft_split', 'draft_smem', 'draft_kernel_ok', 'draft_attention', 'DFlashAttention',
            'DFlashLayer', 'DrafterCache', 'check_pair', 'Drafter', 'save_drafter', 'load_drafter']
 
 # %% ../nbs/05a_drafter.ipynb #5a8225b3
@@ -125,6 +126,74 @@ def block_attention(q, k, v,             # q [nkv, R, hd] (a block's query rows 
     if attn_mask is not None: s = s.masked_fill(~attn_mask, float('-inf'))
     return torch.matmul(s.softmax(-1).to(v.dtype), v)
 
+# %% ../nbs/05a_drafter.ipynb #68d5b0be
+DA_LIMITS = dict(DA_THREADS=256, DA_TILE=64, DA_MAXSPLIT=32)   # kernels/draft_attn.cu's #defines, checked when it loads
+DA_SHAPES = ((16, 64), (32, 64), (64, 64), (16, 128), (32, 128), (64, 128))   # (rows a KV head = T x g, head_dim) it is built for
+
+def draft_split(S: int) -> tuple:
+    "(keys a block, blocks a KV head) of `draft_attention`'s kernel over a cache layer of `S` rows: whole 64-key tiles, at most 32 blocks."
+    t = DA_LIMITS['DA_TILE']
+    n = max(1, min(DA_LIMITS['DA_MAXSPLIT'], -(-S // t)))
+    chunk = -(-(-(-S // n)) // t) * t
+    return chunk, max(1, -(-S // chunk))
+
+def draft_smem(R: int, hd: int) -> int:
+    "Bytes of shared memory a block takes: q [R][hd] fp32, K and V tiles [64][hd/2 + 1] bf16 pairs, P [R][65] and row stats [3][R] fp32."
+    return 4 * (R * hd + 2 * DA_LIMITS['DA_TILE'] * (hd // 2 + 1) + R * (DA_LIMITS['DA_TILE'] + 1) + 3 * R)
+
+# %% ../nbs/05a_drafter.ipynb #4e00d8ee
+def draft_kernel_ok(q: torch.Tensor, k: torch.Tensor) -> bool:
+    "Whether `draft_attention` runs the kernel for `q [T, nh, hd]` over `k [S, nkv, hd]`: bf16 on a GPU, a built shape, `DDTREE_DRAFT_KERNEL` not 0."
+    (T, nh, hd), nkv = q.shape, k.shape[1]
+    return (q.is_cuda and q.dtype == k.dtype == torch.bfloat16 and nh % nkv == 0 and (T * nh // nkv, hd) in DA_SHAPES
+            and os.environ.get('DDTREE_DRAFT_KERNEL', '1') != '0')
+
+def _check_draft_inputs(q, k, v, length, tickets):
+    (T, nh, hd), (S, nkv, hk) = q.shape, k.shape
+    if v.shape != k.shape or hk != hd: raise ValueError(f"draft_attention: k {tuple(k.shape)} and v {tuple(v.shape)} must both be [S, nkv, {hd}] for q {tuple(q.shape)}")
+    for nm, t in (('k', k), ('v', v)):
+        if not t.is_contiguous() or t.data_ptr() % 16: raise ValueError(f"draft_attention: {nm} must be contiguous and 16-byte aligned")
+    if length.numel() != 1 or length.dtype != torch.int32 or length.device != q.device: raise ValueError(f"draft_attention: length must be an int32 [1] tensor on {q.device}, got {length.dtype} {tuple(length.shape)} on {length.device}")
+    if tickets.shape != (nkv,) or tickets.dtype != torch.int32 or tickets.device != q.device: raise ValueError(f"draft_attention: tickets must be int32 [{nkv}] zeros on {q.device}, got {tickets.dtype} {tuple(tickets.shape)} on {tickets.device}")
+
+def _draft_attention_cuda(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, length: torch.Tensor, extra: int, scale: float,
+                          tickets: torch.Tensor) -> torch.Tensor:
+    "The kernel, one launch of `(splits, nkv)` blocks (the workspace fresh from the allocator, so a captured graph owns its own)."
+    from ddtree_nb.runtime import load_kernel
+    q = q.contiguous()
+    _check_draft_inputs(q, k, v, length, tickets)
+    (T, nh, hd), (S, nkv, _) = q.shape, k.shape
+    R = T * (nh // nkv)
+    chunk, n = draft_split(S)
+    out, f32 = torch.empty_like(q), dict(dtype=torch.float32, device=q.device)
+    ws = (torch.empty(nkv, n, R, hd, **f32), torch.empty(nkv, n, R, **f32)) if n > 1 else (0, 0)
+    kern = load_kernel('draft_attn.cu', f'draft_attn_r{R}_d{hd}', 'PPPPiiiifiiPPPP', device=q.device.index, limits=DA_LIMITS)
+    smem = draft_smem(R, hd)
+    kern.set_max_dynamic_shared(smem)(q, k, v, length, int(extra), S, nh // nkv, nkv, float(scale), chunk, n, out, *ws, tickets,
+                                      grid=(n, nkv), block=(DA_LIMITS['DA_THREADS'],), shared=smem)
+    return out
+
+def _draft_attention_fake(q, k, v, length, extra, scale, tickets): return torch.empty_like(q, memory_format=torch.contiguous_format)
+
+# once a process (see verify's `mla_tree_attention` op); not a mutation: every launch leaves `tickets` at zero
+if not hasattr(torch.ops.ddtree, 'draft_attention'):
+    torch.library.custom_op('ddtree::draft_attention', _draft_attention_cuda, mutates_args=()).register_fake(_draft_attention_fake)
+
+# %% ../nbs/05a_drafter.ipynb #d857b14a
+def draft_attention(q: torch.Tensor,          # [T, nh, hd] the block's queries (normed, rotated)
+                    k: torch.Tensor, v: torch.Tensor,   # [S, nkv, hd] one cache layer; query head i reads KV head i // (nh / nkv)
+                    length: torch.Tensor,     # int32 [1] on q's device: rows [0, length + extra) are seen (clamped to S)
+                    extra: int, scale: float,
+                    tickets: torch.Tensor|None=None,   # int32 [nkv] zeros (`DrafterCache.tickets[layer]`): lets the kernel run
+                   ) -> torch.Tensor:         # [T, nh, hd] in q's dtype
+    "Every block row attends to the cache rows `[0, length + extra)`: the kernel where `draft_kernel_ok` and `tickets` is given, else `block_attention` under the mask."
+    (T, nh, hd), (S, nkv, _) = q.shape, k.shape
+    if tickets is not None and draft_kernel_ok(q, k): return torch.ops.ddtree.draft_attention(q, k, v, length, extra, scale, tickets)
+    g = nh // nkv
+    qg = q.reshape(T, nkv, g, hd).permute(1, 2, 0, 3).reshape(nkv, g * T, hd)   # the g heads of a KV head stacked as g*T rows
+    o = block_attention(qg, k.transpose(0, 1), v.transpose(0, 1), scale, torch.arange(S, device=q.device) < length + extra)
+    return o.view(nkv, g, T, hd).permute(2, 0, 1, 3).reshape(T, nh, hd)
+
 # %% ../nbs/05a_drafter.ipynb #9d94049c
 class DFlashAttention(model.Mergeable, nn.Module):
     "Qwen3 GQA attention whose keys/values cover [context ; block] and whose queries cover the block; no mask. `merge()`: k, v (and q) as one GEMM."
@@ -146,7 +215,8 @@ class DFlashAttention(model.Mergeable, nn.Module):
         return model.apply_rope(self.k_norm(k.view(T, self.nkv, self.hd)), cos, sin, False), v.view(T, self.nkv, self.hd)   # rotate-half
 
     def forward(self, x, k_ctx, v_ctx, cos, sin, mask=None,
-                block_slots=None):   # [T] rows of k_ctx/v_ctx to write the block's K/V into (scratch rows) instead of concatenating
+                block_slots=None,    # [T] rows of k_ctx/v_ctx to write the block's K/V into (scratch rows) instead of concatenating
+                live=None):          # with block_slots, (length, extra, tickets): attend to rows [0, length + extra) through `draft_attention` (mask unused)
         "Block rows `x [..., T, hidden]` (already input-normed; `...` = batch dims, training's) attend to context `k_ctx, v_ctx [..., C, nkv, hd]` and the block where `mask [..., T, C+T]` (`[T, C]` with `block_slots`) allows; `cos, sin` one row per row of `x`."
         *lead, T, _ = x.shape
         nh, nkv, hd, g = self.nh, self.nkv, self.hd, self.nh // self.nkv
@@ -158,6 +228,9 @@ class DFlashAttention(model.Mergeable, nn.Module):
         else:                   # the block lands in the cache's scratch rows: no copy of the whole context per layer
             k_ctx.index_copy_(0, block_slots, kb); v_ctx.index_copy_(0, block_slots, vb)
             k, v = k_ctx, v_ctx
+            if live is not None:
+                o = draft_attention(q.reshape(T, nh, hd), k, v, live[0], live[1], hd ** -0.5, live[2])
+                return self.o_proj(o.reshape(T, nh * hd))
         # GQA without copying K/V per query head: the g query heads of a KV head are stacked as g*T rows of one batch
         qg = q.movedim(-4, -2).reshape(*lead, nkv, g * T, hd)
         if mask is not None: mask = mask.unsqueeze(-3).expand(*lead, g, T, mask.shape[-1]).reshape(*lead, 1, g * T, -1)
@@ -173,18 +246,19 @@ class DFlashLayer(nn.Module):
         self.self_attn, self.mlp = DFlashAttention(c), SwiGLU(c.hidden_size, c.intermediate_size)
         self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
-    def forward(self, h, k_ctx, v_ctx, cos, sin, mask=None, block_slots=None):
-        h = h + self.self_attn(self.input_layernorm(h), k_ctx, v_ctx, cos, sin, mask, block_slots)
+    def forward(self, h, k_ctx, v_ctx, cos, sin, mask=None, block_slots=None, live=None):
+        h = h + self.self_attn(self.input_layernorm(h), k_ctx, v_ctx, cos, sin, mask, block_slots, live)
         return h + self.mlp(self.post_attention_layernorm(h))
 
 # %% ../nbs/05a_drafter.ipynb #dca4b56e
 class DrafterCache:
-    "Per-layer context K/V of a drafter: `k, v [n_layers, max_tokens, nkv, head_dim]`, rows `[0, length)` valid (`length`: int32 [1] on the device)."
+    "Per-layer context K/V of a drafter: `k, v [n_layers, max_tokens, nkv, head_dim]`, rows `[0, length)` valid (`length`: int32 [1] on the device); `tickets [n_layers, nkv]`: `draft_attention`'s counters (zero between launches)."
     def __init__(self, n_layers, max_tokens, nkv, hd, dtype, device):
         with unfinished_dropped(self):           # k allocated and v out of memory: k goes too
             self.k = torch.zeros(n_layers, max_tokens, nkv, hd, dtype=dtype, device=device)
             self.v = torch.zeros_like(self.k)
             self.length = torch.zeros(1, dtype=torch.int32, device=device)
+            self.tickets = torch.zeros(n_layers, nkv, dtype=torch.int32, device=device)
     @property
     def max_tokens(self) -> int: return self.k.shape[1]
     def reset(self): self.length.zero_()
@@ -292,15 +366,14 @@ def _draft_block(self: Drafter, cache: DrafterCache, features, n_new, root_token
     "`draft` past its room check: what `compiled_draft` compiles (`kv`: `cache.layers()`, its inputs there)."
     c, dev, dt = self.config, self.fc.weight.device, self.fc.weight.dtype
     ks, vs = kv = kv or cache.layers()
-    B, S = self.block_size, ks[0].shape[0]
+    B = self.block_size
     self.extend(cache, features, n_new, kv)
     n = cache.length.long()
     ids = torch.cat([root_token.reshape(1).long(), torch.full((B - 1,), self.mask_token_id, dtype=torch.long, device=dev)])
     h = self.embed_tokens(ids).to(dt)
     bslots = n + torch.arange(B, device=dev)            # the block's positions, and the scratch rows its K/V go to (dropped by the next draft)
     cos, sin = rope_cos_sin(bslots, c.head_dim, c.rope_theta, dt)
-    mask = (torch.arange(S, device=dev) < n + B).expand(B, S)
-    for l, layer in enumerate(self.layers): h = layer(h, ks[l], vs[l], cos, sin, mask, bslots)
+    for l, layer in enumerate(self.layers): h = layer(h, ks[l], vs[l], cos, sin, None, bslots, (cache.length, B, cache.tickets[l]))
     return self._head(self.norm(h)[1:])
 
 Drafter.extend, Drafter.draft = _drafter_extend, _drafter_draft

@@ -1,0 +1,188 @@
+// draft_attn.cu: a DFlash drafter's block attention (issue 17) in ONE launch. The block's R = g x T query rows of a KV head
+// (T block rows, g query heads sharing the KV head) attend to that head's keys [0, min(*length + extra, S)) of one
+// layer's K/V cache: only the live prefix is read, and no mask, transpose or permute copy is made.
+// See nbs/05a_drafter.ipynb for the torch reference (`drafter.block_attention`) and the tests.
+//
+// Grid (nsplit, nkv), DA_THREADS threads. Block (s, h) stages its keys [s * chunk, (s + 1) * chunk) in tiles of DA_TILE
+// keys and keeps an online softmax (log2 domain, fp32); scores and P stay fp32 (the reference rounds P to bf16 for its
+// PV product: the two differ by that rounding). With one split a block writes `out` itself; otherwise it writes its
+// normalised partial and log2-sum-exp to the caller's workspace, and the last block of a head to arrive (a ticket
+// from `counter[h]`, which it puts back to 0) merges the head's splits: no second launch, no block waits for another.
+// Keys past the live length are never loaded nor multiplied (a NaN in a scratch row cannot leak in).
+// Layouts: q, out [T, nkv * g, HD] bf16; k, v [S, nkv, HD] bf16 (a cache layer); row r of a head = (t = r / g, j = r % g).
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+#define DA_THREADS 256
+#define DA_TILE 64        // keys staged at once: scores are DA_TILE keys x R rows
+#define DA_MAXSPLIT 32    // splits a head's merge takes (its weights are R x DA_MAXSPLIT floats of shared memory)
+
+// Shared memory of one block, in floats: q [R][HD], K and V tiles [DA_TILE][HD/2 + 1] bf16 pairs, P [R][DA_TILE + 1],
+// row stats (max, sum, rescale) [3][R] (drafter.draft_smem). The merge's weights [R][DA_MAXSPLIT] reuse the K tile.
+
+__device__ __forceinline__ float2 bf2f(uint32_t w) {
+    return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
+}
+
+template <int R, int HD>
+__device__ __forceinline__ void load_tile(const __nv_bfloat16 *__restrict__ src, uint32_t *dst, int key0, int nk, int nkv, int h) {
+    constexpr int CPR = HD / 8, PW = HD / 2 + 1;              // 16-byte chunks a row, padded row (words)
+    for (int c = threadIdx.x; c < DA_TILE * CPR; c += DA_THREADS) {
+        const int kk = c / CPR, cc = c % CPR;
+        uint4 x = make_uint4(0, 0, 0, 0);
+        if (kk < nk) x = *reinterpret_cast<const uint4 *>(src + ((size_t)(key0 + kk) * nkv + h) * HD + cc * 8);
+        uint32_t *d = dst + kk * PW + cc * 4;                  // padded rows are only 4-byte aligned
+        d[0] = x.x; d[1] = x.y; d[2] = x.z; d[3] = x.w;
+    }
+}
+
+template <int R, int HD>
+__device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
+                                const __nv_bfloat16 *__restrict__ v, const int *__restrict__ length, int extra, int S,
+                                int g, int nkv, float scale, int chunk, int nsplit, __nv_bfloat16 *__restrict__ out,
+                                float *__restrict__ ws_o, float *__restrict__ ws_l, int *__restrict__ counter) {
+    constexpr int PW = HD / 2 + 1, NP = HD / 2, NRG = DA_THREADS / NP, RPV = R / NRG, RPS = R / 4, PS = DA_TILE + 1;
+    static_assert(R % 8 == 0 && R <= 64 && (HD == 64 || HD == 128), "R in {8, 16, ..., 64}, HD 64 or 128");
+    extern __shared__ float smem[];
+    float *qs = smem;                                           // [R][HD], pre-scaled by scale * log2(e)
+    uint32_t *ks = reinterpret_cast<uint32_t *>(qs + R * HD);   // [DA_TILE][PW]
+    uint32_t *vs = ks + DA_TILE * PW;                           // [DA_TILE][PW]
+    float *ps = reinterpret_cast<float *>(vs + DA_TILE * PW);   // [R][PS]
+    float *rmax = ps + R * PS, *rsum = rmax + R, *rcor = rsum + R;
+    __shared__ int last;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, s = blockIdx.x, h = blockIdx.y, nh = nkv * g;
+    const int n_live = min(S, max(0, __ldg(length) + extra));
+    const int k_begin = s * chunk, k_end = min(n_live, k_begin + chunk);
+    const float qscale = scale * 1.4426950408889634f;
+
+    for (int i = k_begin < k_end ? tid : R * HD; i < R * HD; i += DA_THREADS) {   // q rows of this head (a split past the live keys: none)
+        const int r = i / HD, d = i % HD;
+        qs[i] = __bfloat162float(q[((size_t)(r / g) * nh + h * g + r % g) * HD + d]) * qscale;
+    }
+    for (int r = tid; r < R; r += DA_THREADS) { rmax[r] = -INFINITY; rsum[r] = 0.f; }
+    float o[RPV][2];
+    #pragma unroll
+    for (int i = 0; i < RPV; ++i) o[i][0] = o[i][1] = 0.f;
+    const int dp = tid % NP, rg = tid / NP;                     // PV: a bf16 pair of columns, rows rg + NRG * i
+
+    for (int key0 = k_begin; key0 < k_end; key0 += DA_TILE) {
+        const int nk = min(DA_TILE, k_end - key0);
+        __syncthreads();                                        // the previous tile's PV is done with ks, vs, ps
+        load_tile<R, HD>(k, ks, key0, nk, nkv, h);
+        load_tile<R, HD>(v, vs, key0, nk, nkv, h);
+        __syncthreads();
+        {   // scores: key kk = tid % 64, rows tid / 64 + 4 i
+            const int kk = tid % DA_TILE, r0 = tid / DA_TILE;
+            float acc[RPS];
+            #pragma unroll
+            for (int i = 0; i < RPS; ++i) acc[i] = 0.f;
+            const uint32_t *kr = ks + kk * PW;
+            #pragma unroll 8
+            for (int w = 0; w < NP; ++w) {
+                const float2 kf = bf2f(kr[w]);
+                #pragma unroll
+                for (int i = 0; i < RPS; ++i) {
+                    const float2 qf = *reinterpret_cast<const float2 *>(qs + (r0 + 4 * i) * HD + 2 * w);
+                    acc[i] = fmaf(qf.x, kf.x, fmaf(qf.y, kf.y, acc[i]));
+                }
+            }
+            #pragma unroll
+            for (int i = 0; i < RPS; ++i) ps[(r0 + 4 * i) * PS + kk] = kk < nk ? acc[i] : -INFINITY;
+        }
+        __syncthreads();
+        for (int r = warp; r < R; r += DA_THREADS / 32) {       // online softmax: a warp per row
+            const float a = ps[r * PS + lane], b = ps[r * PS + lane + 32];
+            float m = fmaxf(a, b);
+            #pragma unroll
+            for (int off = 16; off; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+            const float m_old = rmax[r], m_new = fmaxf(m_old, m);
+            const float pa = m_new == -INFINITY ? 0.f : exp2f(a - m_new), pb = m_new == -INFINITY ? 0.f : exp2f(b - m_new);
+            float sum = pa + pb;
+            #pragma unroll
+            for (int off = 16; off; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+            ps[r * PS + lane] = pa; ps[r * PS + lane + 32] = pb;
+            __syncwarp();
+            if (lane == 0) {
+                const float c = m_old == -INFINITY ? 0.f : exp2f(m_old - m_new);
+                rcor[r] = c; rsum[r] = rsum[r] * c + sum; rmax[r] = m_new;
+            }
+        }
+        __syncthreads();
+        #pragma unroll
+        for (int i = 0; i < RPV; ++i) { const float c = rcor[rg + NRG * i]; o[i][0] *= c; o[i][1] *= c; }
+        #pragma unroll 4
+        for (int kk = 0; kk < nk; ++kk) {                       // O = O * rescale + P V over the tile's live keys
+            const float2 vf = bf2f(vs[kk * PW + dp]);
+            #pragma unroll
+            for (int i = 0; i < RPV; ++i) {
+                const float p = ps[(rg + NRG * i) * PS + kk];
+                o[i][0] = fmaf(p, vf.x, o[i][0]); o[i][1] = fmaf(p, vf.y, o[i][1]);
+            }
+        }
+    }
+    __syncthreads();                                            // rsum / rmax final
+
+    if (nsplit == 1) {                                          // one split: out directly (a row with no key: 0)
+        #pragma unroll
+        for (int i = 0; i < RPV; ++i) {
+            const int r = rg + NRG * i;
+            const float inv = rsum[r] > 0.f ? 1.f / rsum[r] : 0.f;
+            *reinterpret_cast<__nv_bfloat162 *>(out + ((size_t)(r / g) * nh + h * g + r % g) * HD + 2 * dp) =
+                __floats2bfloat162_rn(o[i][0] * inv, o[i][1] * inv);
+        }
+        return;
+    }
+    float *wo = ws_o + ((size_t)h * nsplit + s) * R * HD, *wl = ws_l + ((size_t)h * nsplit + s) * R;
+    #pragma unroll
+    for (int i = 0; i < RPV; ++i) {                             // the normalised partial and its log2-sum-exp
+        const int r = rg + NRG * i;
+        const float inv = rsum[r] > 0.f ? 1.f / rsum[r] : 0.f;
+        __stcg(reinterpret_cast<float2 *>(wo + r * HD + 2 * dp), make_float2(o[i][0] * inv, o[i][1] * inv));
+    }
+    for (int r = tid; r < R; r += DA_THREADS) __stcg(wl + r, rsum[r] > 0.f ? rmax[r] + log2f(rsum[r]) : -INFINITY);
+    __threadfence();                                            // this block's partial is visible before its ticket
+    __syncthreads();
+    if (tid == 0) last = atomicAdd(counter + h, 1) == nsplit - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();                                            // every other block's partial is visible to this one
+
+    float *wgt = reinterpret_cast<float *>(ks);                 // [R][DA_MAXSPLIT], then rsum = 1 / the weights' sum
+    for (int r = tid; r < R; r += DA_THREADS) {
+        const float *l = ws_l + (size_t)h * nsplit * R + r;
+        float M = -INFINITY;
+        for (int t = 0; t < nsplit; ++t) M = fmaxf(M, __ldcg(l + (size_t)t * R));
+        float tot = 0.f;
+        for (int t = 0; t < nsplit; ++t) {
+            const float lt = __ldcg(l + (size_t)t * R), w = lt == -INFINITY ? 0.f : exp2f(lt - M);
+            wgt[r * DA_MAXSPLIT + t] = w; tot += w;
+        }
+        rsum[r] = tot > 0.f ? 1.f / tot : 0.f;
+    }
+    __syncthreads();
+    #pragma unroll
+    for (int i = 0; i < RPV; ++i) {
+        const int r = rg + NRG * i;
+        float x = 0.f, y = 0.f;
+        for (int t = 0; t < nsplit; ++t) {
+            const float w = wgt[r * DA_MAXSPLIT + t];
+            if (w == 0.f) continue;                             // an empty split's partial is never read
+            const float2 p = __ldcg(reinterpret_cast<const float2 *>(ws_o + (((size_t)h * nsplit + t) * R + r) * HD + 2 * dp));
+            x = fmaf(w, p.x, x); y = fmaf(w, p.y, y);
+        }
+        *reinterpret_cast<__nv_bfloat162 *>(out + ((size_t)(r / g) * nh + h * g + r % g) * HD + 2 * dp) =
+            __floats2bfloat162_rn(x * rsum[r], y * rsum[r]);
+    }
+    if (tid == 0) counter[h] = 0;                               // ready for the next launch
+}
+
+#define DRAFT_ATTN(R, HD) extern "C" __global__ void __launch_bounds__(DA_THREADS) draft_attn_r##R##_d##HD(               \
+    const __nv_bfloat16 *q, const __nv_bfloat16 *k, const __nv_bfloat16 *v, const int *length, int extra, int S, int g,     \
+    int nkv, float scale, int chunk, int nsplit, __nv_bfloat16 *out, float *ws_o, float *ws_l, int *counter) {                \
+    draft_attn_body<R, HD>(q, k, v, length, extra, S, g, nkv, scale, chunk, nsplit, out, ws_o, ws_l, counter); }
+DRAFT_ATTN(16, 64)
+DRAFT_ATTN(32, 64)
+DRAFT_ATTN(64, 64)
+DRAFT_ATTN(16, 128)
+DRAFT_ATTN(32, 128)
+DRAFT_ATTN(64, 128)
