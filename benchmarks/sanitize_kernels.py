@@ -8,7 +8,7 @@ No CUDA-graph capture; references run on the CPU so that the GPU sees almost onl
   python benchmarks/sanitize_kernels.py --names                                       # our kernel names (kernels/*.cu)
   python benchmarks/sanitize_kernels.py --table LOGDIR [--out FILE]                   # sanitizer logs -> markdown table
 
---kernels takes groups (smoke, tree, verify, accept, moe), case names or kernel names, comma-separated.
+--kernels takes groups (smoke, tree, verify, accept, moe, draft), case names or kernel names, comma-separated.
 --canary TOOL (memcheck, racecheck, synccheck, initcheck) runs, after everything else, one inline kernel
 (`sanitize_canary`) with a deliberate fault of that tool's kind: the table checks the sanitizer reported it, which
 proves the kernel-name filter and the log parser see our kernels (a 0 elsewhere in that column then means 0).
@@ -23,8 +23,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 KERNELS_DIR = REPO / 'kernels'
-GROUP_OF_FILE = {'smoke': 'smoke', 'tree_build': 'tree', 'verify_attn': 'verify', 'verify_attn_sm90': 'verify', 'tree_accept': 'accept', 'moe_w4a16': 'moe'}
-GROUPS = ('smoke', 'tree', 'verify', 'accept', 'moe')
+GROUP_OF_FILE = {'smoke': 'smoke', 'tree_build': 'tree', 'verify_attn': 'verify', 'verify_attn_sm90': 'verify', 'tree_accept': 'accept', 'moe_w4a16': 'moe', 'draft_attn': 'draft'}
+GROUPS = ('smoke', 'tree', 'verify', 'accept', 'moe', 'draft')
 TOOLS = ('memcheck', 'racecheck', 'synccheck', 'initcheck')
 CANARY = 'sanitize_canary'
 DEV, BACKEND = 'cuda', 'cuda'   # the CPU tests (benchmarks/test_sanitize_kernels.py) run the cases with 'cpu' and 'torch'
@@ -262,6 +262,25 @@ case('verify_sm90_cluster', 'verify', ['verify_attn_sm90_c2', 'verify_attn_sm90_
 case('verify_pdl', 'verify', [_V2_H200, 'verify_attn_combine_pdl'],
      'the split combine as a programmatic dependent (pdl=True): T=1 H=64 P=2000 splits=20, T=16 H=8 P=300 splits=7')(
     lambda: ' / '.join([_verify_run(1, 64, 2000, 'chain', seed=31, splits=20, pdl=True), _verify_run(16, 8, 300, seed=32, splits=7, pdl=True)]))
+
+# ---- the draft's block attention (nbs/05a)
+def _draft_run(g, hd, S, n, seed):
+    "16 block rows, 2 KV heads of g query heads each, rows [0, n + 16) of S live; against fp64 math on the CPU."
+    import torch
+    from ddtree_nb.drafter import draft_attention
+    gen, T, nkv = torch.Generator().manual_seed(seed), 16, 2
+    q, k, v = (torch.randn(*s, generator=gen).bfloat16() for s in ((T, nkv * g, hd), (S, nkv, hd), (S, nkv, hd)))
+    kk, vv = (t[:n + T].double().repeat_interleave(g, 1) for t in (k, v))
+    want = torch.einsum('thn,nhd->thd', (torch.einsum('thd,nhd->thn', q.double(), kk) * hd ** -0.5).softmax(-1), vv)
+    tk = torch.zeros(nkv, dtype=torch.int32, device=DEV) if BACKEND == 'cuda' else None
+    got = draft_attention(q.to(DEV), k.to(DEV), v.to(DEV), torch.tensor([n], dtype=torch.int32, device=DEV), T, hd ** -0.5, tk)
+    err = (got.double().cpu() - want).abs().max().item()
+    assert err < 1e-2 and (tk is None or not tk.any()), (g, hd, S, n, err)
+    return f'g={g} hd={hd} S={S} n={n} err={err:.1e}'
+case('draft_attn', 'draft', [f'draft_attn_r{16 * g}_d{hd}' for hd in (64, 128) for g in (1, 2, 4)],
+     'the draft block attention: every built shape, one split (S=40) and many (up to 32, some past the live rows)')(
+    lambda: ' / '.join(_draft_run(g, hd, S, n, i) for i, (g, hd, S, n) in enumerate(
+        [(1, 64, 40, 10), (1, 64, 1100, 600), (2, 64, 700, 300), (4, 64, 300, 100), (1, 128, 2000, 1500), (2, 128, 129, 50), (4, 128, 3000, 2900)])))
 
 # ---- accept + compaction (nbs/04)
 def _accept_run(V, B, T, seed, compact=None, max_budget=None):

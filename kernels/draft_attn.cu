@@ -176,13 +176,13 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, const __nv_
     if (tid == 0) counter[h] = 0;                               // ready for the next launch
 }
 
-#define DRAFT_ATTN(R, HD) extern "C" __global__ void __launch_bounds__(DA_THREADS) draft_attn_r##R##_d##HD(               \
+#define DRAFT_ATTN(name, R, HD) extern "C" __global__ void __launch_bounds__(DA_THREADS) name(                             \
     const __nv_bfloat16 *q, const __nv_bfloat16 *k, const __nv_bfloat16 *v, const int *length, int extra, int S, int g,     \
     int nkv, float scale, int chunk, int nsplit, __nv_bfloat16 *out, float *ws_o, float *ws_l, int *counter) {                \
     draft_attn_body<R, HD>(q, k, v, length, extra, S, g, nkv, scale, chunk, nsplit, out, ws_o, ws_l, counter); }
-DRAFT_ATTN(16, 64)
-DRAFT_ATTN(32, 64)
-DRAFT_ATTN(64, 64)
-DRAFT_ATTN(16, 128)
-DRAFT_ATTN(32, 128)
-DRAFT_ATTN(64, 128)
+DRAFT_ATTN(draft_attn_r16_d64, 16, 64)
+DRAFT_ATTN(draft_attn_r32_d64, 32, 64)
+DRAFT_ATTN(draft_attn_r64_d64, 64, 64)
+DRAFT_ATTN(draft_attn_r16_d128, 16, 128)
+DRAFT_ATTN(draft_attn_r32_d128, 32, 128)
+DRAFT_ATTN(draft_attn_r64_d128, 64, 128)
