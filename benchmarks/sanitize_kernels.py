@@ -265,17 +265,18 @@ case('verify_pdl', 'verify', [_V2_H200, 'verify_attn_combine_pdl'],
 
 # ---- the draft's block attention (nbs/05a)
 def _draft_run(g, hd, S, n, seed):
-    "16 block rows, 2 KV heads of g query heads each, rows [0, n + 16) of S live; against fp64 math on the CPU."
+    "16 block rows to cache rows [n, n + 16), 2 KV heads of g query heads each, attending to rows [0, n + 16) of S; against fp64 math on the CPU."
     import torch
     from ddtree_nb.drafter import draft_attention
     gen, T, nkv = torch.Generator().manual_seed(seed), 16, 2
-    q, k, v = (torch.randn(*s, generator=gen).bfloat16() for s in ((T, nkv * g, hd), (S, nkv, hd), (S, nkv, hd)))
-    kk, vv = (t[:n + T].double().repeat_interleave(g, 1) for t in (k, v))
+    q, kb, vb, k, v = (torch.randn(*s, generator=gen).bfloat16() for s in ((T, nkv * g, hd), (T, nkv, hd), (T, nkv, hd), (S, nkv, hd), (S, nkv, hd)))
+    kk, vv = (torch.cat([t[:n], b]).double().repeat_interleave(g, 1) for t, b in ((k, kb), (v, vb)))
     want = torch.einsum('thn,nhd->thd', (torch.einsum('thd,nhd->thn', q.double(), kk) * hd ** -0.5).softmax(-1), vv)
     tk = torch.zeros(nkv, dtype=torch.int32, device=DEV) if BACKEND == 'cuda' else None
-    got = draft_attention(q.to(DEV), k.to(DEV), v.to(DEV), torch.tensor([n], dtype=torch.int32, device=DEV), T, hd ** -0.5, tk)
+    kd, vd = k.to(DEV), v.to(DEV)
+    got = draft_attention(q.to(DEV), kb.to(DEV), vb.to(DEV), kd, vd, torch.tensor([n], dtype=torch.int32, device=DEV), hd ** -0.5, tk)
     err = (got.double().cpu() - want).abs().max().item()
-    assert err < 1e-2 and (tk is None or not tk.any()), (g, hd, S, n, err)
+    assert err < 1e-2 and (tk is None or not tk.any()) and torch.equal(kd[n:n + T].cpu(), kb) and torch.equal(vd[n:n + T].cpu(), vb), (g, hd, S, n, err)
     return f'g={g} hd={hd} S={S} n={n} err={err:.1e}'
 case('draft_attn', 'draft', [f'draft_attn_r{16 * g}_d{hd}' for hd in (64, 128) for g in (1, 2, 4)],
      'the draft block attention: every built shape, one split (S=40) and many (up to 32, some past the live rows)')(

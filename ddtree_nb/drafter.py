@@ -148,50 +148,58 @@ def draft_kernel_ok(q: torch.Tensor, k: torch.Tensor) -> bool:
     return (q.is_cuda and q.dtype == k.dtype == torch.bfloat16 and nh % nkv == 0 and (T * nh // nkv, hd) in DA_SHAPES
             and os.environ.get('DDTREE_DRAFT_KERNEL', '1') != '0')
 
-def _check_draft_inputs(q, k, v, length, tickets):
+def _check_draft_inputs(q, kb, vb, k, v, length, tickets):
     (T, nh, hd), (S, nkv, hk) = q.shape, k.shape
-    if v.shape != k.shape or hk != hd: raise ValueError(f"draft_attention: k {tuple(k.shape)} and v {tuple(v.shape)} must both be [S, nkv, {hd}] for q {tuple(q.shape)}")
+    if v.shape != k.shape or hk != hd or kb.shape != (T, nkv, hd) or vb.shape != kb.shape:
+        raise ValueError(f"draft_attention: for q {tuple(q.shape)}, kb and vb must be [{T}, nkv, {hd}] and k, v [S, nkv, {hd}]; got kb {tuple(kb.shape)}, vb {tuple(vb.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
     for nm, t in (('k', k), ('v', v)):
         if not t.is_contiguous() or t.data_ptr() % 16: raise ValueError(f"draft_attention: {nm} must be contiguous and 16-byte aligned")
     if length.numel() != 1 or length.dtype != torch.int32 or length.device != q.device: raise ValueError(f"draft_attention: length must be an int32 [1] tensor on {q.device}, got {length.dtype} {tuple(length.shape)} on {length.device}")
     if tickets.shape != (nkv,) or tickets.dtype != torch.int32 or tickets.device != q.device: raise ValueError(f"draft_attention: tickets must be int32 [{nkv}] zeros on {q.device}, got {tickets.dtype} {tuple(tickets.shape)} on {tickets.device}")
 
-def _draft_attention_cuda(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, length: torch.Tensor, extra: int, scale: float,
-                          tickets: torch.Tensor) -> torch.Tensor:
+def _rows_ok(t) -> bool:   # [T, nkv, hd] rows the kernel reads in 16-byte pieces: any row stride in whole pieces
+    return t.stride(2) == 1 and t.stride(1) == t.shape[2] and t.stride(0) % 8 == 0 and t.data_ptr() % 16 == 0
+
+def _draft_attention_cuda(q: torch.Tensor, kb: torch.Tensor, vb: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                          length: torch.Tensor, scale: float, tickets: torch.Tensor) -> torch.Tensor:
     "The kernel, one launch of `(splits, nkv)` blocks (the workspace fresh from the allocator, so a captured graph owns its own)."
     from ddtree_nb.runtime import load_kernel
     q = q.contiguous()
-    _check_draft_inputs(q, k, v, length, tickets)
+    kb, vb = (t if _rows_ok(t) else t.contiguous() for t in (kb, vb))
+    _check_draft_inputs(q, kb, vb, k, v, length, tickets)
     (T, nh, hd), (S, nkv, _) = q.shape, k.shape
     R = T * (nh // nkv)
     chunk, n = draft_split(S)
     out, f32 = torch.empty_like(q), dict(dtype=torch.float32, device=q.device)
     ws = (torch.empty(nkv, n, R, hd, **f32), torch.empty(nkv, n, R, **f32)) if n > 1 else (0, 0)
-    kern = load_kernel('draft_attn.cu', f'draft_attn_r{R}_d{hd}', 'PPPPiiiifiiPPPP', device=q.device.index, limits=DA_LIMITS)
+    kern = load_kernel('draft_attn.cu', f'draft_attn_r{R}_d{hd}', 'PPiPiPPPiiifiiPPPP', device=q.device.index, limits=DA_LIMITS)
     smem = draft_smem(R, hd)
-    kern.set_max_dynamic_shared(smem)(q, k, v, length, int(extra), S, nh // nkv, nkv, float(scale), chunk, n, out, *ws, tickets,
-                                      grid=(n, nkv), block=(DA_LIMITS['DA_THREADS'],), shared=smem)
+    kern.set_max_dynamic_shared(smem)(q, kb.data_ptr(), kb.stride(0), vb.data_ptr(), vb.stride(0), k, v, length, S, nh // nkv, nkv,
+                                      float(scale), chunk, n, out, *ws, tickets, grid=(n, nkv), block=(DA_LIMITS['DA_THREADS'],), shared=smem)
     return out
 
-def _draft_attention_fake(q, k, v, length, extra, scale, tickets): return torch.empty_like(q, memory_format=torch.contiguous_format)
+def _draft_attention_fake(q, kb, vb, k, v, length, scale, tickets): return torch.empty_like(q, memory_format=torch.contiguous_format)
 
-# once a process (see verify's `mla_tree_attention` op); not a mutation: every launch leaves `tickets` at zero
+# once a process (see verify's `mla_tree_attention` op); it writes the block's rows of k and v, and leaves `tickets` at zero
 if not hasattr(torch.ops.ddtree, 'draft_attention'):
-    torch.library.custom_op('ddtree::draft_attention', _draft_attention_cuda, mutates_args=()).register_fake(_draft_attention_fake)
+    torch.library.custom_op('ddtree::draft_attention', _draft_attention_cuda, mutates_args=('k', 'v')).register_fake(_draft_attention_fake)
 
 # %% ../nbs/05a_drafter.ipynb #d857b14a
 def draft_attention(q: torch.Tensor,          # [T, nh, hd] the block's queries (normed, rotated)
-                    k: torch.Tensor, v: torch.Tensor,   # [S, nkv, hd] one cache layer; query head i reads KV head i // (nh / nkv)
-                    length: torch.Tensor,     # int32 [1] on q's device: rows [0, length + extra) are seen (clamped to S)
-                    extra: int, scale: float,
+                    kb: torch.Tensor, vb: torch.Tensor,   # [T, nkv, hd] the block's keys and values
+                    k: torch.Tensor, v: torch.Tensor,     # [S, nkv, hd] one cache layer; query head i reads KV head i // (nh / nkv)
+                    length: torch.Tensor,     # int32 [1] on q's device: the committed rows; the block goes to rows [length, length + T)
+                    scale: float,
                     tickets: torch.Tensor|None=None,   # int32 [nkv] zeros (`DrafterCache.tickets[layer]`): lets the kernel run
                    ) -> torch.Tensor:         # [T, nh, hd] in q's dtype
-    "Every block row attends to the cache rows `[0, length + extra)`: the kernel where `draft_kernel_ok` and `tickets` is given, else `block_attention` under the mask."
+    "Write the block's `kb, vb` into cache rows `[length, length + T)`, then every block row attends to rows `[0, length + T)`: the kernel where `draft_kernel_ok` and `tickets` is given, else `block_attention` under the mask."
     (T, nh, hd), (S, nkv, _) = q.shape, k.shape
-    if tickets is not None and draft_kernel_ok(q, k): return torch.ops.ddtree.draft_attention(q, k, v, length, extra, scale, tickets)
+    if tickets is not None and draft_kernel_ok(q, k): return torch.ops.ddtree.draft_attention(q, kb, vb, k, v, length, scale, tickets)
+    slots = length.long() + torch.arange(T, device=q.device)
+    k.index_copy_(0, slots, kb); v.index_copy_(0, slots, vb)
     g = nh // nkv
     qg = q.reshape(T, nkv, g, hd).permute(1, 2, 0, 3).reshape(nkv, g * T, hd)   # the g heads of a KV head stacked as g*T rows
-    o = block_attention(qg, k.transpose(0, 1), v.transpose(0, 1), scale, torch.arange(S, device=q.device) < length + extra)
+    o = block_attention(qg, k.transpose(0, 1), v.transpose(0, 1), scale, torch.arange(S, device=q.device) < length + T)
     return o.view(nkv, g, T, hd).permute(2, 0, 1, 3).reshape(T, nh, hd)
 
 # %% ../nbs/05a_drafter.ipynb #9d94049c
@@ -215,22 +223,18 @@ class DFlashAttention(model.Mergeable, nn.Module):
         return model.apply_rope(self.k_norm(k.view(T, self.nkv, self.hd)), cos, sin, False), v.view(T, self.nkv, self.hd)   # rotate-half
 
     def forward(self, x, k_ctx, v_ctx, cos, sin, mask=None,
-                block_slots=None,    # [T] rows of k_ctx/v_ctx to write the block's K/V into (scratch rows) instead of concatenating
-                live=None):          # with block_slots, (length, extra, tickets): attend to rows [0, length + extra) through `draft_attention` (mask unused)
-        "Block rows `x [..., T, hidden]` (already input-normed; `...` = batch dims, training's) attend to context `k_ctx, v_ctx [..., C, nkv, hd]` and the block where `mask [..., T, C+T]` (`[T, C]` with `block_slots`) allows; `cos, sin` one row per row of `x`."
+                live=None):   # (length, tickets): k_ctx/v_ctx are a cache layer, the block goes to its rows [length, length + T) (`draft_attention`; mask unused)
+        "Block rows `x [..., T, hidden]` (already input-normed; `...` = batch dims, training's) attend to context `k_ctx, v_ctx [..., C, nkv, hd]` and the block where `mask [..., T, C+T]` allows (with `live`: the cache rows up to the block's); `cos, sin` one row per row of `x`."
         *lead, T, _ = x.shape
         nh, nkv, hd, g = self.nh, self.nkv, self.hd, self.nh // self.nkv
         xf = x.reshape(-1, x.shape[-1])
         k, v, q = self.projections(xf)
         q = model.apply_rope(self.q_norm(q.view(-1, nh, hd)), cos, sin, False).view(*lead, T, nkv, g, hd)
         kb, vb = (t.view(*lead, T, nkv, hd) for t in self.kv(xf, cos, sin, (k, v)))
-        if block_slots is None: k, v = torch.cat([k_ctx, kb], -3), torch.cat([v_ctx, vb], -3)
-        else:                   # the block lands in the cache's scratch rows: no copy of the whole context per layer
-            k_ctx.index_copy_(0, block_slots, kb); v_ctx.index_copy_(0, block_slots, vb)
-            k, v = k_ctx, v_ctx
-            if live is not None:
-                o = draft_attention(q.reshape(T, nh, hd), k, v, live[0], live[1], hd ** -0.5, live[2])
-                return self.o_proj(o.reshape(T, nh * hd))
+        if live is not None:    # the decode's block: into the cache's scratch rows, no copy of the whole context per layer
+            o = draft_attention(q.reshape(T, nh, hd), kb, vb, k_ctx, v_ctx, live[0], hd ** -0.5, live[1])
+            return self.o_proj(o.reshape(T, nh * hd))
+        k, v = torch.cat([k_ctx, kb], -3), torch.cat([v_ctx, vb], -3)
         # GQA without copying K/V per query head: the g query heads of a KV head are stacked as g*T rows of one batch
         qg = q.movedim(-4, -2).reshape(*lead, nkv, g * T, hd)
         if mask is not None: mask = mask.unsqueeze(-3).expand(*lead, g, T, mask.shape[-1]).reshape(*lead, 1, g * T, -1)
@@ -246,8 +250,8 @@ class DFlashLayer(nn.Module):
         self.self_attn, self.mlp = DFlashAttention(c), SwiGLU(c.hidden_size, c.intermediate_size)
         self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
-    def forward(self, h, k_ctx, v_ctx, cos, sin, mask=None, block_slots=None, live=None):
-        h = h + self.self_attn(self.input_layernorm(h), k_ctx, v_ctx, cos, sin, mask, block_slots, live)
+    def forward(self, h, k_ctx, v_ctx, cos, sin, mask=None, live=None):
+        h = h + self.self_attn(self.input_layernorm(h), k_ctx, v_ctx, cos, sin, mask, live)
         return h + self.mlp(self.post_attention_layernorm(h))
 
 # %% ../nbs/05a_drafter.ipynb #dca4b56e
@@ -371,9 +375,9 @@ def _draft_block(self: Drafter, cache: DrafterCache, features, n_new, root_token
     n = cache.length.long()
     ids = torch.cat([root_token.reshape(1).long(), torch.full((B - 1,), self.mask_token_id, dtype=torch.long, device=dev)])
     h = self.embed_tokens(ids).to(dt)
-    bslots = n + torch.arange(B, device=dev)            # the block's positions, and the scratch rows its K/V go to (dropped by the next draft)
+    bslots = n + torch.arange(B, device=dev)            # the block's positions (its K/V go to these scratch rows, dropped by the next draft)
     cos, sin = rope_cos_sin(bslots, c.head_dim, c.rope_theta, dt)
-    for l, layer in enumerate(self.layers): h = layer(h, ks[l], vs[l], cos, sin, None, bslots, (cache.length, B, cache.tickets[l]))
+    for l, layer in enumerate(self.layers): h = layer(h, ks[l], vs[l], cos, sin, None, (cache.length, cache.tickets[l]))
     return self._head(self.norm(h)[1:])
 
 Drafter.extend, Drafter.draft = _drafter_extend, _drafter_draft

@@ -1,6 +1,7 @@
-// draft_attn.cu: a DFlash drafter's block attention (issue 17) in ONE launch. The block's R = g x T query rows of a KV head
-// (T block rows, g query heads sharing the KV head) attend to that head's keys [0, min(*length + extra, S)) of one
-// layer's K/V cache: only the live prefix is read, and no mask, transpose or permute copy is made.
+// draft_attn.cu: a DFlash drafter's block attention (issue 17) in ONE launch. The block's T rows bring their keys and values
+// kb, vb, which go to the cache rows [L, L + T) (L = *length, the committed context); the block's R = g x T query rows of a
+// KV head (g query heads share it) attend to that head's keys [0, min(L + T, S)) of one layer's K/V cache, the block's own
+// read from kb / vb: only the live prefix is read, and no mask, transpose, permute or index copy is launched.
 // See nbs/05a_drafter.ipynb for the torch reference (`drafter.block_attention`) and the tests.
 //
 // Grid (nsplit, nkv), DA_THREADS threads. Block (s, h) stages its keys [s * chunk, (s + 1) * chunk) in tiles of DA_TILE
@@ -9,7 +10,9 @@
 // normalised partial and log2-sum-exp to the caller's workspace, and the last block of a head to arrive (a ticket
 // from `counter[h]`, which it puts back to 0) merges the head's splits: no second launch, no block waits for another.
 // Keys past the live length are never loaded nor multiplied (a NaN in a scratch row cannot leak in).
-// Layouts: q, out [T, nkv * g, HD] bf16; k, v [S, nkv, HD] bf16 (a cache layer); row r of a head = (t = r / g, j = r % g).
+// The blocks of split 0 write kb, vb into the cache; no block reads those rows from the cache, so no block waits for them.
+// Layouts: q, out [T, nkv * g, HD] bf16; kb, vb [T, nkv, HD] with row strides ldk, ldv (elements, multiples of 8); k, v [S, nkv, HD] bf16 (a cache layer); row r of a head =
+// (t = r / g, j = r % g).
 #include <cuda_bf16.h>
 #include <stdint.h>
 
@@ -24,23 +27,28 @@ __device__ __forceinline__ float2 bf2f(uint32_t w) {
     return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
 }
 
-template <int R, int HD>
-__device__ __forceinline__ void load_tile(const __nv_bfloat16 *__restrict__ src, uint32_t *dst, int key0, int nk, int nkv, int h) {
+template <int HD>   // keys [key0, key0 + nk) of head h into a padded tile (rows past nk zero); rows [L, L + T) from the block's kb
+__device__ __forceinline__ void load_tile(const __nv_bfloat16 *__restrict__ src, const __nv_bfloat16 *__restrict__ blk, int ldb,
+                                          uint32_t *dst, int key0, int nk, int L, int T, int nkv, int h) {
     constexpr int CPR = HD / 8, PW = HD / 2 + 1;              // 16-byte chunks a row, padded row (words)
     for (int c = threadIdx.x; c < DA_TILE * CPR; c += DA_THREADS) {
-        const int kk = c / CPR, cc = c % CPR;
+        const int kk = c / CPR, cc = c % CPR, key = key0 + kk;
         uint4 x = make_uint4(0, 0, 0, 0);
-        if (kk < nk) x = *reinterpret_cast<const uint4 *>(src + ((size_t)(key0 + kk) * nkv + h) * HD + cc * 8);
+        if (kk < nk) {
+            const __nv_bfloat16 *row = key >= L && key < L + T ? blk + (size_t)(key - L) * ldb + h * HD : src + ((size_t)key * nkv + h) * HD;
+            x = *reinterpret_cast<const uint4 *>(row + cc * 8);
+        }
         uint32_t *d = dst + kk * PW + cc * 4;                  // padded rows are only 4-byte aligned
         d[0] = x.x; d[1] = x.y; d[2] = x.z; d[3] = x.w;
     }
 }
 
 template <int R, int HD>
-__device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
-                                const __nv_bfloat16 *__restrict__ v, const int *__restrict__ length, int extra, int S,
-                                int g, int nkv, float scale, int chunk, int nsplit, __nv_bfloat16 *__restrict__ out,
-                                float *__restrict__ ws_o, float *__restrict__ ws_l, int *__restrict__ counter) {
+__device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ kb, int ldk,
+                                const __nv_bfloat16 *__restrict__ vb, int ldv, __nv_bfloat16 *__restrict__ k, __nv_bfloat16 *__restrict__ v,
+                                const int *__restrict__ length, int S, int g, int nkv, float scale, int chunk, int nsplit,
+                                __nv_bfloat16 *__restrict__ out, float *__restrict__ ws_o, float *__restrict__ ws_l,
+                                int *__restrict__ counter) {
     constexpr int PW = HD / 2 + 1, NP = HD / 2, NRG = DA_THREADS / NP, RPV = R / NRG, RPS = R / 4, PS = DA_TILE + 1;
     static_assert(R % 8 == 0 && R <= 64 && (HD == 64 || HD == 128), "R in {8, 16, ..., 64}, HD 64 or 128");
     extern __shared__ float smem[];
@@ -51,14 +59,17 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, const __nv_
     float *rmax = ps + R * PS, *rsum = rmax + R, *rcor = rsum + R;
     __shared__ int last;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, s = blockIdx.x, h = blockIdx.y, nh = nkv * g;
-    const int n_live = min(S, max(0, __ldg(length) + extra));
+    const int T = R / g, L = max(0, __ldg(length)), n_live = min(S, L + T);
     const int k_begin = s * chunk, k_end = min(n_live, k_begin + chunk);
     const float qscale = scale * 1.4426950408889634f;
 
-    for (int i = k_begin < k_end ? tid : R * HD; i < R * HD; i += DA_THREADS) {   // q rows of this head (a split past the live keys: none)
-        const int r = i / HD, d = i % HD;
-        qs[i] = __bfloat162float(q[((size_t)(r / g) * nh + h * g + r % g) * HD + d]) * qscale;
-    }
+    if (s == 0)                                                 // the block's K/V into the cache rows [L, L + T)
+        for (int c = tid; c < 2 * T * (HD / 8); c += DA_THREADS) {
+            const int which = c / (T * (HD / 8)), t = c / (HD / 8) % T, cc = c % (HD / 8);
+            if (L + t >= S) continue;
+            const size_t from = (size_t)t * (which ? ldv : ldk) + h * HD + cc * 8, to = ((size_t)(L + t) * nkv + h) * HD + cc * 8;
+            *reinterpret_cast<uint4 *>((which ? v : k) + to) = *reinterpret_cast<const uint4 *>((which ? vb : kb) + from);
+        }
     for (int r = tid; r < R; r += DA_THREADS) { rmax[r] = -INFINITY; rsum[r] = 0.f; }
     float o[RPV][2];
     #pragma unroll
@@ -68,8 +79,14 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, const __nv_
     for (int key0 = k_begin; key0 < k_end; key0 += DA_TILE) {
         const int nk = min(DA_TILE, k_end - key0);
         __syncthreads();                                        // the previous tile's PV is done with ks, vs, ps
-        load_tile<R, HD>(k, ks, key0, nk, nkv, h);
-        load_tile<R, HD>(v, vs, key0, nk, nkv, h);
+        load_tile<HD>(k, kb, ldk, ks, key0, nk, L, T, nkv, h);
+        load_tile<HD>(v, vb, ldv, vs, key0, nk, L, T, nkv, h);
+        if (key0 == k_begin)                                    // q rows of this head, their loads beside the first tile's
+            for (int i = tid; i < R * HD / 2; i += DA_THREADS) {
+                const int r = i / (HD / 2), w = i % (HD / 2);
+                const float2 x = bf2f(*reinterpret_cast<const uint32_t *>(q + ((size_t)(r / g) * nh + h * g + r % g) * HD + 2 * w));
+                *reinterpret_cast<float2 *>(qs + r * HD + 2 * w) = make_float2(x.x * qscale, x.y * qscale);
+            }
         __syncthreads();
         {   // scores: key kk = tid % 64, rows tid / 64 + 4 i
             const int kk = tid % DA_TILE, r0 = tid / DA_TILE;
@@ -147,28 +164,33 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, const __nv_
     if (!last) return;
     __threadfence();                                            // every other block's partial is visible to this one
 
-    float *wgt = reinterpret_cast<float *>(ks);                 // [R][DA_MAXSPLIT], then rsum = 1 / the weights' sum
-    for (int r = tid; r < R; r += DA_THREADS) {
-        const float *l = ws_l + (size_t)h * nsplit * R + r;
-        float M = -INFINITY;
-        for (int t = 0; t < nsplit; ++t) M = fmaxf(M, __ldcg(l + (size_t)t * R));
-        float tot = 0.f;
-        for (int t = 0; t < nsplit; ++t) {
-            const float lt = __ldcg(l + (size_t)t * R), w = lt == -INFINITY ? 0.f : exp2f(lt - M);
-            wgt[r * DA_MAXSPLIT + t] = w; tot += w;
-        }
-        rsum[r] = tot > 0.f ? 1.f / tot : 0.f;
+    float *wgt = reinterpret_cast<float *>(ks);                 // [R][DA_MAXSPLIT]: the splits' lse, then their weights
+    for (int i = tid; i < R * nsplit; i += DA_THREADS)          // every load in flight at once
+        wgt[(i % R) * DA_MAXSPLIT + i / R] = __ldcg(ws_l + (size_t)h * nsplit * R + i);
+    __syncthreads();
+    for (int r = warp; r < R; r += DA_THREADS / 32) {           // a warp per row, a lane per split (nsplit <= 32)
+        const float l = lane < nsplit ? wgt[r * DA_MAXSPLIT + lane] : -INFINITY;
+        float M = l;
+        #pragma unroll
+        for (int off = 16; off; off >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, off));
+        const float w = l == -INFINITY ? 0.f : exp2f(l - M);
+        float tot = w;
+        #pragma unroll
+        for (int off = 16; off; off >>= 1) tot += __shfl_xor_sync(0xffffffffu, tot, off);
+        if (lane < nsplit) wgt[r * DA_MAXSPLIT + lane] = w;
+        if (lane == 0) rsum[r] = tot > 0.f ? 1.f / tot : 0.f;
     }
     __syncthreads();
     #pragma unroll
-    for (int i = 0; i < RPV; ++i) {
+    for (int i = 0; i < RPV; ++i) {                             // an empty split's partial is 0 with weight 0
         const int r = rg + NRG * i;
+        const float *p = ws_o + ((size_t)h * nsplit * R + r) * HD + 2 * dp;
         float x = 0.f, y = 0.f;
+        #pragma unroll 8
         for (int t = 0; t < nsplit; ++t) {
+            const float2 pt = __ldcg(reinterpret_cast<const float2 *>(p + (size_t)t * R * HD));
             const float w = wgt[r * DA_MAXSPLIT + t];
-            if (w == 0.f) continue;                             // an empty split's partial is never read
-            const float2 p = __ldcg(reinterpret_cast<const float2 *>(ws_o + (((size_t)h * nsplit + t) * R + r) * HD + 2 * dp));
-            x = fmaf(w, p.x, x); y = fmaf(w, p.y, y);
+            x = fmaf(w, pt.x, x); y = fmaf(w, pt.y, y);
         }
         *reinterpret_cast<__nv_bfloat162 *>(out + ((size_t)(r / g) * nh + h * g + r % g) * HD + 2 * dp) =
             __floats2bfloat162_rn(x * rsum[r], y * rsum[r]);
@@ -177,9 +199,10 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, const __nv_
 }
 
 #define DRAFT_ATTN(name, R, HD) extern "C" __global__ void __launch_bounds__(DA_THREADS) name(                             \
-    const __nv_bfloat16 *q, const __nv_bfloat16 *k, const __nv_bfloat16 *v, const int *length, int extra, int S, int g,     \
-    int nkv, float scale, int chunk, int nsplit, __nv_bfloat16 *out, float *ws_o, float *ws_l, int *counter) {                \
-    draft_attn_body<R, HD>(q, k, v, length, extra, S, g, nkv, scale, chunk, nsplit, out, ws_o, ws_l, counter); }
+    const __nv_bfloat16 *q, const __nv_bfloat16 *kb, int ldk, const __nv_bfloat16 *vb, int ldv, __nv_bfloat16 *k,           \
+    __nv_bfloat16 *v, const int *length, int S, int g, int nkv, float scale, int chunk, int nsplit, __nv_bfloat16 *out,      \
+    float *ws_o, float *ws_l, int *counter) {                                                                                 \
+    draft_attn_body<R, HD>(q, kb, ldk, vb, ldv, k, v, length, S, g, nkv, scale, chunk, nsplit, out, ws_o, ws_l, counter); }
 DRAFT_ATTN(draft_attn_r16_d64, 16, 64)
 DRAFT_ATTN(draft_attn_r32_d64, 32, 64)
 DRAFT_ATTN(draft_attn_r64_d64, 64, 64)
