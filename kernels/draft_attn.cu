@@ -27,21 +27,28 @@ __device__ __forceinline__ float2 bf2f(uint32_t w) {
     return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
 }
 
-template <int HD>   // keys [key0, key0 + nk) of head h into a padded tile (rows past nk zero); rows [L, L + T) from the block's kb
-__device__ __forceinline__ void load_tile(const __nv_bfloat16 *__restrict__ src, const __nv_bfloat16 *__restrict__ blk, int ldb,
-                                          uint32_t *dst, int key0, int nk, int L, int T, int nkv, int h) {
-    constexpr int CPR = HD / 8, PW = HD / 2 + 1;              // 16-byte chunks a row, padded row (words)
-    for (int c = threadIdx.x; c < DA_TILE * CPR; c += DA_THREADS) {
-        const int kk = c / CPR, cc = c % CPR, key = key0 + kk;
-        uint4 x = make_uint4(0, 0, 0, 0);
-        if (kk < nk) {
+template <int HD> struct Tile {   // a thread's share of a tile of keys (or values) of one head, in registers between fetch and store
+    static constexpr int CPR = HD / 8, N = DA_TILE * CPR / DA_THREADS, PW = HD / 2 + 1;   // 16-byte chunks a row and a thread; padded row
+    uint4 x[N];
+    // keys [key0, key0 + nk) of head h, rows [L, L + T) from the block's own blk (row stride ldb), the rest zero: every load in flight
+    __device__ __forceinline__ void fetch(const __nv_bfloat16 *__restrict__ src, const __nv_bfloat16 *__restrict__ blk, int ldb,
+                                          int key0, int nk, int L, int T, int nkv, int h) {
+        #pragma unroll
+        for (int j = 0; j < N; ++j) {
+            const int c = threadIdx.x + j * DA_THREADS, kk = c / CPR, key = key0 + kk;
             const __nv_bfloat16 *row = key >= L && key < L + T ? blk + (size_t)(key - L) * ldb + h * HD : src + ((size_t)key * nkv + h) * HD;
-            x = *reinterpret_cast<const uint4 *>(row + cc * 8);
+            x[j] = kk < nk ? *reinterpret_cast<const uint4 *>(row + c % CPR * 8) : make_uint4(0, 0, 0, 0);
         }
-        uint32_t *d = dst + kk * PW + cc * 4;                  // padded rows are only 4-byte aligned
-        d[0] = x.x; d[1] = x.y; d[2] = x.z; d[3] = x.w;
     }
-}
+    __device__ __forceinline__ void store(uint32_t *dst) const {   // padded rows are only 4-byte aligned
+        #pragma unroll
+        for (int j = 0; j < N; ++j) {
+            const int c = threadIdx.x + j * DA_THREADS;
+            uint32_t *d = dst + c / CPR * PW + c % CPR * 4;
+            d[0] = x[j].x; d[1] = x[j].y; d[2] = x[j].z; d[3] = x[j].w;
+        }
+    }
+};
 
 template <int R, int HD>
 __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ kb, int ldk,
@@ -59,10 +66,21 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, const __nv_
     float *rmax = ps + R * PS, *rsum = rmax + R, *rcor = rsum + R;
     __shared__ int last;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, s = blockIdx.x, h = blockIdx.y, nh = nkv * g;
+    constexpr int QC = R * HD / 8, NQ = (QC + DA_THREADS - 1) / DA_THREADS;   // q's 16-byte chunks, a thread's share
+    uint4 qr[NQ];
+    #pragma unroll
+    for (int j = 0; j < NQ; ++j) {                              // q rows of this head: in flight before the length is known
+        const int c = tid + j * DA_THREADS, r = c / (HD / 8);
+        if (c < QC) qr[j] = *reinterpret_cast<const uint4 *>(q + ((size_t)(r / g) * nh + h * g + r % g) * HD + c % (HD / 8) * 8);
+    }
     const int T = R / g, L = max(0, __ldg(length)), n_live = min(S, L + T);
     const int k_begin = s * chunk, k_end = min(n_live, k_begin + chunk);
     const float qscale = scale * 1.4426950408889634f;
-
+    Tile<HD> kt, vt;                                            // the next tile, in flight while the current one is used
+    if (k_begin < k_end) {
+        kt.fetch(k, kb, ldk, k_begin, min(DA_TILE, k_end - k_begin), L, T, nkv, h);
+        vt.fetch(v, vb, ldv, k_begin, min(DA_TILE, k_end - k_begin), L, T, nkv, h);
+    }
     if (s == 0)                                                 // the block's K/V into the cache rows [L, L + T)
         for (int c = tid; c < 2 * T * (HD / 8); c += DA_THREADS) {
             const int which = c / (T * (HD / 8)), t = c / (HD / 8) % T, cc = c % (HD / 8);
@@ -71,6 +89,15 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, const __nv_
             *reinterpret_cast<uint4 *>((which ? v : k) + to) = *reinterpret_cast<const uint4 *>((which ? vb : kb) + from);
         }
     for (int r = tid; r < R; r += DA_THREADS) { rmax[r] = -INFINITY; rsum[r] = 0.f; }
+    #pragma unroll
+    for (int j = 0; j < NQ; ++j) {                              // q, scaled by scale * log2(e), as fp32
+        const int c = tid + j * DA_THREADS;
+        if (c >= QC) break;
+        const uint32_t w[4] = {qr[j].x, qr[j].y, qr[j].z, qr[j].w};
+        float *d = qs + c / (HD / 8) * HD + c % (HD / 8) * 8;
+        #pragma unroll
+        for (int e = 0; e < 4; ++e) { const float2 f = bf2f(w[e]); d[2 * e] = f.x * qscale; d[2 * e + 1] = f.y * qscale; }
+    }
     float o[RPV][2];
     #pragma unroll
     for (int i = 0; i < RPV; ++i) o[i][0] = o[i][1] = 0.f;
@@ -79,15 +106,12 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, const __nv_
     for (int key0 = k_begin; key0 < k_end; key0 += DA_TILE) {
         const int nk = min(DA_TILE, k_end - key0);
         __syncthreads();                                        // the previous tile's PV is done with ks, vs, ps
-        load_tile<HD>(k, kb, ldk, ks, key0, nk, L, T, nkv, h);
-        load_tile<HD>(v, vb, ldv, vs, key0, nk, L, T, nkv, h);
-        if (key0 == k_begin)                                    // q rows of this head, their loads beside the first tile's
-            for (int i = tid; i < R * HD / 2; i += DA_THREADS) {
-                const int r = i / (HD / 2), w = i % (HD / 2);
-                const float2 x = bf2f(*reinterpret_cast<const uint32_t *>(q + ((size_t)(r / g) * nh + h * g + r % g) * HD + 2 * w));
-                *reinterpret_cast<float2 *>(qs + r * HD + 2 * w) = make_float2(x.x * qscale, x.y * qscale);
-            }
+        kt.store(ks); vt.store(vs);
         __syncthreads();
+        if (key0 + DA_TILE < k_end) {                           // the next tile's loads, during this one's math
+            kt.fetch(k, kb, ldk, key0 + DA_TILE, min(DA_TILE, k_end - key0 - DA_TILE), L, T, nkv, h);
+            vt.fetch(v, vb, ldv, key0 + DA_TILE, min(DA_TILE, k_end - key0 - DA_TILE), L, T, nkv, h);
+        }
         {   // scores: key kk = tid % 64, rows tid / 64 + 4 i
             const int kk = tid % DA_TILE, r0 = tid / DA_TILE;
             float acc[RPS];
@@ -165,8 +189,11 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, const __nv_
     __threadfence();                                            // every other block's partial is visible to this one
 
     float *wgt = reinterpret_cast<float *>(ks);                 // [R][DA_MAXSPLIT]: the splits' lse, then their weights
-    for (int i = tid; i < R * nsplit; i += DA_THREADS)          // every load in flight at once
-        wgt[(i % R) * DA_MAXSPLIT + i / R] = __ldcg(ws_l + (size_t)h * nsplit * R + i);
+    #pragma unroll
+    for (int j = 0; j < R * DA_MAXSPLIT / DA_THREADS; ++j) {    // every load in flight at once
+        const int i = tid + j * DA_THREADS;
+        if (i < R * nsplit) wgt[(i % R) * DA_MAXSPLIT + i / R] = __ldcg(ws_l + (size_t)h * nsplit * R + i);
+    }
     __syncthreads();
     for (int r = warp; r < R; r += DA_THREADS / 32) {           // a warp per row, a lane per split (nsplit <= 32)
         const float l = lane < nsplit ? wgt[r * DA_MAXSPLIT + lane] : -INFINITY;
@@ -181,17 +208,17 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, const __nv_
         if (lane == 0) rsum[r] = tot > 0.f ? 1.f / tot : 0.f;
     }
     __syncthreads();
-    #pragma unroll
     for (int i = 0; i < RPV; ++i) {                             // an empty split's partial is 0 with weight 0
         const int r = rg + NRG * i;
         const float *p = ws_o + ((size_t)h * nsplit * R + r) * HD + 2 * dp;
+        float2 pt[DA_MAXSPLIT];
+        #pragma unroll
+        for (int t = 0; t < DA_MAXSPLIT; ++t)                   // a row's partials all in flight
+            if (t < nsplit) pt[t] = __ldcg(reinterpret_cast<const float2 *>(p + (size_t)t * R * HD));
         float x = 0.f, y = 0.f;
-        #pragma unroll 8
-        for (int t = 0; t < nsplit; ++t) {
-            const float2 pt = __ldcg(reinterpret_cast<const float2 *>(p + (size_t)t * R * HD));
-            const float w = wgt[r * DA_MAXSPLIT + t];
-            x = fmaf(w, pt.x, x); y = fmaf(w, pt.y, y);
-        }
+        #pragma unroll
+        for (int t = 0; t < DA_MAXSPLIT; ++t)
+            if (t < nsplit) { const float w = wgt[r * DA_MAXSPLIT + t]; x = fmaf(w, pt[t].x, x); y = fmaf(w, pt[t].y, y); }
         *reinterpret_cast<__nv_bfloat162 *>(out + ((size_t)(r / g) * nh + h * g + r % g) * HD + 2 * dp) =
             __floats2bfloat162_rn(x * rsum[r], y * rsum[r]);
     }

@@ -1,0 +1,63 @@
+"""The draft's block attention alone (issue 17): `drafter.draft_attention` through kernels/draft_attn.cu against its torch face
+(the block's two index copies, then `block_attention` over every cache row under the mask), at the demo drafter's shape
+(16 rows, 4 KV heads of 64) and a Qwen3-8B DFlash drafter's (16 rows, 32 query heads on 8 KV heads of 128), over cache
+layers of S rows with the block at rows [S - 48, S - 32). Each output is checked against fp64 math first. Timing: 20 calls
+back to back in one CUDA graph, CUDA events around each replay, median of 30 replays / 20: the µs a call costs inside a
+captured round (launch gaps included). Not a test.
+
+    python benchmarks/bench_draft_attn.py OUT.json [--commit HASH]
+"""
+import json, os, statistics, sys, time
+import torch
+
+SHAPES = {'demo (nh 4, nkv 4, hd 64)': (4, 4, 64), 'Qwen3-8B DFlash (nh 32, nkv 8, hd 128)': (32, 8, 128)}
+SIZES = (64, 300, 600, 1064, 2048, 4096)
+
+
+def fp64(q, k, v, n, scale):
+    g = q.shape[1] // k.shape[1]
+    kk, vv = (t[:n].double().repeat_interleave(g, 1) for t in (k, v))
+    return torch.einsum('thn,nhd->thd', (torch.einsum('thd,nhd->thn', q.double(), kk) * scale).softmax(-1), vv)
+
+
+def time_call(fn, reps=30, per=20):
+    s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3): fn()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        for _ in range(per): fn()
+    ts = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record(); g.replay(); b.record(); b.synchronize(); ts.append(a.elapsed_time(b) * 1000 / per)
+    return statistics.median(ts)
+
+
+def main(path, commit='unknown'):
+    from ddtree_nb.drafter import draft_attention, draft_split
+    dev, T, res = torch.device('cuda'), 16, []
+    gen = torch.Generator(device='cuda').manual_seed(0)
+    for name, (nh, nkv, hd) in SHAPES.items():
+        for S in SIZES:
+            L = S - 48
+            q, kb, vb = (torch.randn(*s, device=dev, generator=gen).bfloat16() for s in ((T, nh, hd), (T, nkv, hd), (T, nkv, hd)))
+            k, v = (torch.randn(S, nkv, hd, device=dev, generator=gen).bfloat16() for _ in range(2))
+            ln, tk = torch.tensor([L], dtype=torch.int32, device=dev), torch.zeros(nkv, dtype=torch.int32, device=dev)
+            want = fp64(q, torch.cat([k[:L], kb]), torch.cat([v[:L], vb]), L + T, hd ** -0.5)
+            row = dict(shape=name, S=S, live=L + T, splits=draft_split(S)[1])
+            for face, t in (('kernel', tk), ('torch', None)):
+                err = (draft_attention(q, kb, vb, k, v, ln, hd ** -0.5, t).double() - want).abs().max().item()
+                row[f'{face}_err'] = round(err, 5)
+                row[f'{face}_us'] = round(time_call(lambda: draft_attention(q, kb, vb, k, v, ln, hd ** -0.5, t)), 2) if err < 2e-2 else None
+            row['bytes_read_MB'] = round(2 * (L + T) * nkv * hd * 2 / 1e6, 3)
+            print(json.dumps(row), flush=True); res.append(row)
+    meta = dict(date=time.strftime('%Y-%m-%d %H:%M'), gpu=torch.cuda.get_device_name(), torch=torch.__version__, commit=commit,
+                command=f'python benchmarks/bench_draft_attn.py {path} --commit {commit}')
+    json.dump(dict(meta=meta, rows=res), open(path, 'w'), indent=1)
+
+
+if __name__ == '__main__':
+    a = sys.argv[1:]
+    main(a[0], a[a.index('--commit') + 1] if '--commit' in a else os.environ.get('DDTREE_COMMIT', 'unknown'))
