@@ -248,6 +248,17 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     fuzz_gpu fuzz_verify_auto 195 verify 180 29 auto
     step bench_verify_cluster 60 python benchmarks/bench_verify_default.py --cluster --out "$out"
     keep_few "$out" gpu_next.log stamp_verify.log sanitize_kernels.md bench_verify_cluster.log bench_verify_cluster.json gpu_tests.log ;;
+  s29)   # session 29 in one call: s29a's steps (checks, the draft off / on, the op alone, the sanitizer), then s29b's rounds (about 5 min)
+    step tests_05a 240 nbdev_test --flags cuda --do_print --path nbs/05a_drafter.ipynb
+    step bench_draft_attn 120 python benchmarks/bench_draft_attn.py "$out/bench_draft_attn.json" --commit "$commit"
+    step draft_ab 300 python benchmarks/bench_compile.py --out "$out/bc" --commit "$commit" --variants compiled+merge+autotune-ar --tokens 1 --draft --draft-kernel 0,1
+    cp "$out/bc/bench_compile.json" "$out/bench_compile_draft_ab.json" 2>/dev/null
+    KERNELS=draft step sanitize_draft 150 bash benchmarks/sanitize_kernels.sh "$out/san"
+    cp "$out/san/sanitize_kernels.md" "$out/sanitize_draft.md" 2>/dev/null
+    step run_ahead_k0 200 env DDTREE_DRAFT_KERNEL=0 python benchmarks/bench_run_ahead.py --out "$out/k0" --commit "$commit" --compile --merge on --temps 0,1 --reps 2
+    step run_ahead_k1 200 python benchmarks/bench_run_ahead.py --out "$out/k1" --commit "$commit" --compile --merge on --temps 0,1 --reps 2
+    for k in k0 k1; do for f in "$out/$k"/*; do cp "$f" "$out/${k}_$(basename "$f")"; done; done
+    keep_few "$out" gpu_next.log tests_05a.log bench_compile_draft_ab.json sanitize_draft.md bench_draft_attn.json k0_run_ahead.md k1_run_ahead.md ;;
   s29a)   # session 29: the draft attention kernel (kernels/draft_attn.cu): nbs/05a's cuda cells, the draft's kernels and replay ms with it off and on, the sanitizer over it (about 6 min)
     step tests_05a 240 nbdev_test --flags cuda --do_print --path nbs/05a_drafter.ipynb
     step bench_draft_attn 120 python benchmarks/bench_draft_attn.py "$out/bench_draft_attn.json" --commit "$commit"
