@@ -27,8 +27,7 @@
 #   bash benchmarks/gpu_next.sh s21b "$OUT"  # session 21: the compiled merged round at T = 0 without and with AUTOTUNE_AR (<= 3.5 min)
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s22a "$OUT"  # session 22: s21c, nbs/03's cuda cells (the cluster merge), the split x cluster sweep at the demo shapes (<= 8.5 min)
-#   bash benchmarks/gpu_next.sh s29a "$OUT"  # session 29: the draft attention kernel: nbs/05a's cuda cells, the draft off / on
-#   bash benchmarks/gpu_next.sh s29b "$OUT"  # session 29: the compiled round at T = 0 and 1, the draft kernel off then on
+#   bash benchmarks/gpu_next.sh s29 "$OUT"  # session 29: the draft attention kernel: nbs/05a's cuda cells, the op alone, the draft and the round off / on, the sanitizer
 #   bash benchmarks/gpu_next.sh s27c "$OUT"  # the histogram pass's stop at the end of a list (0ff3baf): tree_quick, then 60 s of the tree fuzzer
 #   bash benchmarks/gpu_next.sh s27b "$OUT"  # tb_tree's threshold from the histogram only, four ranks a thread in flight: tree_quick, then 300 s of the tree fuzzer
 #   bash benchmarks/gpu_next.sh s26b "$OUT"  # issue 19 on an H200: the T = 1 timeline, the verify tables, 300 s of fuzz
@@ -248,7 +247,7 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     fuzz_gpu fuzz_verify_auto 195 verify 180 29 auto
     step bench_verify_cluster 60 python benchmarks/bench_verify_default.py --cluster --out "$out"
     keep_few "$out" gpu_next.log stamp_verify.log sanitize_kernels.md bench_verify_cluster.log bench_verify_cluster.json gpu_tests.log ;;
-  s29)   # session 29 in one call: s29a's steps (checks, the draft off / on, the op alone, the sanitizer), then s29b's rounds (about 5 min)
+  s29)   # session 29's draft attention kernel: nbs/05a's cuda cells, the op alone, the draft off / on, the sanitizer, then the compiled round at T = 0 and 1 off / on (about 5 min)
     step tests_05a 240 nbdev_test --flags cuda --do_print --path nbs/05a_drafter.ipynb
     step bench_draft_attn 120 python benchmarks/bench_draft_attn.py "$out/bench_draft_attn.json" --commit "$commit"
     step draft_ab 300 python benchmarks/bench_compile.py --out "$out/bc" --commit "$commit" --variants compiled+merge+autotune-ar --tokens 1 --draft --draft-kernel 0,1
@@ -259,19 +258,6 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     step run_ahead_k1 200 python benchmarks/bench_run_ahead.py --out "$out/k1" --commit "$commit" --compile --merge on --temps 0,1 --reps 2
     for k in k0 k1; do for f in "$out/$k"/*; do cp "$f" "$out/${k}_$(basename "$f")"; done; done
     keep_few "$out" gpu_next.log tests_05a.log bench_compile_draft_ab.json sanitize_draft.md bench_draft_attn.json k0_run_ahead.md k1_run_ahead.md ;;
-  s29a)   # session 29: the draft attention kernel (kernels/draft_attn.cu): nbs/05a's cuda cells, the draft's kernels and replay ms with it off and on, the sanitizer over it (about 6 min)
-    step tests_05a 240 nbdev_test --flags cuda --do_print --path nbs/05a_drafter.ipynb
-    step bench_draft_attn 120 python benchmarks/bench_draft_attn.py "$out/bench_draft_attn.json" --commit "$commit"
-    step draft_ab 300 python benchmarks/bench_compile.py --out "$out/bc" --commit "$commit" --variants compiled+merge+autotune-ar --tokens 1 --draft --draft-kernel 0,1
-    cp "$out/bc/bench_compile.json" "$out/bench_compile_draft_ab.json" 2>/dev/null
-    KERNELS=draft step sanitize_draft 150 bash benchmarks/sanitize_kernels.sh "$out/san"
-    cp "$out/san/sanitize_kernels.md" "$out/sanitize_draft.md" 2>/dev/null
-    keep_few "$out" gpu_next.log tests_05a.log draft_ab.log bench_compile_draft_ab.json sanitize_draft.md bench_draft_attn.json ;;
-  s29b)   # session 29: the compiled round at T = 0 and 1 with the draft attention kernel off, then on (same machine, back to back; about 6 min)
-    step run_ahead_k0 270 env DDTREE_DRAFT_KERNEL=0 python benchmarks/bench_run_ahead.py --out "$out/k0" --commit "$commit" --compile --merge on --temps 0,1 --reps 2
-    step run_ahead_k1 270 python benchmarks/bench_run_ahead.py --out "$out/k1" --commit "$commit" --compile --merge on --temps 0,1 --reps 2
-    for k in k0 k1; do for f in "$out/$k"/*; do cp "$f" "$out/${k}_$(basename "$f")"; done; done
-    keep_few "$out" gpu_next.log run_ahead_k0.log run_ahead_k1.log k0_run_ahead.md k1_run_ahead.md k0_run_ahead.json k1_run_ahead.json ;;
   s27c)   # the histogram pass's stop at the end of a list (0ff3baf): every bench tree against the reference, nbs/02's cuda cells, 60 s of the tree fuzzer (about 4 min)
     bash "$0" tree_quick "$out"
     fuzz_gpu fuzz_tree 75 tree 60 38 ;;
