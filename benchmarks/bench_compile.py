@@ -96,7 +96,7 @@ def measure_draft(d, compiled, es, reps, P=1000):
     merge_projections(d, True)
     c = d.config
     cache = d.new_cache(P + 64); cache.length.fill_(P)
-    feats = torch.randn(d.block_size, len(c.target_layer_ids) * c.hidden_size, device='cuda').bfloat16()
+    feats = torch.randn(d.block_size, len(c.target_layer_ids) * c.hidden_size, device='cuda', generator=torch.Generator('cuda').manual_seed(0)).bfloat16()   # the same draft for every setting
     n_new, root = torch.tensor([5], dtype=torch.int32, device='cuda'), torch.tensor([7], device='cuda')
     draft = d.compiled_draft() if compiled else d.draft
     def fwd():

@@ -276,7 +276,7 @@ def _draft_run(g, hd, S, n, seed):
     kd, vd = k.to(DEV), v.to(DEV)
     got = draft_attention(q.to(DEV), kb.to(DEV), vb.to(DEV), kd, vd, torch.tensor([n], dtype=torch.int32, device=DEV), hd ** -0.5, tk)
     err = (got.double().cpu() - want).abs().max().item()
-    assert err < 1e-2 and (tk is None or not tk.any()) and torch.equal(kd[n:n + T].cpu(), kb) and torch.equal(vd[n:n + T].cpu(), vb), (g, hd, S, n, err)
+    assert err < 0.02 * want.abs().max().item() and (tk is None or not tk.any()) and torch.equal(kd[n:n + T].cpu(), kb) and torch.equal(vd[n:n + T].cpu(), vb), (g, hd, S, n, err)
     return f'g={g} hd={hd} S={S} n={n} err={err:.1e}'
 case('draft_attn', 'draft', [f'draft_attn_r{16 * g}_d{hd}' for hd in (64, 128) for g in (1, 2, 4)],
      'the draft block attention: every built shape, one split (S=40) and many (up to 32, some past the live rows)')(

@@ -131,7 +131,7 @@ DA_LIMITS = dict(DA_THREADS=256, DA_TILE=64, DA_MAXSPLIT=32)   # kernels/draft_a
 DA_SHAPES = ((16, 64), (32, 64), (64, 64), (16, 128), (32, 128), (64, 128))   # (rows a KV head = T x g, head_dim) it is built for
 
 def draft_split(S: int) -> tuple:
-    "(keys a block, blocks a KV head) of `draft_attention`'s kernel over a cache layer of `S` rows: whole 64-key tiles, at most 32 blocks."
+    "(the most keys a block takes, blocks a KV head) of `draft_attention`'s kernel over a cache layer of `S` rows: whole 64-key tiles, at most 32 blocks (the kernel spreads the live keys over them the same way)."
     t = DA_LIMITS['DA_TILE']
     n = max(1, min(DA_LIMITS['DA_MAXSPLIT'], -(-S // t)))
     chunk = -(-(-(-S // n)) // t) * t
@@ -143,13 +143,15 @@ def draft_smem(R: int, hd: int) -> int:
 
 # %% ../nbs/05a_drafter.ipynb #4e00d8ee
 def draft_kernel_ok(q: torch.Tensor, k: torch.Tensor) -> bool:
-    "Whether `draft_attention` runs the kernel for `q [T, nh, hd]` over `k [S, nkv, hd]`: bf16 on a GPU, a built shape, `DDTREE_DRAFT_KERNEL` not 0."
+    "Whether `draft_attention` runs the kernel for `q [T, nh, hd]` over `k [S, nkv, hd]`: bf16 on a GPU, a built shape, `DDTREE_DRAFT_KERNEL` not 0 (read when a draft is traced: a compiled draft keeps what it saw)."
     (T, nh, hd), nkv = q.shape, k.shape[1]
     return (q.is_cuda and q.dtype == k.dtype == torch.bfloat16 and nh % nkv == 0 and (T * nh // nkv, hd) in DA_SHAPES
             and os.environ.get('DDTREE_DRAFT_KERNEL', '1') != '0')
 
 def _check_draft_inputs(q, kb, vb, k, v, length, tickets):
     (T, nh, hd), (S, nkv, hk) = q.shape, k.shape
+    for nm, t in (('kb', kb), ('vb', vb), ('k', k), ('v', v)):
+        if t.dtype != q.dtype or t.device != q.device: raise ValueError(f"draft_attention: {nm} is {t.dtype} on {t.device}, q is {q.dtype} on {q.device}")
     if v.shape != k.shape or hk != hd or kb.shape != (T, nkv, hd) or vb.shape != kb.shape:
         raise ValueError(f"draft_attention: for q {tuple(q.shape)}, kb and vb must be [{T}, nkv, {hd}] and k, v [S, nkv, {hd}]; got kb {tuple(kb.shape)}, vb {tuple(vb.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
     for nm, t in (('k', k), ('v', v)):
@@ -165,22 +167,23 @@ def _draft_attention_cuda(q: torch.Tensor, kb: torch.Tensor, vb: torch.Tensor, k
     "The kernel, one launch of `(splits, nkv)` blocks (the workspace fresh from the allocator, so a captured graph owns its own)."
     from ddtree_nb.runtime import load_kernel
     q = q.contiguous()
-    kb, vb = (t if _rows_ok(t) else t.contiguous() for t in (kb, vb))
     _check_draft_inputs(q, kb, vb, k, v, length, tickets)
+    kb, vb = (t if _rows_ok(t) else t.contiguous() for t in (kb, vb))
     (T, nh, hd), (S, nkv, _) = q.shape, k.shape
     R = T * (nh // nkv)
-    chunk, n = draft_split(S)
+    n = draft_split(S)[1]
     out, f32 = torch.empty_like(q), dict(dtype=torch.float32, device=q.device)
     ws = (torch.empty(nkv, n, R, hd, **f32), torch.empty(nkv, n, R, **f32)) if n > 1 else (0, 0)
-    kern = load_kernel('draft_attn.cu', f'draft_attn_r{R}_d{hd}', 'PPiPiPPPiiifiiPPPP', device=q.device.index, limits=DA_LIMITS)
+    kern = load_kernel('draft_attn.cu', f'draft_attn_r{R}_d{hd}', 'PPiPiPPPiiifiPPPP', device=q.device.index, limits=DA_LIMITS)
     smem = draft_smem(R, hd)
     kern.set_max_dynamic_shared(smem)(q, kb.data_ptr(), kb.stride(0), vb.data_ptr(), vb.stride(0), k, v, length, S, nh // nkv, nkv,
-                                      float(scale), chunk, n, out, *ws, tickets, grid=(n, nkv), block=(DA_LIMITS['DA_THREADS'],), shared=smem)
+                                      float(scale), n, out, *ws, tickets, grid=(n, nkv), block=(DA_LIMITS['DA_THREADS'],), shared=smem)
     return out
 
 def _draft_attention_fake(q, kb, vb, k, v, length, scale, tickets): return torch.empty_like(q, memory_format=torch.contiguous_format)
 
-# once a process (see verify's `mla_tree_attention` op); it writes the block's rows of k and v, and leaves `tickets` at zero
+# once a process (see verify's `mla_tree_attention` op); it writes the block's rows of k and v. `tickets` is not declared: every
+# launch leaves it at zero, as it found it
 if not hasattr(torch.ops.ddtree, 'draft_attention'):
     torch.library.custom_op('ddtree::draft_attention', _draft_attention_cuda, mutates_args=('k', 'v')).register_fake(_draft_attention_fake)
 
@@ -265,7 +268,7 @@ class DrafterCache:
             self.tickets = torch.zeros(n_layers, nkv, dtype=torch.int32, device=device)
     @property
     def max_tokens(self) -> int: return self.k.shape[1]
-    def reset(self): self.length.zero_()
+    def reset(self): self.length.zero_(); self.tickets.zero_()
     def layers(self) -> tuple[list, list]:
         "Per-layer views `[max_tokens, nkv, head_dim]` of `k` and `v`: a compiled draft takes them as inputs, which it writes in place (rows of a view made inside the graph came back as whole-layer copies)."
         return [self.k[l] for l in range(self.k.shape[0])], [self.v[l] for l in range(self.v.shape[0])]

@@ -5,6 +5,7 @@
 // See nbs/05a_drafter.ipynb for the torch reference (`drafter.block_attention`) and the tests.
 //
 // Grid (nsplit, nkv), DA_THREADS threads. Block (s, h) stages its keys [s * chunk, (s + 1) * chunk) in tiles of DA_TILE
+// (chunk: the live keys over the splits, in whole tiles, so a short context in a long cache still spreads over the splits)
 // keys and keeps an online softmax (log2 domain, fp32); scores and P stay fp32 (the reference rounds P to bf16 for its
 // PV product: the two differ by that rounding). With one split a block writes `out` itself; otherwise it writes its
 // normalised partial and log2-sum-exp to the caller's workspace, and the last block of a head to arrive (a ticket
@@ -53,7 +54,7 @@ template <int HD> struct Tile {   // a thread's share of a tile of keys (or valu
 template <int R, int HD>
 __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ kb, int ldk,
                                 const __nv_bfloat16 *__restrict__ vb, int ldv, __nv_bfloat16 *__restrict__ k, __nv_bfloat16 *__restrict__ v,
-                                const int *__restrict__ length, int S, int g, int nkv, float scale, int chunk, int nsplit,
+                                const int *__restrict__ length, int S, int g, int nkv, float scale, int nsplit,
                                 __nv_bfloat16 *__restrict__ out, float *__restrict__ ws_o, float *__restrict__ ws_l,
                                 int *__restrict__ counter) {
     constexpr int PW = HD / 2 + 1, NP = HD / 2, NRG = DA_THREADS / NP, RPV = R / NRG, RPS = R / 4, PS = DA_TILE + 1;
@@ -74,6 +75,7 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, const __nv_
         if (c < QC) qr[j] = *reinterpret_cast<const uint4 *>(q + ((size_t)(r / g) * nh + h * g + r % g) * HD + c % (HD / 8) * 8);
     }
     const int T = R / g, L = max(0, __ldg(length)), n_live = min(S, L + T);
+    const int chunk = ((n_live + nsplit - 1) / nsplit + DA_TILE - 1) / DA_TILE * DA_TILE;
     const int k_begin = s * chunk, k_end = min(n_live, k_begin + chunk);
     const float qscale = scale * 1.4426950408889634f;
     Tile<HD> kt, vt;                                            // the next tile, in flight while the current one is used
@@ -190,9 +192,9 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, const __nv_
 
     float *wgt = reinterpret_cast<float *>(ks);                 // [R][DA_MAXSPLIT]: the splits' lse, then their weights
     #pragma unroll
-    for (int j = 0; j < R * DA_MAXSPLIT / DA_THREADS; ++j) {    // every load in flight at once
-        const int i = tid + j * DA_THREADS;
-        if (i < R * nsplit) wgt[(i % R) * DA_MAXSPLIT + i / R] = __ldcg(ws_l + (size_t)h * nsplit * R + i);
+    for (int j = 0; j < R * DA_MAXSPLIT / DA_THREADS; ++j) {    // every load in flight at once; a warp's stores to one row
+        const int i = tid + j * DA_THREADS, r = i / nsplit, t = i % nsplit;
+        if (i < R * nsplit) wgt[r * DA_MAXSPLIT + t] = __ldcg(ws_l + ((size_t)h * nsplit + t) * R + r);
     }
     __syncthreads();
     for (int r = warp; r < R; r += DA_THREADS / 32) {           // a warp per row, a lane per split (nsplit <= 32)
@@ -208,17 +210,20 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, const __nv_
         if (lane == 0) rsum[r] = tot > 0.f ? 1.f / tot : 0.f;
     }
     __syncthreads();
-    for (int i = 0; i < RPV; ++i) {                             // an empty split's partial is 0 with weight 0
+    for (int i = 0; i < RPV; ++i) {                             // an empty split has weight 0 and is not read
         const int r = rg + NRG * i;
         const float *p = ws_o + ((size_t)h * nsplit * R + r) * HD + 2 * dp;
         float2 pt[DA_MAXSPLIT];
+        float w[DA_MAXSPLIT];
         #pragma unroll
-        for (int t = 0; t < DA_MAXSPLIT; ++t)                   // a row's partials all in flight
-            if (t < nsplit) pt[t] = __ldcg(reinterpret_cast<const float2 *>(p + (size_t)t * R * HD));
+        for (int t = 0; t < DA_MAXSPLIT; ++t) {                 // a row's partials all in flight (a split with no live key: none)
+            w[t] = t < nsplit ? wgt[r * DA_MAXSPLIT + t] : 0.f;
+            if (w[t] != 0.f) pt[t] = __ldcg(reinterpret_cast<const float2 *>(p + (size_t)t * R * HD));
+        }
         float x = 0.f, y = 0.f;
         #pragma unroll
         for (int t = 0; t < DA_MAXSPLIT; ++t)
-            if (t < nsplit) { const float w = wgt[r * DA_MAXSPLIT + t]; x = fmaf(w, pt[t].x, x); y = fmaf(w, pt[t].y, y); }
+            if (w[t] != 0.f) { x = fmaf(w[t], pt[t].x, x); y = fmaf(w[t], pt[t].y, y); }
         *reinterpret_cast<__nv_bfloat162 *>(out + ((size_t)(r / g) * nh + h * g + r % g) * HD + 2 * dp) =
             __floats2bfloat162_rn(x * rsum[r], y * rsum[r]);
     }
@@ -227,9 +232,9 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, const __nv_
 
 #define DRAFT_ATTN(name, R, HD) extern "C" __global__ void __launch_bounds__(DA_THREADS) name(                             \
     const __nv_bfloat16 *q, const __nv_bfloat16 *kb, int ldk, const __nv_bfloat16 *vb, int ldv, __nv_bfloat16 *k,           \
-    __nv_bfloat16 *v, const int *length, int S, int g, int nkv, float scale, int chunk, int nsplit, __nv_bfloat16 *out,      \
+    __nv_bfloat16 *v, const int *length, int S, int g, int nkv, float scale, int nsplit, __nv_bfloat16 *out,                 \
     float *ws_o, float *ws_l, int *counter) {                                                                                 \
-    draft_attn_body<R, HD>(q, kb, ldk, vb, ldv, k, v, length, S, g, nkv, scale, chunk, nsplit, out, ws_o, ws_l, counter); }
+    draft_attn_body<R, HD>(q, kb, ldk, vb, ldv, k, v, length, S, g, nkv, scale, nsplit, out, ws_o, ws_l, counter); }
 DRAFT_ATTN(draft_attn_r16_d64, 16, 64)
 DRAFT_ATTN(draft_attn_r32_d64, 32, 64)
 DRAFT_ATTN(draft_attn_r64_d64, 64, 64)
