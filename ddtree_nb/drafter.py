@@ -202,7 +202,11 @@ def draft_attention(q: torch.Tensor,          # [T, nh, hd] the block's queries 
     k.index_copy_(0, slots, kb); v.index_copy_(0, slots, vb)
     g = nh // nkv
     qg = q.reshape(T, nkv, g, hd).permute(1, 2, 0, 3).reshape(nkv, g * T, hd)   # the g heads of a KV head stacked as g*T rows
-    o = block_attention(qg, k.transpose(0, 1), v.transpose(0, 1), scale, torch.arange(S, device=q.device) < length + T)
+    if length.is_cuda or torch.compiler.is_compiling():      # no host read: every row, under the mask
+        o = block_attention(qg, k.transpose(0, 1), v.transpose(0, 1), scale, torch.arange(S, device=q.device) < length + T)
+    else:                                                    # a CPU length is read for free: the filled rows only
+        n = min(S, int(length.reshape(-1)[0]) + T)
+        o = block_attention(qg, k[:n].transpose(0, 1), v[:n].transpose(0, 1), scale)
     return o.view(nkv, g, T, hd).permute(2, 0, 1, 3).reshape(T, nh, hd)
 
 # %% ../nbs/05a_drafter.ipynb #9d94049c
