@@ -195,7 +195,7 @@ def draft_attention(q: torch.Tensor,          # [T, nh, hd] the block's queries 
                     scale: float,
                     tickets: torch.Tensor|None=None,   # int32 [nkv] zeros (`DrafterCache.tickets[layer]`): lets the kernel run
                    ) -> torch.Tensor:         # [T, nh, hd] in q's dtype
-    "Write the block's `kb, vb` into cache rows `[length, length + T)`, then every block row attends to rows `[0, length + T)`: the kernel where `draft_kernel_ok` and `tickets` is given, else `block_attention` under the mask."
+    "Write the block's `kb, vb` into cache rows `[length, length + T)`, then every block row attends to rows `[0, length + T)`: the kernel where `draft_kernel_ok` and `tickets` is given, else `block_attention` (see below)."
     (T, nh, hd), (S, nkv, _) = q.shape, k.shape
     if tickets is not None and draft_kernel_ok(q, k): return torch.ops.ddtree.draft_attention(q, kb, vb, k, v, length, scale, tickets)
     slots = length.long() + torch.arange(T, device=q.device)
