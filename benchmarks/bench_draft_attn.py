@@ -14,12 +14,6 @@ SHAPES = {'demo (nh 4, nkv 4, hd 64)': (4, 4, 64), 'Qwen3-8B DFlash (nh 32, nkv 
 SIZES = (64, 300, 600, 1064, 2048, 4096)
 
 
-def fp64(q, k, v, n, scale):
-    g = q.shape[1] // k.shape[1]
-    kk, vv = (t[:n].double().repeat_interleave(g, 1) for t in (k, v))
-    return torch.einsum('thn,nhd->thd', (torch.einsum('thd,nhd->thn', q.double(), kk) * scale).softmax(-1), vv)
-
-
 def time_call(fn, reps=30, per=20):
     s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
@@ -36,7 +30,8 @@ def time_call(fn, reps=30, per=20):
 
 
 def main(path, commit='unknown'):
-    from ddtree_nb.drafter import draft_attention, draft_split
+    from ddtree_nb.drafter import draft_attention, draft_blocks
+    from ddtree_nb.reference import gqa_attention_ref
     dev, T, res = torch.device('cuda'), 16, []
     gen = torch.Generator(device='cuda').manual_seed(0)
     for name, (nh, nkv, hd) in SHAPES.items():
@@ -45,8 +40,8 @@ def main(path, commit='unknown'):
             q, kb, vb = (torch.randn(*s, device=dev, generator=gen).bfloat16() for s in ((T, nh, hd), (T, nkv, hd), (T, nkv, hd)))
             k, v = (torch.randn(S, nkv, hd, device=dev, generator=gen).bfloat16() for _ in range(2))
             ln, tk = torch.tensor([L], dtype=torch.int32, device=dev), torch.zeros(nkv, dtype=torch.int32, device=dev)
-            want = fp64(q, torch.cat([k[:L], kb]), torch.cat([v[:L], vb]), L + T, hd ** -0.5)
-            row = dict(shape=name, S=S, live=L + T, splits=draft_split(S)[1])
+            want = gqa_attention_ref(q, torch.cat([k[:L], kb]), torch.cat([v[:L], vb]), hd ** -0.5)
+            row = dict(shape=name, S=S, live=L + T, splits=draft_blocks(S))
             for face, t in (('kernel', tk), ('torch', None)):
                 err = (draft_attention(q, kb, vb, k, v, ln, hd ** -0.5, t).double() - want).abs().max().item()
                 row[f'{face}_err'] = round(err, 5)

@@ -268,10 +268,10 @@ def _draft_run(g, hd, S, n, seed):
     "16 block rows to cache rows [n, n + 16), 2 KV heads of g query heads each, attending to rows [0, n + 16) of S; against fp64 math on the CPU."
     import torch
     from ddtree_nb.drafter import draft_attention
+    from ddtree_nb.reference import gqa_attention_ref
     gen, T, nkv = torch.Generator().manual_seed(seed), 16, 2
     q, kb, vb, k, v = (torch.randn(*s, generator=gen).bfloat16() for s in ((T, nkv * g, hd), (T, nkv, hd), (T, nkv, hd), (S, nkv, hd), (S, nkv, hd)))
-    kk, vv = (torch.cat([t[:n], b]).double().repeat_interleave(g, 1) for t, b in ((k, kb), (v, vb)))
-    want = torch.einsum('thn,nhd->thd', (torch.einsum('thd,nhd->thn', q.double(), kk) * hd ** -0.5).softmax(-1), vv)
+    want = gqa_attention_ref(q, torch.cat([k[:n], kb]), torch.cat([v[:n], vb]), hd ** -0.5)
     tk = torch.zeros(nkv, dtype=torch.int32, device=DEV) if BACKEND == 'cuda' else None
     kd, vd = k.to(DEV), v.to(DEV)
     got = draft_attention(q.to(DEV), kb.to(DEV), vb.to(DEV), kd, vd, torch.tensor([n], dtype=torch.int32, device=DEV), hd ** -0.5, tk)

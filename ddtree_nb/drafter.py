@@ -16,7 +16,7 @@ from .checkpoint import read_json
 
 # %% auto #0
 __all__ = ['RMSNorm', 'SwiGLU', 'DA_LIMITS', 'DA_SHAPES', 'default_target_layer_ids', 'DrafterConfig', 'rope_cos_sin',
-           'block_attention', 'draft_split', 'draft_smem', 'draft_kernel_ok', 'draft_attention', 'DFlashAttention',
+           'block_attention', 'draft_blocks', 'draft_smem', 'draft_kernel_ok', 'draft_attention', 'DFlashAttention',
            'DFlashLayer', 'DrafterCache', 'check_pair', 'Drafter', 'save_drafter', 'load_drafter']
 
 # %% ../nbs/05a_drafter.ipynb #5a8225b3
@@ -130,12 +130,9 @@ def block_attention(q, k, v,             # q [nkv, R, hd] (a block's query rows 
 DA_LIMITS = dict(DA_THREADS=256, DA_TILE=64, DA_MAXSPLIT=32)   # kernels/draft_attn.cu's #defines, checked when it loads
 DA_SHAPES = ((16, 64), (32, 64), (64, 64), (16, 128), (32, 128), (64, 128))   # (rows a KV head = T x g, head_dim) it is built for
 
-def draft_split(S: int) -> tuple:
-    "(the most keys a block takes, blocks a KV head) of `draft_attention`'s kernel over a cache layer of `S` rows: whole 64-key tiles, at most 32 blocks (the kernel spreads the live keys over them the same way)."
-    t = DA_LIMITS['DA_TILE']
-    n = max(1, min(DA_LIMITS['DA_MAXSPLIT'], -(-S // t)))
-    chunk = -(-(-(-S // n)) // t) * t
-    return chunk, max(1, -(-S // chunk))
+def draft_blocks(S: int) -> int:
+    "Blocks a KV head of `draft_attention`'s kernel over a cache layer of `S` rows: one per 64-key tile, at most 32 (the kernel spreads the live keys over them in whole tiles)."
+    return max(1, min(DA_LIMITS['DA_MAXSPLIT'], -(-S // DA_LIMITS['DA_TILE'])))
 
 def draft_smem(R: int, hd: int) -> int:
     "Bytes of shared memory a block takes: q [R][hd] fp32, K and V tiles [64][hd/2 + 1] bf16 pairs, P [R][65] and row stats [3][R] fp32."
@@ -171,7 +168,7 @@ def _draft_attention_cuda(q: torch.Tensor, kb: torch.Tensor, vb: torch.Tensor, k
     kb, vb = (t if _rows_ok(t) else t.contiguous() for t in (kb, vb))
     (T, nh, hd), (S, nkv, _) = q.shape, k.shape
     R = T * (nh // nkv)
-    n = draft_split(S)[1]
+    n = draft_blocks(S)
     out, f32 = torch.empty_like(q), dict(dtype=torch.float32, device=q.device)
     ws = (torch.empty(nkv, n, R, hd, **f32), torch.empty(nkv, n, R, **f32)) if n > 1 else (0, 0)
     kern = load_kernel('draft_attn.cu', f'draft_attn_r{R}_d{hd}', 'PPiPiPPPiiifiPPPP', device=q.device.index, limits=DA_LIMITS)

@@ -9,7 +9,7 @@ import torch
 
 # %% auto #0
 __all__ = ['tree_depths', 'ancestor_mask', 'yarn_mscale', 'mla_softmax_scale', 'mla_tree_attention_ref',
-           'mla_tree_attention_brute', 'split_kv_b', 'mla_absorbed_ref']
+           'mla_tree_attention_brute', 'split_kv_b', 'mla_absorbed_ref', 'gqa_attention_ref']
 
 # %% ../nbs/01_reference_attention.ipynb #beb071ef
 def _check_parents(parents: torch.Tensor) -> torch.Tensor:
@@ -129,3 +129,13 @@ def mla_absorbed_ref(q_nope, # [T, H, qk_nope] no-rope part of the queries
     q_latent = torch.einsum('thn,hnc->thc', q_nope, w_uk)
     o, _ = mla_tree_attention_ref(q_latent, q_pe, c_kv, k_pe, prefix_len, visibility, scale)
     return torch.einsum('thc,hvc->thv', o, w_uv.to(o.dtype))
+
+# %% ../nbs/01_reference_attention.ipynb #dfac3589
+def gqa_attention_ref(q: torch.Tensor,   # [T, nh, hd] queries
+                      k: torch.Tensor,   # [n, nkv, hd] the keys every query sees (nh a multiple of nkv)
+                      v: torch.Tensor,   # [n, nkv, hd]
+                      scale: float) -> torch.Tensor:   # [T, nh, hd] fp64
+    "fp64 grouped-query attention over all of `k, v`: query head i reads KV head i // (nh / nkv)."
+    g = q.shape[1] // k.shape[1]
+    kk, vv = (t.double().repeat_interleave(g, 1) for t in (k, v))
+    return torch.einsum('thn,nhd->thd', (torch.einsum('thd,nhd->thn', q.double(), kk) * scale).softmax(-1), vv)
