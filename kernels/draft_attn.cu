@@ -4,9 +4,9 @@
 // read from kb / vb: only the live prefix is read, and no mask, transpose, permute or index copy is launched.
 // See nbs/05a_drafter.ipynb for the torch reference (`drafter.block_attention`) and the tests.
 //
-// Grid (nsplit, nkv), DA_THREADS threads. Block (s, h) stages its keys [s * chunk, (s + 1) * chunk) in tiles of DA_TILE
-// (chunk: the live keys over the splits, in whole tiles, so a short context in a long cache still spreads over the splits)
-// keys and keeps an online softmax (log2 domain, fp32); scores and P stay fp32 (the reference rounds P to bf16 for its
+// Grid (nsplit, nkv), DA_THREADS threads (nsplit: drafter.draft_blocks). Block (s, h) stages its keys [s * chunk, (s + 1) *
+// chunk) in tiles of DA_TILE keys (chunk: the live keys over the splits in whole tiles, so a short context in a long cache
+// still spreads over the splits) and keeps an online softmax (log2 domain, fp32); scores and P stay fp32 (the reference rounds P to bf16 for its
 // PV product: the two differ by that rounding). With one split a block writes `out` itself; otherwise it writes its
 // normalised partial and log2-sum-exp to the caller's workspace, and the last block of a head to arrive (a ticket
 // from `counter[h]`, which it puts back to 0) merges the head's splits: no second launch, no block waits for another.
