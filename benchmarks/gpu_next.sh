@@ -27,6 +27,7 @@
 #   bash benchmarks/gpu_next.sh s21b "$OUT"  # session 21: the compiled merged round at T = 0 without and with AUTOTUNE_AR (<= 3.5 min)
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s22a "$OUT"  # session 22: s21c, nbs/03's cuda cells (the cluster merge), the split x cluster sweep at the demo shapes (<= 8.5 min)
+#   bash benchmarks/gpu_next.sh s30a "$OUT"  # session 30: the three issues' numbers on this card (an H200 if lent), then the tree fuzzer for the time left (<= 570 s)
 #   bash benchmarks/gpu_next.sh s29 "$OUT"  # session 29: the draft attention kernel: nbs/05a's cuda cells, the op alone, the draft and the round off / on, the sanitizer
 #   bash benchmarks/gpu_next.sh s27c "$OUT"  # the histogram pass's stop at the end of a list (0ff3baf): tree_quick, then 60 s of the tree fuzzer
 #   bash benchmarks/gpu_next.sh s27b "$OUT"  # tb_tree's threshold from the histogram only, four ranks a thread in flight: tree_quick, then 300 s of the tree fuzzer
@@ -258,6 +259,18 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     step run_ahead_k1 200 python benchmarks/bench_run_ahead.py --out "$out/k1" --commit "$commit" --compile --merge on --temps 0,1 --reps 2
     for k in k0 k1; do for f in "$out/$k"/*; do cp "$f" "$out/${k}_$(basename "$f")"; done; done
     keep_few "$out" gpu_next.log tests_05a.log bench_compile_draft_ab.json sanitize_draft.md bench_draft_attn.json k0_run_ahead.md k1_run_ahead.md ;;
+  s30a)   # session 30's first call, the issues' numbers on this card (meant for an H200): bench_tree and nbs/02 (issue 18), the T = 1 timeline, the verify tables and a plain read of T = 1, P = 32k's bytes (issue 19), the compiled round at T = 0 / 1 (issue 17), then the tree fuzzer for the time left (<= 570 s)
+    t_start=$(date +%s); export DDTREE_COMMIT=$commit
+    bash "$0" tree_quick "$out"
+    step stamp_verify 90 python benchmarks/stamp_verify.py --H 64 --P 4096,32768,131072 --clusters default,2 --out "$out"
+    step bench_verify_cluster 60 python benchmarks/bench_verify_default.py --cluster --out "$out"
+    step bench_verify_pdl 60 python benchmarks/bench_verify_default.py --pdl --out "$out"
+    step read_ceiling 90 python benchmarks/read_ceiling.py "$out/read_36.json" 36,72
+    step run_ahead 150 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --compile --merge on --temps 0,1 --reps 2
+    cp "$out/ra/run_ahead.md" "$out/run_ahead.md" 2>/dev/null
+    l=$(( 570 - ($(date +%s) - t_start) - 25 ))
+    [ "$l" -gt 40 ] && fuzz_gpu fuzz_tree $(( l + 15 )) tree "$l" 30
+    keep_few "$out" gpu_next.log bench_tree.md stamp_verify.log bench_verify_cluster.log bench_verify_pdl.log read_36.json run_ahead.md ;;
   s27c)   # the histogram pass's stop at the end of a list (0ff3baf): every bench tree against the reference, nbs/02's cuda cells, 60 s of the tree fuzzer (about 4 min)
     bash "$0" tree_quick "$out"
     fuzz_gpu fuzz_tree 75 tree 60 38 ;;
