@@ -283,6 +283,36 @@ case('draft_attn', 'draft', [f'draft_attn_r{16 * g}_d{hd}' for hd in (64, 128) f
     lambda: ' / '.join(_draft_run(g, hd, S, n, i) for i, (g, hd, S, n) in enumerate(
         [(1, 64, 40, 10), (1, 64, 1100, 600), (2, 64, 700, 300), (4, 64, 300, 100), (1, 128, 2000, 1500), (2, 128, 129, 50), (4, 128, 3000, 2900)])))
 
+def _draft_nr_run(g, hd, S, n, seed):
+    "_draft_run with q and kb raw (the _nr kernel norms and rotates them), then the same rows through append_kv; against the fp64 torch face on the CPU."
+    import torch
+    from ddtree_nb.drafter import draft_attention, append_kv, RMSNorm
+    gen, T, nkv = torch.Generator().manual_seed(seed), 16, 2
+    q, kb, vb, k, v = (torch.randn(*s, generator=gen).bfloat16() for s in ((T, nkv * g, hd), (T, nkv, hd), (T, nkv, hd), (S, nkv, hd), (S, nkv, hd)))
+    norms = [RMSNorm(hd).requires_grad_(False) for _ in range(2)]
+    for m in norms: m.weight.uniform_(0.5, 1.5, generator=gen)
+    d64 = [RMSNorm(hd).double().requires_grad_(False) for _ in range(2)]
+    for a, b in zip(d64, norms): a.weight.copy_(b.weight.bfloat16())
+    ln = lambda dev: torch.tensor([n], dtype=torch.int32, device=dev)
+    k64, v64 = k.double(), v.double()
+    want = draft_attention(q.double(), kb.double(), vb.double(), k64, v64, ln('cpu'), hd ** -0.5, None, d64, 1e6)
+    tk = torch.zeros(nkv, dtype=torch.int32, device=DEV) if BACKEND == 'cuda' else None
+    nd = [m.to(DEV, torch.bfloat16) for m in norms]
+    kd, vd = k.to(DEV), v.to(DEV)
+    got = draft_attention(q.to(DEV), kb.to(DEV), vb.to(DEV), kd, vd, ln(DEV), hd ** -0.5, tk, nd, 1e6)
+    err = (got.double().cpu() - want).abs().max().item()
+    kerr = (kd[n:n + T].double().cpu() - k64[n:n + T]).abs().max().item()
+    assert err < 0.02 * want.abs().max().item() and kerr < 0.02 * k64[n:n + T].abs().max().item() and (tk is None or not tk.any()), (g, hd, S, n, err, kerr)
+    kd, vd = k.to(DEV), v.to(DEV)
+    append_kv(kb.to(DEV), vb.to(DEV), kd, vd, ln(DEV), nd[1], 1e6)
+    aerr = (kd[n:n + T].double().cpu() - k64[n:n + T]).abs().max().item()
+    assert aerr < 0.02 * k64[n:n + T].abs().max().item() and torch.equal(vd[n:n + T].cpu(), vb) and torch.equal(kd[:n].cpu(), k[:n]), (g, hd, S, n, aerr)
+    return f'g={g} hd={hd} S={S} n={n} err={err:.1e} keys={kerr:.1e} append={aerr:.1e}'
+case('draft_attn_nr', 'draft', [f'draft_attn_r{16 * g}_d{hd}_nr' for hd in (64, 128) for g in (1, 2, 4)] + ['draft_kv_write_d64', 'draft_kv_write_d128'],
+     'the draft block attention with q and kb raw (normed and rotated in the kernel), and the context rows through draft_kv_write: every built shape, one split and many')(
+    lambda: ' / '.join(_draft_nr_run(g, hd, S, n, 10 + i) for i, (g, hd, S, n) in enumerate(
+        [(1, 64, 40, 10), (1, 64, 1100, 600), (2, 64, 700, 300), (4, 64, 300, 100), (1, 128, 2000, 1500), (2, 128, 129, 50), (4, 128, 3000, 2900)])))
+
 # ---- accept + compaction (nbs/04)
 def _accept_run(V, B, T, seed, compact=None, max_budget=None):
     import torch

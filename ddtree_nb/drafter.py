@@ -16,8 +16,8 @@ from .checkpoint import read_json
 
 # %% auto #0
 __all__ = ['RMSNorm', 'SwiGLU', 'DA_LIMITS', 'DA_SHAPES', 'default_target_layer_ids', 'DrafterConfig', 'rope_cos_sin',
-           'block_attention', 'draft_blocks', 'draft_smem', 'draft_kernel_ok', 'draft_attention', 'DFlashAttention',
-           'DFlashLayer', 'DrafterCache', 'check_pair', 'Drafter', 'save_drafter', 'load_drafter']
+           'block_attention', 'draft_blocks', 'draft_smem', 'draft_kernel_ok', 'draft_attention', 'append_kv',
+           'DFlashAttention', 'DFlashLayer', 'DrafterCache', 'check_pair', 'Drafter', 'save_drafter', 'load_drafter']
 
 # %% ../nbs/05a_drafter.ipynb #5a8225b3
 def default_target_layer_ids(num_target_layers: int, # layers of the target model
@@ -134,67 +134,103 @@ def draft_blocks(S: int) -> int:
     "Blocks a KV head of `draft_attention`'s kernel over a cache layer of `S` rows: one per 64-key tile, at most 32 (the kernel spreads the live keys over them in whole tiles)."
     return max(1, min(DA_LIMITS['DA_MAXSPLIT'], -(-S // DA_LIMITS['DA_TILE'])))
 
-def draft_smem(R: int, hd: int) -> int:
-    "Bytes of shared memory a block takes: q [R][hd] fp32, K and V tiles [64][hd/2 + 1] bf16 pairs, P [R][65] and row stats [3][R] fp32."
-    return 4 * (R * hd + 2 * DA_LIMITS['DA_TILE'] * (hd // 2 + 1) + R * (DA_LIMITS['DA_TILE'] + 1) + 3 * R)
+def draft_smem(R: int, hd: int, T: int=0) -> int:
+    "Bytes of shared memory a block takes: q [R][hd] fp32, K and V tiles [64][hd/2 + 1] bf16 pairs, P [R][65] and row stats [3][R] fp32; with `T` (the _nr kernels) also the block's keys [T][hd] bf16 and RoPE's (cos, sin) [T][hd/2] fp32."
+    return 4 * (R * hd + 2 * DA_LIMITS['DA_TILE'] * (hd // 2 + 1) + R * (DA_LIMITS['DA_TILE'] + 1) + 3 * R) + 6 * T * hd
 
 # %% ../nbs/05a_drafter.ipynb #4e00d8ee
+def _kernels_on(x: torch.Tensor, k: torch.Tensor) -> bool:   # bf16 on a GPU and `DDTREE_DRAFT_KERNEL` not 0
+    return x.is_cuda and x.dtype == k.dtype == torch.bfloat16 and os.environ.get('DDTREE_DRAFT_KERNEL', '1') != '0'
+
 def draft_kernel_ok(q: torch.Tensor, k: torch.Tensor) -> bool:
     "Whether `draft_attention` runs the kernel for `q [T, nh, hd]` over `k [S, nkv, hd]`: bf16 on a GPU, a built shape, `DDTREE_DRAFT_KERNEL` not 0 (read when a draft is traced: a compiled draft keeps what it saw)."
     (T, nh, hd), nkv = q.shape, k.shape[1]
-    return (q.is_cuda and q.dtype == k.dtype == torch.bfloat16 and nh % nkv == 0 and (T * nh // nkv, hd) in DA_SHAPES
-            and os.environ.get('DDTREE_DRAFT_KERNEL', '1') != '0')
+    return _kernels_on(q, k) and nh % nkv == 0 and (T * nh // nkv, hd) in DA_SHAPES
 
-def _check_draft_inputs(q, kb, vb, k, v, length, tickets):
+def _check_draft_inputs(q, kb, vb, k, v, length, tickets, who='draft_attention'):
     (T, nh, hd), (S, nkv, hk) = q.shape, k.shape
     for nm, t in (('kb', kb), ('vb', vb), ('k', k), ('v', v)):
-        if t.dtype != q.dtype or t.device != q.device: raise ValueError(f"draft_attention: {nm} is {t.dtype} on {t.device}, q is {q.dtype} on {q.device}")
+        if t.dtype != q.dtype or t.device != q.device: raise ValueError(f"{who}: {nm} is {t.dtype} on {t.device}, q is {q.dtype} on {q.device}")
     if v.shape != k.shape or hk != hd or kb.shape != (T, nkv, hd) or vb.shape != kb.shape:
-        raise ValueError(f"draft_attention: for q {tuple(q.shape)}, kb and vb must be [{T}, nkv, {hd}] and k, v [S, nkv, {hd}]; got kb {tuple(kb.shape)}, vb {tuple(vb.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+        raise ValueError(f"{who}: for q {tuple(q.shape)}, kb and vb must be [{T}, nkv, {hd}] and k, v [S, nkv, {hd}]; got kb {tuple(kb.shape)}, vb {tuple(vb.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
     for nm, t in (('k', k), ('v', v)):
-        if not t.is_contiguous() or t.data_ptr() % 16: raise ValueError(f"draft_attention: {nm} must be contiguous and 16-byte aligned")
-    if length.numel() != 1 or length.dtype != torch.int32 or length.device != q.device: raise ValueError(f"draft_attention: length must be an int32 [1] tensor on {q.device}, got {length.dtype} {tuple(length.shape)} on {length.device}")
-    if tickets.shape != (nkv,) or tickets.dtype != torch.int32 or tickets.device != q.device: raise ValueError(f"draft_attention: tickets must be int32 [{nkv}] zeros on {q.device}, got {tickets.dtype} {tuple(tickets.shape)} on {tickets.device}")
+        if not t.is_contiguous() or t.data_ptr() % 16: raise ValueError(f"{who}: {nm} must be contiguous and 16-byte aligned")
+    if length.numel() != 1 or length.dtype != torch.int32 or length.device != q.device: raise ValueError(f"{who}: length must be an int32 [1] tensor on {q.device}, got {length.dtype} {tuple(length.shape)} on {length.device}")
+    if tickets is not None and (tickets.shape != (nkv,) or tickets.dtype != torch.int32 or tickets.device != q.device): raise ValueError(f"{who}: tickets must be int32 [{nkv}] zeros on {q.device}, got {tickets.dtype} {tuple(tickets.shape)} on {tickets.device}")
 
-def _rows_ok(t) -> bool:   # [T, nkv, hd] rows the kernel reads in 16-byte pieces: any row stride in whole pieces
+def _weight_ok(w, x) -> bool:   # an RMSNorm weight the kernels read: [hd] bf16, contiguous, on x's device
+    return w.dtype == torch.bfloat16 and w.shape == x.shape[-1:] and w.is_contiguous() and w.device == x.device
+
+def _rows_ok(t) -> bool:   # [T, n, hd] rows the kernel reads in 16-byte pieces: any row stride in whole pieces
     return t.stride(2) == 1 and t.stride(1) == t.shape[2] and t.stride(0) % 8 == 0 and t.data_ptr() % 16 == 0
 
+_rows = lambda *ts: (t if _rows_ok(t) else t.contiguous() for t in ts)
+
+
+# %% ../nbs/05a_drafter.ipynb #ede03baf
 def _draft_attention_cuda(q: torch.Tensor, kb: torch.Tensor, vb: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                          length: torch.Tensor, scale: float, tickets: torch.Tensor) -> torch.Tensor:
-    "The kernel, one launch of `(splits, nkv)` blocks (the workspace fresh from the allocator, so a captured graph owns its own)."
+                          length: torch.Tensor, scale: float, tickets: torch.Tensor, qw: torch.Tensor|None=None,
+                          kw: torch.Tensor|None=None, qeps: float=0.0, keps: float=0.0, theta: float=0.0) -> torch.Tensor:
+    "The kernel, one launch of `(splits, nkv)` blocks (the workspace fresh from the allocator, so a captured graph owns its own); with `qw, kw` the `_nr` kernel (q, kb raw)."
     from ddtree_nb.runtime import load_kernel
-    q = q.contiguous()
     _check_draft_inputs(q, kb, vb, k, v, length, tickets)
-    kb, vb = (t if _rows_ok(t) else t.contiguous() for t in (kb, vb))
+    q, kb, vb = _rows(q, kb, vb)
     (T, nh, hd), (S, nkv, _) = q.shape, k.shape
-    R = T * (nh // nkv)
+    R, nr = T * (nh // nkv), qw is not None
     n = draft_blocks(S)
-    out, f32 = torch.empty_like(q), dict(dtype=torch.float32, device=q.device)
+    out, f32 = torch.empty(T, nh, hd, dtype=q.dtype, device=q.device), dict(dtype=torch.float32, device=q.device)
     ws = (torch.empty(nkv, n, R, hd, **f32), torch.empty(nkv, n, R, **f32)) if n > 1 else (0, 0)
-    kern = load_kernel('draft_attn.cu', f'draft_attn_r{R}_d{hd}', 'PPiPiPPPiiifiPPPP', device=q.device.index, limits=DA_LIMITS)
-    smem = draft_smem(R, hd)
-    kern.set_max_dynamic_shared(smem)(q, kb.data_ptr(), kb.stride(0), vb.data_ptr(), vb.stride(0), k, v, length, S, nh // nkv, nkv,
-                                      float(scale), n, out, *ws, tickets, grid=(n, nkv), block=(DA_LIMITS['DA_THREADS'],), shared=smem)
+    kern = load_kernel('draft_attn.cu', f"draft_attn_r{R}_d{hd}{'_nr' * nr}", 'PiPiPiPPPiiifiPPPPPPfff', device=q.device.index, limits=DA_LIMITS)
+    smem = draft_smem(R, hd, T * nr)
+    kern.set_max_dynamic_shared(smem)(q.data_ptr(), q.stride(0), kb.data_ptr(), kb.stride(0), vb.data_ptr(), vb.stride(0), k, v, length,
+                                      S, nh // nkv, nkv, float(scale), n, out, *ws, tickets, qw if nr else 0, kw if nr else 0,
+                                      float(qeps), float(keps), float(theta), grid=(n, nkv), block=(DA_LIMITS['DA_THREADS'],), shared=smem)
     return out
 
-def _draft_attention_fake(q, kb, vb, k, v, length, scale, tickets): return torch.empty_like(q, memory_format=torch.contiguous_format)
+def _draft_attention_fake(q, kb, vb, k, v, length, scale, tickets, qw=None, kw=None, qeps=0.0, keps=0.0, theta=0.0):
+    return q.new_empty(q.shape)
 
-# once a process (see verify's `mla_tree_attention` op); it writes the block's rows of k and v. `tickets` is not declared: every
+def _kv_write_cuda(kr: torch.Tensor, vr: torch.Tensor, k: torch.Tensor, v: torch.Tensor, length: torch.Tensor,
+                   kw: torch.Tensor, eps: float, theta: float) -> None:
+    "`draft_kv_write_d{hd}`: a warp per (row, KV head), eight a block."
+    from ddtree_nb.runtime import load_kernel
+    _check_draft_inputs(kr, kr, vr, k, v, length, None, 'draft_kv_write')   # kr as q: [R, nkv, hd]
+    kr, vr = _rows(kr, vr)
+    (R, nkv, hd), S = kr.shape, k.shape[0]
+    kern = load_kernel('draft_attn.cu', f'draft_kv_write_d{hd}', 'PiPiPPPiiiPff', device=kr.device.index, limits=DA_LIMITS)
+    kern(kr.data_ptr(), kr.stride(0), vr.data_ptr(), vr.stride(0), k, v, length, S, R, nkv, kw, float(eps), float(theta),
+         grid=(-(-R * nkv // (DA_LIMITS['DA_THREADS'] // 32)),), block=(DA_LIMITS['DA_THREADS'],))
+
+# once a process (see verify's `mla_tree_attention` op); they write cache rows of k and v. `tickets` is not declared: every
 # launch leaves it at zero, as it found it
 if not hasattr(torch.ops.ddtree, 'draft_attention'):
     torch.library.custom_op('ddtree::draft_attention', _draft_attention_cuda, mutates_args=('k', 'v')).register_fake(_draft_attention_fake)
+if not hasattr(torch.ops.ddtree, 'draft_kv_write'):
+    torch.library.custom_op('ddtree::draft_kv_write', _kv_write_cuda, mutates_args=('k', 'v')).register_fake(lambda *a: None)
 
 # %% ../nbs/05a_drafter.ipynb #d857b14a
-def draft_attention(q: torch.Tensor,          # [T, nh, hd] the block's queries (normed, rotated)
-                    kb: torch.Tensor, vb: torch.Tensor,   # [T, nkv, hd] the block's keys and values
+def _norm_rope(norm: nn.Module, x: torch.Tensor, length: torch.Tensor, theta: float) -> torch.Tensor:
+    "The torch face of what the kernels do to raw rows `x [T, n, hd]`: `norm` (an RMSNorm), then RoPE of base `theta` at positions `length + t`."
+    cos, sin = rope_cos_sin(length.long() + torch.arange(x.shape[0], device=x.device), x.shape[-1], theta, x.dtype)
+    return model.apply_rope(norm(x), cos, sin, False)
+
+def draft_attention(q: torch.Tensor,          # [T, nh, hd] the block's queries (normed and rotated, or raw with `norms`)
+                    kb: torch.Tensor, vb: torch.Tensor,   # [T, nkv, hd] the block's keys (as q) and values
                     k: torch.Tensor, v: torch.Tensor,     # [S, nkv, hd] one cache layer; query head i reads KV head i // (nh / nkv)
                     length: torch.Tensor,     # int32 [1] on q's device: the committed rows; the block goes to rows [length, length + T)
                     scale: float,
                     tickets: torch.Tensor|None=None,   # int32 [nkv] zeros (`DrafterCache.tickets[layer]`): lets the kernel run
+                    norms: tuple|None=None,   # (q_norm, k_norm) RMSNorms: q and kb are raw projections, normed and rotated first
+                    theta: float=10000.0,     # RoPE's base for `norms` (positions length + t)
                    ) -> torch.Tensor:         # [T, nh, hd] in q's dtype
-    "Write the block's `kb, vb` into cache rows `[length, length + T)`, then every block row attends to rows `[0, length + T)`: the kernel where `draft_kernel_ok` and `tickets` is given, else `block_attention` (see below)."
+    "Write the block's `kb, vb` into cache rows `[length, length + T)`, then every block row attends to rows `[0, length + T)`: the kernel where `draft_kernel_ok` and `tickets` is given (with `norms`, the `_nr` kernel, which norms and rotates q and kb itself), else `block_attention` (see below)."
     (T, nh, hd), (S, nkv, _) = q.shape, k.shape
-    if tickets is not None and draft_kernel_ok(q, k): return torch.ops.ddtree.draft_attention(q, kb, vb, k, v, length, scale, tickets)
+    if tickets is not None and draft_kernel_ok(q, k):
+        if norms is None: return torch.ops.ddtree.draft_attention(q, kb, vb, k, v, length, scale, tickets)
+        if all(_weight_ok(m.weight, q) for m in norms):
+            return torch.ops.ddtree.draft_attention(q, kb, vb, k, v, length, scale, tickets, norms[0].weight, norms[1].weight,
+                                                    norms[0].eps, norms[1].eps, theta)
+    if norms is not None: q, kb = (_norm_rope(m, x, length, theta) for m, x in zip(norms, (q, kb)))
     slots = length.long() + torch.arange(T, device=q.device)
     k.index_copy_(0, slots, kb); v.index_copy_(0, slots, vb)
     g = nh // nkv
@@ -205,6 +241,18 @@ def draft_attention(q: torch.Tensor,          # [T, nh, hd] the block's queries 
         n = min(S, int(length.reshape(-1)[0]) + T)
         o = block_attention(qg, k[:n].transpose(0, 1), v[:n].transpose(0, 1), scale)
     return o.view(nkv, g, T, hd).permute(2, 0, 1, 3).reshape(T, nh, hd)
+
+# %% ../nbs/05a_drafter.ipynb #e2a1d841
+def append_kv(kr: torch.Tensor, vr: torch.Tensor,   # [R, nkv, hd] context rows' raw key and value projections
+              k: torch.Tensor, v: torch.Tensor,     # [S, nkv, hd] one cache layer
+              length: torch.Tensor,                 # int32 [1]: the rows go to [length, length + R) (rows past S: dropped by the kernel)
+              k_norm: nn.Module, theta: float):     # the keys' RMSNorm; RoPE's base
+    "Keys `kr` normed by `k_norm` and rotated at their positions, and values `vr`, into cache rows `[length, length + R)`: one kernel (`draft_kv_write`) on a bf16 GPU cache with a built head_dim, else `_norm_rope` and index copies."
+    R, nkv, hd = kr.shape
+    if _kernels_on(kr, k) and hd in {d for _, d in DA_SHAPES} and _weight_ok(k_norm.weight, kr):
+        return torch.ops.ddtree.draft_kv_write(kr, vr, k, v, length, k_norm.weight, k_norm.eps, theta)
+    slots = length.long() + torch.arange(R, device=kr.device)
+    k.index_copy_(0, slots, _norm_rope(k_norm, kr, length, theta)); v.index_copy_(0, slots, vr)
 
 # %% ../nbs/05a_drafter.ipynb #9d94049c
 class DFlashAttention(model.Mergeable, nn.Module):
@@ -218,6 +266,7 @@ class DFlashAttention(model.Mergeable, nn.Module):
         self.v_proj = nn.Linear(c.hidden_size, self.nkv * self.hd, bias=b)
         self.o_proj = nn.Linear(self.nh * self.hd, c.hidden_size, bias=b)
         self.q_norm, self.k_norm = RMSNorm(self.hd, c.rms_norm_eps), RMSNorm(self.hd, c.rms_norm_eps)
+        self.theta = c.rope_theta
     def _linears(self): return self.k_proj, self.v_proj, self.q_proj   # k, v first: the context rows need only those
 
     def kv(self, x, cos, sin, raw=None):
@@ -226,18 +275,25 @@ class DFlashAttention(model.Mergeable, nn.Module):
         k, v = raw or self.projections(x, 2)
         return model.apply_rope(self.k_norm(k.view(T, self.nkv, self.hd)), cos, sin, False), v.view(T, self.nkv, self.hd)   # rotate-half
 
+    def append(self, x, k, v, length):
+        "`kv` of context rows `x [R, hidden]` into cache layer `k, v` rows `[length, length + R)` (`append_kv`: one kernel on a bf16 GPU)."
+        R = x.shape[0]
+        kr, vr = self.projections(x, 2)
+        append_kv(kr.view(R, self.nkv, self.hd), vr.view(R, self.nkv, self.hd), k, v, length, self.k_norm, self.theta)
+
     def forward(self, x, k_ctx, v_ctx, cos, sin, mask=None,
-                live=None):   # (length, tickets): k_ctx/v_ctx are a cache layer, the block goes to its rows [length, length + T) (`draft_attention`; mask unused)
+                live=None):   # (length, tickets): k_ctx/v_ctx are a cache layer, the block goes to its rows [length, length + T) (`draft_attention`; mask, cos, sin unused)
         "Block rows `x [..., T, hidden]` (already input-normed; `...` = batch dims, training's) attend to context `k_ctx, v_ctx [..., C, nkv, hd]` and the block where `mask [..., T, C+T]` allows (with `live`: the cache rows up to the block's); `cos, sin` one row per row of `x`."
         *lead, T, _ = x.shape
         nh, nkv, hd, g = self.nh, self.nkv, self.hd, self.nh // self.nkv
         xf = x.reshape(-1, x.shape[-1])
         k, v, q = self.projections(xf)
+        if live is not None:    # the decode's block: raw q, k (normed and rotated at length + t inside), into the cache's scratch rows
+            o = draft_attention(q.view(T, nh, hd), k.view(T, nkv, hd), v.view(T, nkv, hd), k_ctx, v_ctx, live[0], hd ** -0.5,
+                                live[1], (self.q_norm, self.k_norm), self.theta)
+            return self.o_proj(o.reshape(T, nh * hd))
         q = model.apply_rope(self.q_norm(q.view(-1, nh, hd)), cos, sin, False).view(*lead, T, nkv, g, hd)
         kb, vb = (t.view(*lead, T, nkv, hd) for t in self.kv(xf, cos, sin, (k, v)))
-        if live is not None:    # the decode's block: into the cache's scratch rows, no copy of the whole context per layer
-            o = draft_attention(q.reshape(T, nh, hd), kb, vb, k_ctx, v_ctx, live[0], hd ** -0.5, live[1])
-            return self.o_proj(o.reshape(T, nh * hd))
         k, v = torch.cat([k_ctx, kb], -3), torch.cat([v_ctx, vb], -3)
         # GQA without copying K/V per query head: the g query heads of a KV head are stacked as g*T rows of one batch
         qg = q.movedim(-4, -2).reshape(*lead, nkv, g * T, hd)
@@ -344,12 +400,8 @@ def _drafter_extend(self: Drafter, cache: DrafterCache,
     if tuple(features.shape[1:]) not in ((nf, c.hidden_size), (nf * c.hidden_size,)):
         raise ValueError(f"features must be [R, {nf}, {c.hidden_size}] or [R, {nf * c.hidden_size}], got {tuple(features.shape)}")
     th = self.hidden_norm(self.fc(features.reshape(R, nf * c.hidden_size).to(dt)))
-    slots = cache.length.long() + torch.arange(R, device=dev)
-    cos, sin = rope_cos_sin(slots, c.head_dim, c.rope_theta, dt)
     ks, vs = kv or cache.layers()
-    for l, layer in enumerate(self.layers):
-        k, v = layer.self_attn.kv(th, cos, sin)
-        ks[l].index_copy_(0, slots, k); vs[l].index_copy_(0, slots, v)
+    for l, layer in enumerate(self.layers): layer.self_attn.append(th, ks[l], vs[l], cache.length)
     cache.length += n_new.to(torch.int32)
 
 @torch.no_grad()
@@ -372,16 +424,14 @@ def _check_room(self: Drafter, cache: DrafterCache, features, n_new):
 
 def _draft_block(self: Drafter, cache: DrafterCache, features, n_new, root_token, kv: tuple|None=None) -> torch.Tensor:
     "`draft` past its room check: what `compiled_draft` compiles (`kv`: `cache.layers()`, its inputs there)."
-    c, dev, dt = self.config, self.fc.weight.device, self.fc.weight.dtype
+    dev, dt = self.fc.weight.device, self.fc.weight.dtype
     ks, vs = kv = kv or cache.layers()
     B = self.block_size
     self.extend(cache, features, n_new, kv)
-    n = cache.length.long()
     ids = torch.cat([root_token.reshape(1).long(), torch.full((B - 1,), self.mask_token_id, dtype=torch.long, device=dev)])
     h = self.embed_tokens(ids).to(dt)
-    bslots = n + torch.arange(B, device=dev)            # the block's positions (its K/V go to these scratch rows, dropped by the next draft)
-    cos, sin = rope_cos_sin(bslots, c.head_dim, c.rope_theta, dt)
-    for l, layer in enumerate(self.layers): h = layer(h, ks[l], vs[l], cos, sin, None, (cache.length, cache.tickets[l]))
+    # the block sits at positions length + t (its K/V go to those scratch rows, dropped by the next draft): `draft_attention` rotates it
+    for l, layer in enumerate(self.layers): h = layer(h, ks[l], vs[l], None, None, None, (cache.length, cache.tickets[l]))
     return self._head(self.norm(h)[1:])
 
 Drafter.extend, Drafter.draft = _drafter_extend, _drafter_draft
