@@ -1,7 +1,8 @@
 """The draft's block attention alone (issue 17): `drafter.draft_attention` through kernels/draft_attn.cu against its torch face
 (the block's two index copies, then `block_attention` over every cache row under the mask), at the demo drafter's shape
 (16 rows, 4 KV heads of 64) and a Qwen3-8B DFlash drafter's (16 rows, 32 query heads on 8 KV heads of 128), over cache
-layers of S rows with the block at rows [S - 48, S - 32). Each output is checked against fp64 math first. Timing: 20 calls
+layers of S rows with the block at rows [S - 48, S - 32); `kernel_nr` is the same call with q and the block's keys raw (the
+_nr kernel RMS-norms and rotates them itself), `append` is `append_kv` of 16 context rows. Each output is checked against fp64 math first. Timing: 20 calls
 back to back in one CUDA graph, CUDA events around each replay, median of 30 replays / 20: the µs a call costs inside a
 captured round (launch gaps included). Not a test.
 
@@ -30,7 +31,7 @@ def time_call(fn, reps=30, per=20):
 
 
 def main(path, commit='unknown'):
-    from ddtree_nb.drafter import draft_attention, draft_blocks
+    from ddtree_nb.drafter import draft_attention, draft_blocks, append_kv, RMSNorm
     from ddtree_nb.reference import gqa_attention_ref
     dev, T, res = torch.device('cuda'), 16, []
     gen = torch.Generator(device='cuda').manual_seed(0)
@@ -40,12 +41,17 @@ def main(path, commit='unknown'):
             q, kb, vb = (torch.randn(*s, device=dev, generator=gen).bfloat16() for s in ((T, nh, hd), (T, nkv, hd), (T, nkv, hd)))
             k, v = (torch.randn(S, nkv, hd, device=dev, generator=gen).bfloat16() for _ in range(2))
             ln, tk = torch.tensor([L], dtype=torch.int32, device=dev), torch.zeros(nkv, dtype=torch.int32, device=dev)
-            want = gqa_attention_ref(q, torch.cat([k[:L], kb]), torch.cat([v[:L], vb]), hd ** -0.5)
+            want = gqa_attention_ref(q, torch.cat([k[:L], kb]), torch.cat([v[:L], vb]), hd ** -0.5).cpu()
             row = dict(shape=name, S=S, live=L + T, splits=draft_blocks(S))
-            for face, t in (('kernel', tk), ('torch', None)):
-                err = (draft_attention(q, kb, vb, k, v, ln, hd ** -0.5, t).double() - want).abs().max().item()
+            norms = [RMSNorm(hd).requires_grad_(False) for _ in range(2)]
+            for m in norms: m.weight.uniform_(0.5, 1.5)
+            want_nr = draft_attention(*(x.double().cpu() for x in (q, kb, vb, k, v)), ln.cpu(), hd ** -0.5, None, [m.double() for m in norms], 1e6)
+            norms = [m.to(dev, torch.bfloat16) for m in norms]
+            for face, t, nr, w in (('kernel', tk, None, want), ('kernel_nr', tk, norms, want_nr), ('torch', None, None, want)):
+                err = (draft_attention(q, kb, vb, k, v, ln, hd ** -0.5, t, nr, 1e6).double().cpu() - w).abs().max().item()
                 row[f'{face}_err'] = round(err, 5)
-                row[f'{face}_us'] = round(time_call(lambda: draft_attention(q, kb, vb, k, v, ln, hd ** -0.5, t)), 2) if err < 0.02 * want.abs().max().item() else None
+                row[f'{face}_us'] = round(time_call(lambda: draft_attention(q, kb, vb, k, v, ln, hd ** -0.5, t, nr, 1e6)), 2) if err < 0.02 * w.abs().max().item() else None
+            row['append_us'] = round(time_call(lambda: append_kv(kb, vb, k, v, ln, norms[1], 1e6)), 2)
             row['bytes_read_MB'] = round(2 * (L + T) * nkv * hd * 2 / 1e6, 3)
             print(json.dumps(row), flush=True); res.append(row)
     meta = dict(date=time.strftime('%Y-%m-%d %H:%M'), gpu=torch.cuda.get_device_name(), torch=torch.__version__, commit=commit,

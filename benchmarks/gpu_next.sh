@@ -278,6 +278,7 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     step tests_05a 200 nbdev_test --flags cuda --do_print --path nbs/05a_drafter.ipynb
     KERNELS=draft step sanitize_draft 150 bash benchmarks/sanitize_kernels.sh "$out/san"
     cp "$out/san/sanitize_kernels.md" "$out/sanitize_draft.md" 2>/dev/null
+    step bench_draft_attn 60 python benchmarks/bench_draft_attn.py "$out/bench_draft_attn.json" --commit "$commit"
     step draft_new 120 python benchmarks/bench_compile.py --out "$out/bc" --commit "$commit" --variants compiled+merge --tokens 1 --draft --draft-kernel 0,1
     step draft_old 100 env -C "$old" PYTHONPATH="$PWD/$old:$PYTHONPATH" python benchmarks/bench_compile.py --out "$out/bc_old" --commit "old" --variants compiled+merge --tokens 1 --draft --draft-kernel 1
     step run_ahead_old 100 env -C "$old" PYTHONPATH="$PWD/$old:$PYTHONPATH" python benchmarks/bench_run_ahead.py --out "$out/ra_old" --commit old --compile --merge on --temps 0,1 --reps 2
