@@ -161,6 +161,10 @@ def _check_draft_inputs(q, kb, vb, k, v, length, tickets, who='draft_attention')
 def _weight_ok(w, x) -> bool:   # an RMSNorm weight the kernels read: [hd] bf16, contiguous, on x's device
     return w.dtype == torch.bfloat16 and w.shape == x.shape[-1:] and w.is_contiguous() and w.device == x.device
 
+@functools.lru_cache(None)
+def _smem_optin(dev: torch.device) -> int:   # shared memory a block may opt into (99 KB on sm_86/89/120, 227 KB on sm_90)
+    return getattr(torch.cuda.get_device_properties(dev), 'shared_memory_per_block_optin', 99 * 1024)
+
 def _rows_ok(t) -> bool:   # [T, n, hd] rows the kernel reads in 16-byte pieces: any row stride in whole pieces
     return t.stride(2) == 1 and t.stride(1) == t.shape[2] and t.stride(0) % 8 == 0 and t.data_ptr() % 16 == 0
 
@@ -227,7 +231,7 @@ def draft_attention(q: torch.Tensor,          # [T, nh, hd] the block's queries 
     (T, nh, hd), (S, nkv, _) = q.shape, k.shape
     if tickets is not None and draft_kernel_ok(q, k):
         if norms is None: return torch.ops.ddtree.draft_attention(q, kb, vb, k, v, length, scale, tickets)
-        if all(_weight_ok(m.weight, q) for m in norms):
+        if all(_weight_ok(m.weight, q) for m in norms) and draft_smem(T * nh // nkv, hd, T) <= _smem_optin(q.device):
             return torch.ops.ddtree.draft_attention(q, kb, vb, k, v, length, scale, tickets, norms[0].weight, norms[1].weight,
                                                     norms[0].eps, norms[1].eps, theta)
     if norms is not None: q, kb = (_norm_rope(m, x, length, theta) for m, x in zip(norms, (q, kb)))
@@ -249,7 +253,7 @@ def append_kv(kr: torch.Tensor, vr: torch.Tensor,   # [R, nkv, hd] context rows'
               k_norm: nn.Module, theta: float):     # the keys' RMSNorm; RoPE's base
     "Keys `kr` normed by `k_norm` and rotated at their positions, and values `vr`, into cache rows `[length, length + R)`: one kernel (`draft_kv_write`) on a bf16 GPU cache with a built head_dim, else `_norm_rope` and index copies."
     R, nkv, hd = kr.shape
-    if _kernels_on(kr, k) and hd in {d for _, d in DA_SHAPES} and _weight_ok(k_norm.weight, kr):
+    if R and _kernels_on(kr, k) and hd in {d for _, d in DA_SHAPES} and _weight_ok(k_norm.weight, kr):
         return torch.ops.ddtree.draft_kv_write(kr, vr, k, v, length, k_norm.weight, k_norm.eps, theta)
     slots = length.long() + torch.arange(R, device=kr.device)
     k.index_copy_(0, slots, _norm_rope(k_norm, kr, length, theta)); v.index_copy_(0, slots, vr)

@@ -32,7 +32,7 @@ __device__ __forceinline__ float2 bf2f(uint32_t w) {
     return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
 }
 
-// RoPE's inverse frequency j of HD/2 as the torch path computes it (fp32 of theta^(-2j/HD)), here through double.
+// RoPE's inverse frequency j of HD/2, theta^(-2j/HD) through double rounded to fp32 (torch's fp32 pow and reciprocal: within an ulp).
 __device__ __forceinline__ float rope_inv_freq(float theta, int j, int HD) { return (float)pow((double)theta, -2.0 * j / HD); }
 
 // (cos, sin) of position pos at inverse frequency f: the angle is the fp32 product (as torch forms it); the reduction to
@@ -77,8 +77,9 @@ template <int HD> struct Tile {   // a thread's share of a tile of keys (or valu
         #pragma unroll
         for (int j = 0; j < N; ++j) {
             const int c = threadIdx.x + j * DA_THREADS, kk = c / CPR, key = key0 + kk;
-            const __nv_bfloat16 *row = key >= L && key < L + T ? blk + (size_t)(key - L) * ldb : src + ((size_t)key * nkv + h) * HD;
-            x[j] = kk < nk ? *reinterpret_cast<const uint4 *>(row + c % CPR * 8) : make_uint4(0, 0, 0, 0);
+            if (kk >= nk) x[j] = make_uint4(0, 0, 0, 0);
+            else if (key >= L && key < L + T) x[j] = *reinterpret_cast<const uint4 *>(blk + (size_t)(key - L) * ldb + c % CPR * 8);
+            else x[j] = __ldg(reinterpret_cast<const uint4 *>(src + ((size_t)key * nkv + h) * HD + c % CPR * 8));   // a cache row: read-only here
         }
     }
     __device__ __forceinline__ void store(uint32_t *dst) const {   // padded rows are only 4-byte aligned
