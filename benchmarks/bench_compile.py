@@ -53,7 +53,7 @@ def main():
     ap.add_argument('--reps', type=int, default=200); ap.add_argument('--variants', default=','.join(VARIANTS))
     ap.add_argument('--tokens', default='1,65', help='token counts of the forwards, comma-separated (1 = an AR step, 17 = a DFlash / DDTree B=16 verify, 65 = B=64)')
     ap.add_argument('--draft', action='store_true', help="also the drafter's one draft (a round's front): eager and compiled, merged, kernels in order and replay ms")
-    ap.add_argument('--draft-kernel', default='1', help="with --draft: DDTREE_DRAFT_KERNEL values to run the draft under, comma-separated (1: the draft attention kernel, 0: block_attention under the mask)"); a = ap.parse_args()
+    ap.add_argument('--draft-kernel', default='1', help="with --draft: DDTREE_DRAFT_KERNEL values to run the draft under, comma-separated (0: block_attention under the mask, 1: the draft attention kernel, 2: also norm and RoPE in the kernels)"); a = ap.parse_args()
     from ddtree_nb.demo import load_demo_pair
     from ddtree_nb.verify import vis_to_bits
     from ddtree_nb.runtime import engine_stream

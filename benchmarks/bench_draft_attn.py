@@ -34,6 +34,7 @@ def main(path, commit='unknown'):
     from ddtree_nb.drafter import draft_attention, draft_blocks, append_kv, RMSNorm
     from ddtree_nb.reference import gqa_attention_ref
     dev, T, res = torch.device('cuda'), 16, []
+    os.environ['DDTREE_DRAFT_KERNEL'] = '2'            # the _nr kernel and append_kv's kernel too (the default may be lower)
     gen = torch.Generator(device='cuda').manual_seed(0)
     for name, (nh, nkv, hd) in SHAPES.items():
         for S in SIZES:

@@ -27,7 +27,7 @@
 #   bash benchmarks/gpu_next.sh s21b "$OUT"  # session 21: the compiled merged round at T = 0 without and with AUTOTUNE_AR (<= 3.5 min)
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s22a "$OUT"  # session 22: s21c, nbs/03's cuda cells (the cluster merge), the split x cluster sweep at the demo shapes (<= 8.5 min)
-#   bash benchmarks/gpu_next.sh s30b "$OUT"  # session 30: norm and RoPE in the draft's kernels: nbs/05a, the sanitizer, the draft and the round beside .device/old (<= 570 s)
+#   bash benchmarks/gpu_next.sh s30b "$OUT"  # session 30: norm and RoPE in the draft's kernels (DDTREE_DRAFT_KERNEL=2): nbs/05a, the sanitizer, the op, the draft at 0/1/2, the round at 1/2 (<= 520 s)
 #   bash benchmarks/gpu_next.sh s30a "$OUT"  # session 30: the three issues' numbers on this card (an H200 if lent), then the tree fuzzer for the time left (<= 570 s)
 #   bash benchmarks/gpu_next.sh s29 "$OUT"  # session 29: the draft attention kernel: nbs/05a's cuda cells, the op alone, the draft and the round off / on, the sanitizer
 #   bash benchmarks/gpu_next.sh s27c "$OUT"  # the histogram pass's stop at the end of a list (0ff3baf): tree_quick, then 60 s of the tree fuzzer
@@ -260,6 +260,28 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     step run_ahead_k1 200 python benchmarks/bench_run_ahead.py --out "$out/k1" --commit "$commit" --compile --merge on --temps 0,1 --reps 2
     for k in k0 k1; do for f in "$out/$k"/*; do cp "$f" "$out/${k}_$(basename "$f")"; done; done
     keep_few "$out" gpu_next.log tests_05a.log bench_compile_draft_ab.json sanitize_draft.md bench_draft_attn.json k0_run_ahead.md k1_run_ahead.md ;;
+  s30a)   # session 30's first call, the issues' numbers on this card (meant for an H200): bench_tree and nbs/02 (issue 18), the T = 1 timeline, the verify tables and a plain read of T = 1, P = 32k's bytes (issue 19), the compiled round at T = 0 / 1 (issue 17), then the tree fuzzer for the time left (<= 570 s)
+    t_start=$(date +%s); export DDTREE_COMMIT=$commit
+    bash "$0" tree_quick "$out"
+    step stamp_verify 90 python benchmarks/stamp_verify.py --H 64 --P 4096,32768,131072 --clusters default,2 --out "$out"
+    step bench_verify_cluster 60 python benchmarks/bench_verify_default.py --cluster --out "$out"
+    step bench_verify_pdl 60 python benchmarks/bench_verify_default.py --pdl --out "$out"
+    step read_ceiling 90 python benchmarks/read_ceiling.py "$out/read_36.json" 36,72
+    step run_ahead 150 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --compile --merge on --temps 0,1 --reps 2
+    cp "$out/ra/run_ahead.md" "$out/run_ahead.md" 2>/dev/null
+    l=$(( 570 - ($(date +%s) - t_start) - 25 ))
+    [ "$l" -gt 40 ] && fuzz_gpu fuzz_tree $(( l + 15 )) tree "$l" 30
+    keep_few "$out" gpu_next.log bench_tree.md stamp_verify.log bench_verify_cluster.log bench_verify_pdl.log read_36.json run_ahead.md ;;
+  s30b)   # session 30: the draft with RMS norm and RoPE inside its kernels (DDTREE_DRAFT_KERNEL=2: the _nr attention, draft_kv_write): nbs/05a's cuda cells, the sanitizer's draft group, the op alone, then the compiled draft at 0 / 1 / 2 and the round at 1 / 2 on one card (<= 520 s)
+    export DDTREE_COMMIT=$commit
+    step tests_05a 200 nbdev_test --flags cuda --do_print --path nbs/05a_drafter.ipynb
+    KERNELS=draft step sanitize_draft 150 bash benchmarks/sanitize_kernels.sh "$out/san"
+    cp "$out/san/sanitize_kernels.md" "$out/sanitize_draft.md" 2>/dev/null
+    step bench_draft_attn 60 python benchmarks/bench_draft_attn.py "$out/bench_draft_attn.json" --commit "$commit"
+    step draft_ab 150 python benchmarks/bench_compile.py --out "$out/bc" --commit "$commit" --variants compiled+merge --tokens 1 --draft --draft-kernel 0,1,2
+    cp "$out/bc/bench_compile.json" "$out/bench_compile_draft_ab.json" 2>/dev/null
+    for k in 1 2; do step run_ahead_k$k 100 env DDTREE_DRAFT_KERNEL=$k python benchmarks/bench_run_ahead.py --out "$out/k$k" --commit "$commit" --compile --merge on --temps 0,1 --reps 2; cp "$out/k$k/run_ahead.md" "$out/run_ahead_k$k.md" 2>/dev/null; done
+    keep_few "$out" gpu_next.log tests_05a.log sanitize_draft.md bench_draft_attn.json bench_compile_draft_ab.json run_ahead_k1.md run_ahead_k2.md ;;
   s30a)   # session 30's first call, the issues' numbers on this card (meant for an H200): bench_tree and nbs/02 (issue 18), the T = 1 timeline, the verify tables and a plain read of T = 1, P = 32k's bytes (issue 19), the compiled round at T = 0 / 1 (issue 17), then the tree fuzzer for the time left (<= 570 s)
     t_start=$(date +%s); export DDTREE_COMMIT=$commit
     bash "$0" tree_quick "$out"

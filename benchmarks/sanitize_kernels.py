@@ -291,6 +291,7 @@ def _draft_nr_run(g, hd, S, n, seed):
     q, kb, vb, k, v = (torch.randn(*s, generator=gen).bfloat16() for s in ((T, nkv * g, hd), (T, nkv, hd), (T, nkv, hd), (S, nkv, hd), (S, nkv, hd)))
     norms = [RMSNorm(hd).requires_grad_(False) for _ in range(2)]
     for m in norms: m.weight.uniform_(0.5, 1.5, generator=gen)
+    os.environ['DDTREE_DRAFT_KERNEL'] = '2'            # the _nr kernel and draft_kv_write (the default may be lower)
     d64 = [RMSNorm(hd).double().requires_grad_(False) for _ in range(2)]
     for a, b in zip(d64, norms): a.weight.copy_(b.weight.bfloat16())
     ln = lambda dev: torch.tensor([n], dtype=torch.int32, device=dev)

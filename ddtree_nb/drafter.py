@@ -15,9 +15,10 @@ from .runtime import unfinished_dropped
 from .checkpoint import read_json
 
 # %% auto #0
-__all__ = ['RMSNorm', 'SwiGLU', 'DA_LIMITS', 'DA_SHAPES', 'default_target_layer_ids', 'DrafterConfig', 'rope_cos_sin',
-           'block_attention', 'draft_blocks', 'draft_smem', 'draft_kernel_ok', 'draft_attention', 'append_kv',
-           'DFlashAttention', 'DFlashLayer', 'DrafterCache', 'check_pair', 'Drafter', 'save_drafter', 'load_drafter']
+__all__ = ['RMSNorm', 'SwiGLU', 'DA_LIMITS', 'DA_SHAPES', 'DRAFT_KERNEL', 'default_target_layer_ids', 'DrafterConfig',
+           'rope_cos_sin', 'block_attention', 'draft_blocks', 'draft_smem', 'draft_kernel_ok', 'draft_attention',
+           'append_kv', 'DFlashAttention', 'DFlashLayer', 'DrafterCache', 'check_pair', 'Drafter', 'save_drafter',
+           'load_drafter']
 
 # %% ../nbs/05a_drafter.ipynb #5a8225b3
 def default_target_layer_ids(num_target_layers: int, # layers of the target model
@@ -139,11 +140,13 @@ def draft_smem(R: int, hd: int, T: int=0) -> int:
     return 4 * (R * hd + 2 * DA_LIMITS['DA_TILE'] * (hd // 2 + 1) + R * (DA_LIMITS['DA_TILE'] + 1) + 3 * R) + 6 * T * hd
 
 # %% ../nbs/05a_drafter.ipynb #4e00d8ee
-def _kernels_on(x: torch.Tensor, k: torch.Tensor) -> bool:   # bf16 on a GPU and `DDTREE_DRAFT_KERNEL` not 0
-    return x.is_cuda and x.dtype == k.dtype == torch.bfloat16 and os.environ.get('DDTREE_DRAFT_KERNEL', '1') != '0'
+DRAFT_KERNEL = '1'   # `DDTREE_DRAFT_KERNEL`'s default: 0 the torch faces, 1 the attention kernel, 2 also norm and RoPE in the kernels
+
+def _kernels_on(x: torch.Tensor, k: torch.Tensor, level: int=1) -> bool:   # bf16 on a GPU and `DDTREE_DRAFT_KERNEL` >= level
+    return x.is_cuda and x.dtype == k.dtype == torch.bfloat16 and int(os.environ.get('DDTREE_DRAFT_KERNEL', DRAFT_KERNEL)) >= level
 
 def draft_kernel_ok(q: torch.Tensor, k: torch.Tensor) -> bool:
-    "Whether `draft_attention` runs the kernel for `q [T, nh, hd]` over `k [S, nkv, hd]`: bf16 on a GPU, a built shape, `DDTREE_DRAFT_KERNEL` not 0 (read when a draft is traced: a compiled draft keeps what it saw)."
+    "Whether `draft_attention` runs the kernel for `q [T, nh, hd]` over `k [S, nkv, hd]`: bf16 on a GPU, a built shape, `DDTREE_DRAFT_KERNEL` not 0 (read when a draft is traced: a compiled draft keeps what it saw; 2 also takes `norms` into the kernel)."
     (T, nh, hd), nkv = q.shape, k.shape[1]
     return _kernels_on(q, k) and nh % nkv == 0 and (T * nh // nkv, hd) in DA_SHAPES
 
@@ -227,11 +230,11 @@ def draft_attention(q: torch.Tensor,          # [T, nh, hd] the block's queries 
                     norms: tuple|None=None,   # (q_norm, k_norm) RMSNorms: q and kb are raw projections, normed and rotated first
                     theta: float=10000.0,     # RoPE's base for `norms` (positions length + t)
                    ) -> torch.Tensor:         # [T, nh, hd] in q's dtype
-    "Write the block's `kb, vb` into cache rows `[length, length + T)`, then every block row attends to rows `[0, length + T)`: the kernel where `draft_kernel_ok` and `tickets` is given (with `norms`, the `_nr` kernel, which norms and rotates q and kb itself), else `block_attention` (see below)."
+    "Write the block's `kb, vb` into cache rows `[length, length + T)`, then every block row attends to rows `[0, length + T)`: the kernel where `draft_kernel_ok` and `tickets` is given (with `norms` and `DDTREE_DRAFT_KERNEL` 2, the `_nr` kernel, which norms and rotates q and kb itself), else `block_attention` (see below)."
     (T, nh, hd), (S, nkv, _) = q.shape, k.shape
     if tickets is not None and draft_kernel_ok(q, k):
         if norms is None: return torch.ops.ddtree.draft_attention(q, kb, vb, k, v, length, scale, tickets)
-        if all(_weight_ok(m.weight, q) for m in norms) and draft_smem(T * nh // nkv, hd, T) <= _smem_optin(q.device):
+        if _kernels_on(q, k, 2) and all(_weight_ok(m.weight, q) for m in norms) and draft_smem(T * nh // nkv, hd, T) <= _smem_optin(q.device):
             return torch.ops.ddtree.draft_attention(q, kb, vb, k, v, length, scale, tickets, norms[0].weight, norms[1].weight,
                                                     norms[0].eps, norms[1].eps, theta)
     if norms is not None: q, kb = (_norm_rope(m, x, length, theta) for m, x in zip(norms, (q, kb)))
@@ -251,9 +254,9 @@ def append_kv(kr: torch.Tensor, vr: torch.Tensor,   # [R, nkv, hd] context rows'
               k: torch.Tensor, v: torch.Tensor,     # [S, nkv, hd] one cache layer
               length: torch.Tensor,                 # int32 [1]: the rows go to [length, length + R) (rows past S: dropped by the kernel)
               k_norm: nn.Module, theta: float):     # the keys' RMSNorm; RoPE's base
-    "Keys `kr` normed by `k_norm` and rotated at their positions, and values `vr`, into cache rows `[length, length + R)`: one kernel (`draft_kv_write`) on a bf16 GPU cache with a built head_dim, else `_norm_rope` and index copies."
+    "Keys `kr` normed by `k_norm` and rotated at their positions, and values `vr`, into cache rows `[length, length + R)`: one kernel (`draft_kv_write`) on a bf16 GPU cache with a built head_dim and `DDTREE_DRAFT_KERNEL` 2, else `_norm_rope` and index copies."
     R, nkv, hd = kr.shape
-    if R and _kernels_on(kr, k) and hd in {d for _, d in DA_SHAPES} and _weight_ok(k_norm.weight, kr):
+    if R and _kernels_on(kr, k, 2) and hd in {d for _, d in DA_SHAPES} and _weight_ok(k_norm.weight, kr):
         return torch.ops.ddtree.draft_kv_write(kr, vr, k, v, length, k_norm.weight, k_norm.eps, theta)
     slots = length.long() + torch.arange(R, device=kr.device)
     k.index_copy_(0, slots, _norm_rope(k_norm, kr, length, theta)); v.index_copy_(0, slots, vr)
