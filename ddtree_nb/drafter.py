@@ -232,12 +232,12 @@ def draft_attention(q: torch.Tensor,          # [T, nh, hd] the block's queries 
                    ) -> torch.Tensor:         # [T, nh, hd] in q's dtype
     "Write the block's `kb, vb` into cache rows `[length, length + T)`, then every block row attends to rows `[0, length + T)`: the kernel where `draft_kernel_ok` and `tickets` is given (with `norms` and `DDTREE_DRAFT_KERNEL` 2, the `_nr` kernel, which norms and rotates q and kb itself), else `block_attention` (see below)."
     (T, nh, hd), (S, nkv, _) = q.shape, k.shape
-    if tickets is not None and draft_kernel_ok(q, k):
-        if norms is None: return torch.ops.ddtree.draft_attention(q, kb, vb, k, v, length, scale, tickets)
-        if _kernels_on(q, k, 2) and all(_weight_ok(m.weight, q) for m in norms) and draft_smem(T * nh // nkv, hd, T) <= _smem_optin(q.device):
-            return torch.ops.ddtree.draft_attention(q, kb, vb, k, v, length, scale, tickets, norms[0].weight, norms[1].weight,
-                                                    norms[0].eps, norms[1].eps, theta)
-    if norms is not None: q, kb = (_norm_rope(m, x, length, theta) for m, x in zip(norms, (q, kb)))
+    kern = tickets is not None and draft_kernel_ok(q, k)
+    nr = (kern and norms is not None and _kernels_on(q, k, 2) and all(_weight_ok(m.weight, q) for m in norms)
+          and draft_smem(T * nh // nkv, hd, T) <= _smem_optin(q.device))
+    if norms is not None and not nr: q, kb = (_norm_rope(m, x, length, theta) for m, x in zip(norms, (q, kb)))
+    if kern: return torch.ops.ddtree.draft_attention(q, kb, vb, k, v, length, scale, tickets,
+                                                     *((norms[0].weight, norms[1].weight, norms[0].eps, norms[1].eps, theta) if nr else ()))
     slots = length.long() + torch.arange(T, device=q.device)
     k.index_copy_(0, slots, kb); v.index_copy_(0, slots, vb)
     g = nh // nkv
