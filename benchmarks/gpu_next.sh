@@ -260,6 +260,17 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     step run_ahead_k1 200 python benchmarks/bench_run_ahead.py --out "$out/k1" --commit "$commit" --compile --merge on --temps 0,1 --reps 2
     for k in k0 k1; do for f in "$out/$k"/*; do cp "$f" "$out/${k}_$(basename "$f")"; done; done
     keep_few "$out" gpu_next.log tests_05a.log bench_compile_draft_ab.json sanitize_draft.md bench_draft_attn.json k0_run_ahead.md k1_run_ahead.md ;;
+  s30c)   # session 30's last call, s30b trimmed to the device time left (<= 290 s): nbs/05a's cuda cells, the draft sanitizer, the op alone, the compiled draft at 1 / 2, the round at 2
+    export DDTREE_COMMIT=$commit
+    step tests_05a 90 nbdev_test --flags cuda --do_print --path nbs/05a_drafter.ipynb
+    KERNELS=draft step sanitize_draft 100 bash benchmarks/sanitize_kernels.sh "$out/san"
+    cp "$out/san/sanitize_kernels.md" "$out/sanitize_draft.md" 2>/dev/null
+    step bench_draft_attn 30 python benchmarks/bench_draft_attn.py "$out/bench_draft_attn.json" --commit "$commit"
+    step draft_ab 80 python benchmarks/bench_compile.py --out "$out/bc" --commit "$commit" --variants compiled+merge --tokens 1 --draft --draft-kernel 1,2
+    cp "$out/bc/bench_compile.json" "$out/bench_compile_draft_ab.json" 2>/dev/null
+    step run_ahead_k2 100 python benchmarks/bench_run_ahead.py --out "$out/k2" --commit "$commit" --compile --merge on --temps 0,1 --reps 2
+    cp "$out/k2/run_ahead.md" "$out/run_ahead_k2.md" 2>/dev/null
+    keep_few "$out" gpu_next.log tests_05a.log sanitize_draft.md bench_draft_attn.json bench_compile_draft_ab.json run_ahead_k2.md ;;
   s30a)   # session 30's first call, the issues' numbers on this card (meant for an H200): bench_tree and nbs/02 (issue 18), the T = 1 timeline, the verify tables and a plain read of T = 1, P = 32k's bytes (issue 19), the compiled round at T = 0 / 1 (issue 17), then the tree fuzzer for the time left (<= 570 s)
     t_start=$(date +%s); export DDTREE_COMMIT=$commit
     bash "$0" tree_quick "$out"
