@@ -268,7 +268,7 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     step bench_draft_attn 30 python benchmarks/bench_draft_attn.py "$out/bench_draft_attn.json" --commit "$commit"
     step draft_ab 80 python benchmarks/bench_compile.py --out "$out/bc" --commit "$commit" --variants compiled+merge --tokens 1 --draft --draft-kernel 1,2
     cp "$out/bc/bench_compile.json" "$out/bench_compile_draft_ab.json" 2>/dev/null
-    step run_ahead_k2 100 python benchmarks/bench_run_ahead.py --out "$out/k2" --commit "$commit" --compile --merge on --temps 0,1 --reps 2
+    step run_ahead_k2 100 env DDTREE_DRAFT_KERNEL=2 python benchmarks/bench_run_ahead.py --out "$out/k2" --commit "$commit" --compile --merge on --temps 0,1 --reps 2
     cp "$out/k2/run_ahead.md" "$out/run_ahead_k2.md" 2>/dev/null
     keep_few "$out" gpu_next.log tests_05a.log sanitize_draft.md bench_draft_attn.json bench_compile_draft_ab.json run_ahead_k2.md ;;
   s30a)   # session 30's first call, the issues' numbers on this card (meant for an H200): bench_tree and nbs/02 (issue 18), the T = 1 timeline, the verify tables and a plain read of T = 1, P = 32k's bytes (issue 19), the compiled round at T = 0 / 1 (issue 17), then the tree fuzzer for the time left (<= 570 s)
