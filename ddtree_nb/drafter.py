@@ -140,7 +140,7 @@ def draft_smem(R: int, hd: int, T: int=0) -> int:
     return 4 * (R * hd + 2 * DA_LIMITS['DA_TILE'] * (hd // 2 + 1) + R * (DA_LIMITS['DA_TILE'] + 1) + 3 * R) + 6 * T * hd
 
 # %% ../nbs/05a_drafter.ipynb #4e00d8ee
-DRAFT_KERNEL = '1'   # `DDTREE_DRAFT_KERNEL`'s default: 0 the torch faces, 1 the attention kernel, 2 also norm and RoPE in the kernels
+DRAFT_KERNEL = '2'   # `DDTREE_DRAFT_KERNEL`'s default: 0 the torch faces, 1 the attention kernel, 2 also norm and RoPE in the kernels
 
 def _kernels_on(x: torch.Tensor, k: torch.Tensor, level: int=1) -> bool:   # bf16 on a GPU and `DDTREE_DRAFT_KERNEL` >= level
     return x.is_cuda and x.dtype == k.dtype == torch.bfloat16 and int(os.environ.get('DDTREE_DRAFT_KERNEL', DRAFT_KERNEL)) >= level

@@ -44,19 +44,16 @@ __device__ __forceinline__ float2 rope_cs(int pos, float f) {
     return make_float2(cs, sn);
 }
 
-__device__ __forceinline__ float as_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ float as_float(float x) { return x; }
-
-// One warp: row x (HD values, bf16 or fp32) RMS-normed by weight w (eps) and rotated (rotate-half) by cs [HD/2] (cos, sin);
-// lane l holds elements l + 32 i of the result in y (fp32). Every lane reads its elements before any write: x may be y's home.
-template <int HD, typename X>
-__device__ __forceinline__ void norm_rope_row(const X *x, const __nv_bfloat16 *__restrict__ w, float eps,
+// One warp: row x (HD bf16) RMS-normed by weight w (eps) and rotated (rotate-half) by cs [HD/2] (cos, sin); lane l holds
+// elements l + 32 i of the result in y (fp32).
+template <int HD>
+__device__ __forceinline__ void norm_rope_row(const __nv_bfloat16 *__restrict__ x, const __nv_bfloat16 *__restrict__ w, float eps,
                                               const float2 *cs, float (&y)[HD / 32]) {
     constexpr int E = HD / 32, H2 = E / 2;
     const int lane = threadIdx.x & 31;
     float ss = 0.f;
     #pragma unroll
-    for (int i = 0; i < E; ++i) { y[i] = as_float(x[lane + 32 * i]); ss = fmaf(y[i], y[i], ss); }
+    for (int i = 0; i < E; ++i) { y[i] = __bfloat162float(x[lane + 32 * i]); ss = fmaf(y[i], y[i], ss); }
     #pragma unroll
     for (int off = 16; off; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
     const float inv = rsqrtf(ss / HD + eps);
@@ -114,13 +111,14 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, int ldq, co
     __shared__ int last;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, s = blockIdx.x, h = blockIdx.y, nh = nkv * g;
     const int T = R / g;
-    constexpr int QC = R * HD / 8, NQ = (QC + DA_THREADS - 1) / DA_THREADS;   // q's 16-byte chunks, a thread's share
-    uint4 qr[NQ], kr[NR ? NQ : 1];                              // _nr: the block's raw keys too (T * HD / 8 <= QC chunks)
-    #pragma unroll
-    for (int j = 0; j < NQ; ++j) {                              // q (and raw kb) rows of this head: in flight before the length is known
-        const int c = tid + j * DA_THREADS, r = c / (HD / 8);
-        if (c < QC) qr[j] = *reinterpret_cast<const uint4 *>(q + (size_t)(r / g) * ldq + (h * g + r % g) * HD + c % (HD / 8) * 8);
-        if (NR && c < T * (HD / 8)) kr[j] = *reinterpret_cast<const uint4 *>(kb + (size_t)r * ldk + h * HD + c % (HD / 8) * 8);
+    constexpr int QC = R * HD / 8, NQ = NR ? 1 : (QC + DA_THREADS - 1) / DA_THREADS;   // q's 16-byte chunks, a thread's share
+    uint4 qr[NQ];
+    if (!NR) {
+        #pragma unroll
+        for (int j = 0; j < NQ; ++j) {                          // q rows of this head: in flight before the length is known
+            const int c = tid + j * DA_THREADS, r = c / (HD / 8);
+            if (c < QC) qr[j] = *reinterpret_cast<const uint4 *>(q + (size_t)(r / g) * ldq + (h * g + r % g) * HD + c % (HD / 8) * 8);
+        }
     }
     const int L = max(0, __ldg(length)), n_live = min(S, L + T);
     const int chunk = ((n_live + nsplit - 1) / nsplit + DA_TILE - 1) / DA_TILE * DA_TILE;
@@ -136,17 +134,6 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, int ldq, co
     }
     if (NR) {                                                   // q and the block's keys: RMS norm, then RoPE at L + t
         float2 *cs = reinterpret_cast<float2 *>(kn + T * HD);   // [T][HD/2]
-        float *kst = reinterpret_cast<float *>(ks);             // the raw keys [T][HD] fp32, in the tiles' space (free until the loop)
-        #pragma unroll
-        for (int j = 0; j < NQ; ++j) {                          // raw rows to shared memory as fp32 (q unscaled for now)
-            const int c = tid + j * DA_THREADS;
-            const uint32_t wq[4] = {qr[j].x, qr[j].y, qr[j].z, qr[j].w}, wk[4] = {kr[j].x, kr[j].y, kr[j].z, kr[j].w};
-            #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                if (c < QC) *reinterpret_cast<float2 *>(qs + c * 8 + 2 * e) = bf2f(wq[e]);
-                if (c < T * (HD / 8)) *reinterpret_cast<float2 *>(kst + c * 8 + 2 * e) = bf2f(wk[e]);
-            }
-        }
         const float f = rope_inv_freq(theta, tid % (HD / 2), HD);   // DA_THREADS is a multiple of HD/2: one frequency a thread
         for (int i = tid; i < T * (HD / 2); i += DA_THREADS) cs[i] = rope_cs(L + i / (HD / 2), f);
         __syncthreads();
@@ -154,7 +141,8 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, int ldq, co
             const bool isq = r < R;
             const int t = isq ? r / g : r - R;
             float y[HD / 32];
-            norm_rope_row<HD>(isq ? qs + r * HD : kst + t * HD, isq ? qw : kw, isq ? qeps : keps, cs + t * (HD / 2), y);
+            norm_rope_row<HD>(isq ? q + (size_t)t * ldq + (h * g + r % g) * HD : kb + (size_t)t * ldk + h * HD, isq ? qw : kw,
+                              isq ? qeps : keps, cs + t * (HD / 2), y);
             #pragma unroll
             for (int i = 0; i < HD / 32; ++i) {
                 if (isq) qs[r * HD + lane + 32 * i] = y[i] * qscale;
