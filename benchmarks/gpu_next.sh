@@ -27,6 +27,7 @@
 #   bash benchmarks/gpu_next.sh s21b "$OUT"  # session 21: the compiled merged round at T = 0 without and with AUTOTUNE_AR (<= 3.5 min)
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s22a "$OUT"  # session 22: s21c, nbs/03's cuda cells (the cluster merge), the split x cluster sweep at the demo shapes (<= 8.5 min)
+#   bash benchmarks/gpu_next.sh s30c "$OUT"  # session 30: s30b trimmed (<= 290 s): nbs/05a, the sanitizer, the op, the draft at 1/2, the round at 2
 #   bash benchmarks/gpu_next.sh s30b "$OUT"  # session 30: norm and RoPE in the draft's kernels (DDTREE_DRAFT_KERNEL=2): nbs/05a, the sanitizer, the op, the draft at 0/1/2, the round at 1/2 (<= 520 s)
 #   bash benchmarks/gpu_next.sh s30a "$OUT"  # session 30: the three issues' numbers on this card (an H200 if lent), then the tree fuzzer for the time left (<= 570 s)
 #   bash benchmarks/gpu_next.sh s29 "$OUT"  # session 29: the draft attention kernel: nbs/05a's cuda cells, the op alone, the draft and the round off / on, the sanitizer
@@ -293,32 +294,6 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     cp "$out/bc/bench_compile.json" "$out/bench_compile_draft_ab.json" 2>/dev/null
     for k in 1 2; do step run_ahead_k$k 100 env DDTREE_DRAFT_KERNEL=$k python benchmarks/bench_run_ahead.py --out "$out/k$k" --commit "$commit" --compile --merge on --temps 0,1 --reps 2; cp "$out/k$k/run_ahead.md" "$out/run_ahead_k$k.md" 2>/dev/null; done
     keep_few "$out" gpu_next.log tests_05a.log sanitize_draft.md bench_draft_attn.json bench_compile_draft_ab.json run_ahead_k1.md run_ahead_k2.md ;;
-  s30a)   # session 30's first call, the issues' numbers on this card (meant for an H200): bench_tree and nbs/02 (issue 18), the T = 1 timeline, the verify tables and a plain read of T = 1, P = 32k's bytes (issue 19), the compiled round at T = 0 / 1 (issue 17), then the tree fuzzer for the time left (<= 570 s)
-    t_start=$(date +%s); export DDTREE_COMMIT=$commit
-    bash "$0" tree_quick "$out"
-    step stamp_verify 90 python benchmarks/stamp_verify.py --H 64 --P 4096,32768,131072 --clusters default,2 --out "$out"
-    step bench_verify_cluster 60 python benchmarks/bench_verify_default.py --cluster --out "$out"
-    step bench_verify_pdl 60 python benchmarks/bench_verify_default.py --pdl --out "$out"
-    step read_ceiling 90 python benchmarks/read_ceiling.py "$out/read_36.json" 36,72
-    step run_ahead 150 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --compile --merge on --temps 0,1 --reps 2
-    cp "$out/ra/run_ahead.md" "$out/run_ahead.md" 2>/dev/null
-    l=$(( 570 - ($(date +%s) - t_start) - 25 ))
-    [ "$l" -gt 40 ] && fuzz_gpu fuzz_tree $(( l + 15 )) tree "$l" 30
-    keep_few "$out" gpu_next.log bench_tree.md stamp_verify.log bench_verify_cluster.log bench_verify_pdl.log read_36.json run_ahead.md ;;
-  s30b)   # session 30: the draft with RMS norm and RoPE inside its kernels (the _nr attention, draft_kv_write): nbs/05a's cuda cells, the sanitizer's draft group, then the compiled draft and the round beside the code before (.device/old: `git archive` of the commit before, without the demo pair, which is copied in here) on the same card (<= 570 s)
-    export DDTREE_COMMIT=$commit
-    old=.device/old; [ -d "$old/ddtree_nb/demo_pair" ] || cp -r ddtree_nb/demo_pair "$old/ddtree_nb/"
-    step tests_05a 200 nbdev_test --flags cuda --do_print --path nbs/05a_drafter.ipynb
-    KERNELS=draft step sanitize_draft 150 bash benchmarks/sanitize_kernels.sh "$out/san"
-    cp "$out/san/sanitize_kernels.md" "$out/sanitize_draft.md" 2>/dev/null
-    step bench_draft_attn 60 python benchmarks/bench_draft_attn.py "$out/bench_draft_attn.json" --commit "$commit"
-    step draft_new 120 python benchmarks/bench_compile.py --out "$out/bc" --commit "$commit" --variants compiled+merge --tokens 1 --draft --draft-kernel 0,1
-    step draft_old 100 env -C "$old" PYTHONPATH="$PWD/$old:$PYTHONPATH" python benchmarks/bench_compile.py --out "$out/bc_old" --commit "old" --variants compiled+merge --tokens 1 --draft --draft-kernel 1
-    step run_ahead_old 100 env -C "$old" PYTHONPATH="$PWD/$old:$PYTHONPATH" python benchmarks/bench_run_ahead.py --out "$out/ra_old" --commit old --compile --merge on --temps 0,1 --reps 2
-    step run_ahead_new 100 python benchmarks/bench_run_ahead.py --out "$out/ra_new" --commit "$commit" --compile --merge on --temps 0,1 --reps 2
-    cp "$out/bc/bench_compile.json" "$out/draft_new.json"; cp "$out/bc_old/bench_compile.json" "$out/draft_old.json"
-    cp "$out/ra_old/run_ahead.md" "$out/run_ahead_old.md"; cp "$out/ra_new/run_ahead.md" "$out/run_ahead_new.md"
-    keep_few "$out" gpu_next.log tests_05a.log sanitize_draft.md draft_new.json draft_old.json run_ahead_old.md run_ahead_new.md ;;
   s27c)   # the histogram pass's stop at the end of a list (0ff3baf): every bench tree against the reference, nbs/02's cuda cells, 60 s of the tree fuzzer (about 4 min)
     bash "$0" tree_quick "$out"
     fuzz_gpu fuzz_tree 75 tree 60 38 ;;
