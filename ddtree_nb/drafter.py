@@ -216,10 +216,11 @@ if not hasattr(torch.ops.ddtree, 'draft_kv_write'):
     torch.library.custom_op('ddtree::draft_kv_write', _kv_write_cuda, mutates_args=('k', 'v')).register_fake(lambda *a: None)
 
 # %% ../nbs/05a_drafter.ipynb #d857b14a
-def _norm_rope(norm: nn.Module, x: torch.Tensor, length: torch.Tensor, theta: float) -> torch.Tensor:
-    "The torch face of what the kernels do to raw rows `x [T, n, hd]`: `norm` (an RMSNorm), then RoPE of base `theta` at positions `length + t`."
-    cos, sin = rope_cos_sin(length.long() + torch.arange(x.shape[0], device=x.device), x.shape[-1], theta, x.dtype)
-    return model.apply_rope(norm(x), cos, sin, False)
+def _norm_rope(norms, xs, length: torch.Tensor, theta: float) -> tuple:
+    "The torch face of what the kernels do to raw rows `xs` (each `[T, n, hd]`, the same T rows): each its RMSNorm of `norms`, then RoPE of base `theta` at positions `length + t` (cos and sin made once)."
+    T, hd = xs[0].shape[0], xs[0].shape[-1]
+    cos, sin = rope_cos_sin(length.long() + torch.arange(T, device=xs[0].device), hd, theta, xs[0].dtype)
+    return tuple(model.apply_rope(m(x), cos, sin, False) for m, x in zip(norms, xs))
 
 def draft_attention(q: torch.Tensor,          # [T, nh, hd] the block's queries (normed and rotated, or raw with `norms`)
                     kb: torch.Tensor, vb: torch.Tensor,   # [T, nkv, hd] the block's keys (as q) and values
@@ -235,7 +236,7 @@ def draft_attention(q: torch.Tensor,          # [T, nh, hd] the block's queries 
     kern = tickets is not None and draft_kernel_ok(q, k)
     nr = (kern and norms is not None and _kernels_on(q, k, 2) and all(_weight_ok(m.weight, q) for m in norms)
           and draft_smem(T * nh // nkv, hd, T) <= _smem_optin(q.device))
-    if norms is not None and not nr: q, kb = (_norm_rope(m, x, length, theta) for m, x in zip(norms, (q, kb)))
+    if norms is not None and not nr: q, kb = _norm_rope(norms, (q, kb), length, theta)
     if kern: return torch.ops.ddtree.draft_attention(q, kb, vb, k, v, length, scale, tickets,
                                                      *((norms[0].weight, norms[1].weight, norms[0].eps, norms[1].eps, theta) if nr else ()))
     slots = length.long() + torch.arange(T, device=q.device)
@@ -259,7 +260,7 @@ def append_kv(kr: torch.Tensor, vr: torch.Tensor,   # [R, nkv, hd] context rows'
     if R and _kernels_on(kr, k, 2) and hd in {d for _, d in DA_SHAPES} and _weight_ok(k_norm.weight, kr):
         return torch.ops.ddtree.draft_kv_write(kr, vr, k, v, length, k_norm.weight, k_norm.eps, theta)
     slots = length.long() + torch.arange(R, device=kr.device)
-    k.index_copy_(0, slots, _norm_rope(k_norm, kr, length, theta)); v.index_copy_(0, slots, vr)
+    k.index_copy_(0, slots, _norm_rope((k_norm,), (kr,), length, theta)[0]); v.index_copy_(0, slots, vr)
 
 # %% ../nbs/05a_drafter.ipynb #9d94049c
 class DFlashAttention(model.Mergeable, nn.Module):
