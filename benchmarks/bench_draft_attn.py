@@ -2,7 +2,9 @@
 (the block's two index copies, then `block_attention` over every cache row under the mask), at the demo drafter's shape
 (16 rows, 4 KV heads of 64) and a Qwen3-8B DFlash drafter's (16 rows, 32 query heads on 8 KV heads of 128), over cache
 layers of S rows with the block at rows [S - 48, S - 32); `kernel_nr` is the same call with q and the block's keys raw (the
-_nr kernel RMS-norms and rotates them itself), `append` is `append_kv` of 16 context rows. Each output is checked against fp64 math first. Timing: 20 calls
+_nr kernel RMS-norms and rotates them itself), `kernel_nr_c{2,4,8}` the _nr kernel with its splits merged in a thread-block
+cluster of that many blocks (the op called with `cluster`; sm_90+, skipped where the kernel file has none), `cluster_auto` the size
+`draft_cluster` picks (DDTREE_DRAFT_KERNEL=3), `append` is `append_kv` of 16 context rows. Each output is checked against fp64 math first. Timing: 20 calls
 back to back in one CUDA graph, CUDA events around each replay, median of 30 replays / 20: the µs a call costs inside a
 captured round (launch gaps included). Not a test.
 
@@ -31,7 +33,7 @@ def time_call(fn, reps=30, per=20):
 
 
 def main(path, commit='unknown'):
-    from ddtree_nb.drafter import draft_attention, draft_blocks, append_kv, RMSNorm
+    from ddtree_nb.drafter import draft_attention, draft_blocks, draft_cluster, append_kv, RMSNorm, DA_CLUSTERS
     from ddtree_nb.reference import gqa_attention_ref
     dev, T, res = torch.device('cuda'), 16, []
     os.environ['DDTREE_DRAFT_KERNEL'] = '2'            # the _nr kernel and append_kv's kernel too (the default may be lower)
@@ -43,7 +45,7 @@ def main(path, commit='unknown'):
             k, v = (torch.randn(S, nkv, hd, device=dev, generator=gen).bfloat16() for _ in range(2))
             ln, tk = torch.tensor([L], dtype=torch.int32, device=dev), torch.zeros(nkv, dtype=torch.int32, device=dev)
             want = gqa_attention_ref(q, torch.cat([k[:L], kb]), torch.cat([v[:L], vb]), hd ** -0.5).cpu()
-            row = dict(shape=name, S=S, live=L + T, splits=draft_blocks(S))
+            row = dict(shape=name, S=S, live=L + T, splits=draft_blocks(S), cluster_auto=draft_cluster(S))
             norms = [RMSNorm(hd).requires_grad_(False) for _ in range(2)]
             for m in norms: m.weight.uniform_(0.5, 1.5)
             want_nr = draft_attention(*(x.double().cpu() for x in (q, kb, vb, k, v)), ln.cpu(), hd ** -0.5, None, [m.double() for m in norms], 1e6)
@@ -52,6 +54,14 @@ def main(path, commit='unknown'):
                 err = (draft_attention(q, kb, vb, k, v, ln, hd ** -0.5, t, nr, 1e6).double().cpu() - w).abs().max().item()
                 row[f'{face}_err'] = round(err, 5)
                 row[f'{face}_us'] = round(time_call(lambda: draft_attention(q, kb, vb, k, v, ln, hd ** -0.5, t, nr, 1e6)), 2) if err < 0.02 * w.abs().max().item() else None
+            for c in DA_CLUSTERS:                      # the cluster kernels, each size at every S
+                run = lambda: torch.ops.ddtree.draft_attention(q, kb, vb, k, v, ln, hd ** -0.5, tk, norms[0].weight, norms[1].weight,
+                                                               norms[0].eps, norms[1].eps, 1e6, c)
+                try: err = (run().double().cpu() - want_nr).abs().max().item()
+                except Exception as e:                 # no cluster kernels in this kernel file (DDTREE_KERNELS_DIR), or no sm_90
+                    print(f'cluster {c}: {type(e).__name__}: {str(e)[:120]}', flush=True); break
+                row[f'kernel_nr_c{c}_err'] = round(err, 5)
+                row[f'kernel_nr_c{c}_us'] = round(time_call(run), 2) if err < 0.02 * want_nr.abs().max().item() else None
             row['append_us'] = round(time_call(lambda: append_kv(kb, vb, k, v, ln, norms[1], 1e6)), 2)
             row['bytes_read_MB'] = round(2 * (L + T) * nkv * hd * 2 / 1e6, 3)
             print(json.dumps(row), flush=True); res.append(row)

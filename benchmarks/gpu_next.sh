@@ -27,6 +27,7 @@
 #   bash benchmarks/gpu_next.sh s21b "$OUT"  # session 21: the compiled merged round at T = 0 without and with AUTOTUNE_AR (<= 3.5 min)
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s22a "$OUT"  # session 22: s21c, nbs/03's cuda cells (the cluster merge), the split x cluster sweep at the demo shapes (<= 8.5 min)
+#   bash benchmarks/gpu_next.sh s31a "$OUT"  # session 31: the draft kernel's new prologue and cluster merge (DDTREE_DRAFT_KERNEL=3) against session 30's kernel: nbs/05a, sanitizer, op, draft, round (<= 560 s)
 #   bash benchmarks/gpu_next.sh s30c "$OUT"  # session 30: s30b trimmed (<= 290 s): nbs/05a, the sanitizer, the op, the draft at 1/2, the round at 2
 #   bash benchmarks/gpu_next.sh s30b "$OUT"  # session 30: norm and RoPE in the draft's kernels (DDTREE_DRAFT_KERNEL=2): nbs/05a, the sanitizer, the op, the draft at 0/1/2, the round at 1/2 (<= 520 s)
 #   bash benchmarks/gpu_next.sh s30a "$OUT"  # session 30: the three issues' numbers on this card (an H200 if lent), then the tree fuzzer for the time left (<= 570 s)
@@ -261,6 +262,21 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     step run_ahead_k1 200 python benchmarks/bench_run_ahead.py --out "$out/k1" --commit "$commit" --compile --merge on --temps 0,1 --reps 2
     for k in k0 k1; do for f in "$out/$k"/*; do cp "$f" "$out/${k}_$(basename "$f")"; done; done
     keep_few "$out" gpu_next.log tests_05a.log bench_compile_draft_ab.json sanitize_draft.md bench_draft_attn.json k0_run_ahead.md k1_run_ahead.md ;;
+  s31a)   # session 31: the draft's _nr kernel with 574ffa5's prologue and its splits merged in thread-block clusters (DDTREE_DRAFT_KERNEL=3), against session 30's kernel (kernels/dev/draft_attn_s30.cu through DDTREE_KERNELS_DIR) on one card: nbs/05a's cuda cells, the draft sanitizer, the op alone, the compiled draft, the round (<= 560 s)
+    export DDTREE_COMMIT=$commit
+    old=/tmp/kernels_s30; mkdir -p $old && cp kernels/*.cu kernels/*.cuh $old/ && cp kernels/dev/draft_attn_s30.cu $old/draft_attn.cu
+    step tests_05a 150 nbdev_test --flags cuda --do_print --path nbs/05a_drafter.ipynb
+    KERNELS=draft step sanitize_draft 150 bash benchmarks/sanitize_kernels.sh "$out/san"
+    cp "$out/san/sanitize_kernels.md" "$out/sanitize_draft.md" 2>/dev/null
+    step bench_draft_attn 50 python benchmarks/bench_draft_attn.py "$out/bench_draft_attn.json" --commit "$commit"
+    DDTREE_KERNELS_DIR=$old step bench_draft_attn_s30 40 python benchmarks/bench_draft_attn.py "$out/bench_draft_attn_s30.json" --commit "$commit-s30kernel"
+    step draft_ab 80 python benchmarks/bench_compile.py --out "$out/bc" --commit "$commit" --variants compiled+merge --tokens 1 --draft --draft-kernel 2,3
+    cp "$out/bc/bench_compile.json" "$out/bench_compile_draft_ab.json" 2>/dev/null
+    DDTREE_KERNELS_DIR=$old step draft_s30 60 python benchmarks/bench_compile.py --out "$out/bc30" --commit "$commit-s30kernel" --variants compiled+merge --tokens 1 --draft --draft-kernel 2
+    step run_ahead_k3 110 env DDTREE_DRAFT_KERNEL=3 python benchmarks/bench_run_ahead.py --out "$out/k3" --commit "$commit" --compile --merge on --temps 0,1 --reps 2
+    DDTREE_KERNELS_DIR=$old step run_ahead_s30 80 env DDTREE_DRAFT_KERNEL=2 python benchmarks/bench_run_ahead.py --out "$out/k2s30" --commit "$commit-s30kernel" --compile --merge on --temps 0,1 --reps 2
+    cat "$out/k3/run_ahead.md" "$out/k2s30/run_ahead.md" > "$out/run_ahead_ab.md" 2>/dev/null
+    keep_few "$out" gpu_next.log tests_05a.log sanitize_draft.md bench_draft_attn.json bench_draft_attn_s30.json bench_compile_draft_ab.json run_ahead_ab.md ;;
   s30c)   # session 30's last call, s30b trimmed to the device time left (<= 290 s): nbs/05a's cuda cells, the draft sanitizer, the op alone, the compiled draft at 1 / 2, the round at 2
     export DDTREE_COMMIT=$commit
     step tests_05a 90 nbdev_test --flags cuda --do_print --path nbs/05a_drafter.ipynb

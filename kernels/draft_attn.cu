@@ -19,6 +19,7 @@
 // (t = r / g, j = r % g).
 #include <cuda_bf16.h>
 #include <stdint.h>
+#include <cooperative_groups.h>   // the cluster kernels: rank, barrier, distributed shared memory
 
 #define DA_THREADS 256
 #define DA_TILE 64        // keys staged at once: scores are DA_TILE keys x R rows
@@ -44,16 +45,19 @@ __device__ __forceinline__ float2 rope_cs(int pos, float f) {
     return make_float2(cs, sn);
 }
 
-// One warp: row x (HD bf16) RMS-normed by weight w (eps) and rotated (rotate-half) by cs [HD/2] (cos, sin); lane l holds
-// elements l + 32 i of the result in y (fp32).
-template <int HD>
-__device__ __forceinline__ void norm_rope_row(const __nv_bfloat16 *__restrict__ x, const __nv_bfloat16 *__restrict__ w, float eps,
+__device__ __forceinline__ float as_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float as_float(float x) { return x; }
+
+// One warp: row x (HD values, bf16 or fp32) RMS-normed by weight w (eps) and rotated (rotate-half) by cs [HD/2] (cos, sin);
+// lane l holds elements l + 32 i of the result in y (fp32). Every lane reads its elements before any write: x may be y's home.
+template <int HD, typename X>
+__device__ __forceinline__ void norm_rope_row(const X *x, const __nv_bfloat16 *__restrict__ w, float eps,
                                               const float2 *cs, float (&y)[HD / 32]) {
     constexpr int E = HD / 32, H2 = E / 2;
     const int lane = threadIdx.x & 31;
     float ss = 0.f;
     #pragma unroll
-    for (int i = 0; i < E; ++i) { y[i] = __bfloat162float(x[lane + 32 * i]); ss = fmaf(y[i], y[i], ss); }
+    for (int i = 0; i < E; ++i) { y[i] = as_float(x[lane + 32 * i]); ss = fmaf(y[i], y[i], ss); }
     #pragma unroll
     for (int off = 16; off; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
     const float inv = rsqrtf(ss / HD + eps);
@@ -92,7 +96,40 @@ template <int HD> struct Tile {   // a thread's share of a tile of keys (or valu
     }
 };
 
-template <int R, int HD, bool NR>
+// The cluster merge (CS > 1: the CS splits of a head are one thread-block cluster). Each block has staged its normalised
+// partial po [R][HD] and log2-sum-exp pl [R] in its own shared memory; after a cluster barrier, block `rank` merges rows
+// [rank * R / CS, (rank + 1) * R / CS) of all CS partials through distributed shared memory and writes them to `out`; a
+// second barrier keeps every block's shared memory alive until the others have read it. No workspace, ticket or fence.
+template <int R, int HD, int CS>
+__device__ __forceinline__ void cluster_merge(float *po, float *pl, __nv_bfloat16 *__restrict__ out, int g, int nh, int h) {
+#if __CUDA_ARCH__ >= 900
+    namespace cg = cooperative_groups;
+    cg::cluster_group cl = cg::this_cluster();
+    constexpr int RB = R / CS, NP = HD / 2;                    // rows a block merges; bf16 pairs a row
+    static_assert(R % CS == 0, "R a multiple of the cluster size");
+    cl.sync();                                                  // every block's partial staged
+    const int rank = (int)cl.block_rank();
+    for (int task = threadIdx.x; task < RB * NP; task += DA_THREADS) {
+        const int r = rank * RB + task / NP, p = task % NP;
+        float l[CS], M = -INFINITY;
+        #pragma unroll
+        for (int c = 0; c < CS; ++c) { l[c] = *cl.map_shared_rank(pl + r, c); M = fmaxf(M, l[c]); }
+        float2 x[CS];
+        #pragma unroll
+        for (int c = 0; c < CS; ++c)                            // every partial in flight at once (an empty split: none)
+            if (l[c] != -INFINITY) x[c] = *cl.map_shared_rank(reinterpret_cast<float2 *>(po + r * HD) + p, c);
+        float tot = 0.f, ax = 0.f, ay = 0.f;
+        #pragma unroll
+        for (int c = 0; c < CS; ++c)
+            if (l[c] != -INFINITY) { const float w = exp2f(l[c] - M); tot += w; ax = fmaf(w, x[c].x, ax); ay = fmaf(w, x[c].y, ay); }
+        const float inv = tot > 0.f ? 1.f / tot : 0.f;          // a row with no key: 0
+        *reinterpret_cast<__nv_bfloat162 *>(out + ((size_t)(r / g) * nh + h * g + r % g) * HD + 2 * p) = __floats2bfloat162_rn(ax * inv, ay * inv);
+    }
+    cl.sync();                                                  // no block leaves while another reads its shared memory
+#endif
+}
+
+template <int R, int HD, bool NR, int CS>
 __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, int ldq, const __nv_bfloat16 *__restrict__ kb, int ldk,
                                 const __nv_bfloat16 *__restrict__ vb, int ldv, __nv_bfloat16 *__restrict__ k, __nv_bfloat16 *__restrict__ v,
                                 const int *__restrict__ length, int S, int g, int nkv, float scale, int nsplit,
@@ -111,14 +148,13 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, int ldq, co
     __shared__ int last;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, s = blockIdx.x, h = blockIdx.y, nh = nkv * g;
     const int T = R / g;
-    constexpr int QC = R * HD / 8, NQ = NR ? 1 : (QC + DA_THREADS - 1) / DA_THREADS;   // q's 16-byte chunks, a thread's share
-    uint4 qr[NQ];
-    if (!NR) {
-        #pragma unroll
-        for (int j = 0; j < NQ; ++j) {                          // q rows of this head: in flight before the length is known
-            const int c = tid + j * DA_THREADS, r = c / (HD / 8);
-            if (c < QC) qr[j] = *reinterpret_cast<const uint4 *>(q + (size_t)(r / g) * ldq + (h * g + r % g) * HD + c % (HD / 8) * 8);
-        }
+    constexpr int QC = R * HD / 8, NQ = (QC + DA_THREADS - 1) / DA_THREADS;   // q's 16-byte chunks, a thread's share
+    uint4 qr[NQ], kr[NR ? NQ : 1];                              // _nr: the block's raw keys too (T * HD / 8 <= QC chunks)
+    #pragma unroll
+    for (int j = 0; j < NQ; ++j) {                              // q (and raw kb) rows of this head: in flight before the length is known
+        const int c = tid + j * DA_THREADS, r = c / (HD / 8);
+        if (c < QC) qr[j] = *reinterpret_cast<const uint4 *>(q + (size_t)(r / g) * ldq + (h * g + r % g) * HD + c % (HD / 8) * 8);
+        if (NR && c < T * (HD / 8)) kr[j] = *reinterpret_cast<const uint4 *>(kb + (size_t)r * ldk + h * HD + c % (HD / 8) * 8);
     }
     const int L = max(0, __ldg(length)), n_live = min(S, L + T);
     const int chunk = ((n_live + nsplit - 1) / nsplit + DA_TILE - 1) / DA_TILE * DA_TILE;
@@ -134,6 +170,17 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, int ldq, co
     }
     if (NR) {                                                   // q and the block's keys: RMS norm, then RoPE at L + t
         float2 *cs = reinterpret_cast<float2 *>(kn + T * HD);   // [T][HD/2]
+        float *kst = reinterpret_cast<float *>(ks);             // the raw keys [T][HD] fp32, in the tiles' space (free until the loop)
+        #pragma unroll
+        for (int j = 0; j < NQ; ++j) {                          // raw rows to shared memory as fp32 (q unscaled for now)
+            const int c = tid + j * DA_THREADS;
+            const uint32_t wq[4] = {qr[j].x, qr[j].y, qr[j].z, qr[j].w}, wk[4] = {kr[j].x, kr[j].y, kr[j].z, kr[j].w};
+            #pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                if (c < QC) *reinterpret_cast<float2 *>(qs + c * 8 + 2 * e) = bf2f(wq[e]);
+                if (c < T * (HD / 8)) *reinterpret_cast<float2 *>(kst + c * 8 + 2 * e) = bf2f(wk[e]);
+            }
+        }
         const float f = rope_inv_freq(theta, tid % (HD / 2), HD);   // DA_THREADS is a multiple of HD/2: one frequency a thread
         for (int i = tid; i < T * (HD / 2); i += DA_THREADS) cs[i] = rope_cs(L + i / (HD / 2), f);
         __syncthreads();
@@ -141,8 +188,7 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, int ldq, co
             const bool isq = r < R;
             const int t = isq ? r / g : r - R;
             float y[HD / 32];
-            norm_rope_row<HD>(isq ? q + (size_t)t * ldq + (h * g + r % g) * HD : kb + (size_t)t * ldk + h * HD, isq ? qw : kw,
-                              isq ? qeps : keps, cs + t * (HD / 2), y);
+            norm_rope_row<HD>(isq ? qs + r * HD : kst + t * HD, isq ? qw : kw, isq ? qeps : keps, cs + t * (HD / 2), y);
             #pragma unroll
             for (int i = 0; i < HD / 32; ++i) {
                 if (isq) qs[r * HD + lane + 32 * i] = y[i] * qscale;
@@ -239,6 +285,17 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, int ldq, co
     }
     __syncthreads();                                            // rsum / rmax final
 
+    if (CS > 1) {                                               // a cluster of CS = nsplit blocks: partials merged in shared memory
+        #pragma unroll
+        for (int i = 0; i < RPV; ++i) {                         // the normalised partial over q's space (q is read no more)
+            const int r = rg + NRG * i;
+            const float inv = rsum[r] > 0.f ? 1.f / rsum[r] : 0.f;
+            *reinterpret_cast<float2 *>(qs + r * HD + 2 * dp) = make_float2(o[i][0] * inv, o[i][1] * inv);
+        }
+        for (int r = tid; r < R; r += DA_THREADS) rcor[r] = rsum[r] > 0.f ? rmax[r] + log2f(rsum[r]) : -INFINITY;
+        cluster_merge<R, HD, CS>(qs, rcor, out, g, nh, h);
+        return;
+    }
     if (nsplit == 1) {                                          // one split: out directly (a row with no key: 0)
         #pragma unroll
         for (int i = 0; i < RPV; ++i) {
@@ -304,13 +361,20 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, int ldq, co
     if (tid == 0) counter[h] = 0;                               // ready for the next launch
 }
 
-#define DRAFT_ATTN(name, R, HD, NR) extern "C" __global__ void __launch_bounds__(DA_THREADS) name(                         \
-    const __nv_bfloat16 *q, int ldq, const __nv_bfloat16 *kb, int ldk, const __nv_bfloat16 *vb, int ldv, __nv_bfloat16 *k,   \
-    __nv_bfloat16 *v, const int *length, int S, int g, int nkv, float scale, int nsplit, __nv_bfloat16 *out,                 \
-    float *ws_o, float *ws_l, int *counter, const __nv_bfloat16 *qw, const __nv_bfloat16 *kw, float qeps, float keps,       \
-    float theta) {                                                                                                            \
-    draft_attn_body<R, HD, NR>(q, ldq, kb, ldk, vb, ldv, k, v, length, S, g, nkv, scale, nsplit, out, ws_o, ws_l, counter,   \
-                               qw, kw, qeps, keps, theta); }
+#define DA_PARAMS const __nv_bfloat16 *q, int ldq, const __nv_bfloat16 *kb, int ldk, const __nv_bfloat16 *vb, int ldv,         \
+    __nv_bfloat16 *k, __nv_bfloat16 *v, const int *length, int S, int g, int nkv, float scale, int nsplit, __nv_bfloat16 *out,   \
+    float *ws_o, float *ws_l, int *counter, const __nv_bfloat16 *qw, const __nv_bfloat16 *kw, float qeps, float keps, float theta
+#define DA_ARGS q, ldq, kb, ldk, vb, ldv, k, v, length, S, g, nkv, scale, nsplit, out, ws_o, ws_l, counter, qw, kw, qeps, keps, theta
+#define DRAFT_ATTN(name, R, HD, NR) extern "C" __global__ void __launch_bounds__(DA_THREADS) name(DA_PARAMS) {                 \
+    draft_attn_body<R, HD, NR, 1>(DA_ARGS); }
+// The cluster kernels (sm_90 and later): grid (CS, nkv) in clusters of CS blocks along the splits (nsplit = CS), _nr only;
+// ws_o, ws_l and counter are not touched.
+#if __CUDA_ARCH__ >= 900
+#define DRAFT_ATTN_CLUSTER(name, R, HD, CS) extern "C" __global__ void __cluster_dims__(CS, 1, 1) __launch_bounds__(DA_THREADS) \
+    name(DA_PARAMS) { draft_attn_body<R, HD, true, CS>(DA_ARGS); }
+#else
+#define DRAFT_ATTN_CLUSTER(name, R, HD, CS)
+#endif
 DRAFT_ATTN(draft_attn_r16_d64, 16, 64, false)
 DRAFT_ATTN(draft_attn_r32_d64, 32, 64, false)
 DRAFT_ATTN(draft_attn_r64_d64, 64, 64, false)
@@ -323,6 +387,24 @@ DRAFT_ATTN(draft_attn_r64_d64_nr, 64, 64, true)
 DRAFT_ATTN(draft_attn_r16_d128_nr, 16, 128, true)
 DRAFT_ATTN(draft_attn_r32_d128_nr, 32, 128, true)
 DRAFT_ATTN(draft_attn_r64_d128_nr, 64, 128, true)
+DRAFT_ATTN_CLUSTER(draft_attn_r16_d64_nr_c2, 16, 64, 2)
+DRAFT_ATTN_CLUSTER(draft_attn_r32_d64_nr_c2, 32, 64, 2)
+DRAFT_ATTN_CLUSTER(draft_attn_r64_d64_nr_c2, 64, 64, 2)
+DRAFT_ATTN_CLUSTER(draft_attn_r16_d128_nr_c2, 16, 128, 2)
+DRAFT_ATTN_CLUSTER(draft_attn_r32_d128_nr_c2, 32, 128, 2)
+DRAFT_ATTN_CLUSTER(draft_attn_r64_d128_nr_c2, 64, 128, 2)
+DRAFT_ATTN_CLUSTER(draft_attn_r16_d64_nr_c4, 16, 64, 4)
+DRAFT_ATTN_CLUSTER(draft_attn_r32_d64_nr_c4, 32, 64, 4)
+DRAFT_ATTN_CLUSTER(draft_attn_r64_d64_nr_c4, 64, 64, 4)
+DRAFT_ATTN_CLUSTER(draft_attn_r16_d128_nr_c4, 16, 128, 4)
+DRAFT_ATTN_CLUSTER(draft_attn_r32_d128_nr_c4, 32, 128, 4)
+DRAFT_ATTN_CLUSTER(draft_attn_r64_d128_nr_c4, 64, 128, 4)
+DRAFT_ATTN_CLUSTER(draft_attn_r16_d64_nr_c8, 16, 64, 8)
+DRAFT_ATTN_CLUSTER(draft_attn_r32_d64_nr_c8, 32, 64, 8)
+DRAFT_ATTN_CLUSTER(draft_attn_r64_d64_nr_c8, 64, 64, 8)
+DRAFT_ATTN_CLUSTER(draft_attn_r16_d128_nr_c8, 16, 128, 8)
+DRAFT_ATTN_CLUSTER(draft_attn_r32_d128_nr_c8, 32, 128, 8)
+DRAFT_ATTN_CLUSTER(draft_attn_r64_d128_nr_c8, 64, 128, 8)
 
 // ---------------------------------------------------------------- the context rows `extend` appends
 // Row r of kr, vr [R, nkv, HD] (row strides ldk, ldv) to cache row L + r (L = *length; rows at or past S are dropped): the
