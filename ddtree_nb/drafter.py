@@ -142,12 +142,12 @@ def draft_smem(R: int, hd: int, T: int=0) -> int:
 DA_CLUSTERS = (2, 4, 8)   # the cluster sizes of the `_nr_c{CS}` kernels (sm_90 and later)
 
 def draft_cluster(S: int) -> int:
-    "The cluster size the `_nr` kernel's splits take over a cache layer of `S` rows (`DDTREE_DRAFT_KERNEL` 3): the smallest of `DA_CLUSTERS` holding `draft_blocks(S)` splits, else 8 (a block then takes more tiles); 0 where one block does (no merge)."
+    "The cluster size the `_nr` kernel's splits take over a cache layer of `S` rows (`DDTREE_DRAFT_KERNEL` 3): the smallest of `DA_CLUSTERS` holding `draft_blocks(S)` splits, so a block takes one tile at most; 0 (the ticket merge) where one block does or more than 8 are wanted (a second tile a block costs more than the cluster saves: `benchmarks/bench_compile.md`, \"Session 31\")."
     n = draft_blocks(S)
-    return 0 if n == 1 else next((c for c in DA_CLUSTERS if c >= n), DA_CLUSTERS[-1])
+    return 0 if n == 1 or n > DA_CLUSTERS[-1] else next(c for c in DA_CLUSTERS if c >= n)
 
 # %% ../nbs/05a_drafter.ipynb #4e00d8ee
-DRAFT_KERNEL = '2'   # `DDTREE_DRAFT_KERNEL`'s default: 0 the torch faces, 1 the attention kernel, 2 also norm and RoPE in the kernels, 3 also the splits merged in a cluster (sm_90+)
+DRAFT_KERNEL = '3'   # `DDTREE_DRAFT_KERNEL`'s default: 0 the torch faces, 1 the attention kernel, 2 also norm and RoPE in the kernels, 3 also the splits merged in a cluster (sm_90+)
 
 def _kernels_on(x: torch.Tensor, k: torch.Tensor, level: int=1) -> bool:   # bf16 on a GPU and `DDTREE_DRAFT_KERNEL` >= level
     return x.is_cuda and x.dtype == k.dtype == torch.bfloat16 and int(os.environ.get('DDTREE_DRAFT_KERNEL', DRAFT_KERNEL)) >= level
