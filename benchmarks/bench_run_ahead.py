@@ -124,6 +124,7 @@ def main(argv=None):
     ap.add_argument('--compile', action='store_true', help="Stages(compile=True): the round's target layers and draft through torch.compile")
     ap.add_argument('--merge', choices=('on', 'off'), default=None, help="Stages(merge=True / False): the projections of one input as one GEMM each (default: Stages' own, on for cuda)")
     ap.add_argument('--autotune-ar', action=argparse.BooleanOptionalAction, default=None, help="with --compile: Stages(compile=model.AUTOTUNE_AR), the one-token forwards (the AR step) through inductor's max-autotune; --no-autotune-ar: Stages(compile={}); default: Stages(compile=True), which autotunes them")
+    ap.add_argument('--autotune-tokens', default=None, help="with --compile: Stages(compile={T: AUTOTUNE_AR's options for each T listed}), e.g. 1,16,17,65: the verify forwards (T = budget + 1) through max-autotune too")
     ap.add_argument('--traced', action='store_true', help="target.trace_attention: compiled layers keep the verify kernel inside their graph (a custom op)")
     ap.add_argument('--temps', default='0,0.8', help='temperatures, comma-separated')
     a = ap.parse_args(argv)
@@ -132,6 +133,10 @@ def main(argv=None):
         if not a.compile: ap.error('--autotune-ar / --no-autotune-ar need --compile')
         from ddtree_nb.model import AUTOTUNE_AR
         a.compile = AUTOTUNE_AR if a.autotune_ar else {}   # Stages(compile=...) takes the per-token-count options as its value
+    if a.autotune_tokens:
+        if not a.compile or a.autotune_ar is not None: ap.error('--autotune-tokens needs --compile, without --autotune-ar')
+        from ddtree_nb.model import AUTOTUNE_AR
+        a.compile = {int(x): AUTOTUNE_AR[1] for x in a.autotune_tokens.split(',')}
     out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
     logf = open(out / 'run_ahead.log', 'w')
     def log(s): print(s, flush=True); logf.write(s + '\n'); logf.flush()

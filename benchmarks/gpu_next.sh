@@ -28,6 +28,7 @@
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s22a "$OUT"  # session 22: s21c, nbs/03's cuda cells (the cluster merge), the split x cluster sweep at the demo shapes (<= 8.5 min)
 #   bash benchmarks/gpu_next.sh s31a "$OUT"  # session 31: the draft kernel's new prologue and cluster merge (DDTREE_DRAFT_KERNEL=3) against session 30's kernel: nbs/05a, sanitizer, op, draft, round (<= 560 s)
+#   bash benchmarks/gpu_next.sh s31b "$OUT"  # session 31 on an H200: the round at 8 x 512 (shipped; verify forwards autotuned), bench_tree + nbs/02, the verify tables (<= 570 s)
 #   bash benchmarks/gpu_next.sh s30c "$OUT"  # session 30: s30b trimmed (<= 290 s): nbs/05a, the sanitizer, the op, the draft at 1/2, the round at 2
 #   bash benchmarks/gpu_next.sh s30b "$OUT"  # session 30: norm and RoPE in the draft's kernels (DDTREE_DRAFT_KERNEL=2): nbs/05a, the sanitizer, the op, the draft at 0/1/2, the round at 1/2 (<= 520 s)
 #   bash benchmarks/gpu_next.sh s30a "$OUT"  # session 30: the three issues' numbers on this card (an H200 if lent), then the tree fuzzer for the time left (<= 570 s)
@@ -277,6 +278,15 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     DDTREE_KERNELS_DIR=$old step run_ahead_s30 80 env DDTREE_DRAFT_KERNEL=2 python benchmarks/bench_run_ahead.py --out "$out/k2s30" --commit "$commit-s30kernel" --compile --merge on --temps 0,1 --reps 2
     cat "$out/k3/run_ahead.md" "$out/k2s30/run_ahead.md" > "$out/run_ahead_ab.md" 2>/dev/null
     keep_few "$out" gpu_next.log tests_05a.log sanitize_draft.md bench_draft_attn.json bench_draft_attn_s30.json bench_compile_draft_ab.json run_ahead_ab.md ;;
+  s31b)   # session 31, on an H200: issue 17's round at 8 x 512 (the shipped default, then the verify forwards autotuned too), issue 18's bench_tree and nbs/02, issue 19's verify tables (<= 570 s)
+    export DDTREE_COMMIT=$commit
+    step run_ahead_8x512 150 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --compile --merge on --temps 0,1 --reps 2 --prompts 8 --max-new 512
+    cp "$out/ra/run_ahead.md" "$out/run_ahead_8x512.md" 2>/dev/null
+    step run_ahead_autotune 150 python benchmarks/bench_run_ahead.py --out "$out/rt" --commit "$commit" --compile --merge on --temps 0,1 --reps 2 --prompts 8 --max-new 512 --autotune-tokens 1,16,17,65
+    cp "$out/rt/run_ahead.md" "$out/run_ahead_8x512_autotune.md" 2>/dev/null
+    bash "$0" tree_quick "$out"
+    step bench_verify_cluster 60 python benchmarks/bench_verify_default.py --cluster --out "$out"
+    keep_few "$out" gpu_next.log run_ahead_8x512.md run_ahead_8x512_autotune.md bench_tree.md tree_tests.log bench_verify_cluster.log bench_verify_cluster.json ;;
   s30c)   # session 30's last call, s30b trimmed to the device time left (<= 290 s): nbs/05a's cuda cells, the draft sanitizer, the op alone, the compiled draft at 1 / 2, the round at 2
     export DDTREE_COMMIT=$commit
     step tests_05a 90 nbdev_test --flags cuda --do_print --path nbs/05a_drafter.ipynb
