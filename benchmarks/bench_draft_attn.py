@@ -3,8 +3,8 @@
 (16 rows, 4 KV heads of 64) and a Qwen3-8B DFlash drafter's (16 rows, 32 query heads on 8 KV heads of 128), over cache
 layers of S rows with the block at rows [S - 48, S - 32); `kernel_nr` is the same call with q and the block's keys raw (the
 _nr kernel RMS-norms and rotates them itself), `kernel_nr_c{2,4,8}` the _nr kernel with its splits merged in a thread-block
-cluster of that many blocks (the op called with `cluster`; sm_90+, skipped where the kernel file has none), `cluster_auto` the size
-`draft_cluster` picks (DDTREE_DRAFT_KERNEL=3), `append` is `append_kv` of 16 context rows. Each output is checked against fp64 math first. Timing: 20 calls
+cluster of that many blocks (the op called with `cluster`; sm_90+, skipped where the kernel file has none), `_tc` the same with
+the tile's QK and PV on tensor cores (mma.sync), `cluster_auto` the size `draft_cluster` picks (DDTREE_DRAFT_KERNEL=3), `append` is `append_kv` of 16 context rows. Each output is checked against fp64 math first. Timing: 20 calls
 back to back in one CUDA graph, CUDA events around each replay, median of 30 replays / 20: the µs a call costs inside a
 captured round (launch gaps included). Not a test.
 
@@ -54,14 +54,15 @@ def main(path, commit='unknown'):
                 err = (draft_attention(q, kb, vb, k, v, ln, hd ** -0.5, t, nr, 1e6).double().cpu() - w).abs().max().item()
                 row[f'{face}_err'] = round(err, 5)
                 row[f'{face}_us'] = round(time_call(lambda: draft_attention(q, kb, vb, k, v, ln, hd ** -0.5, t, nr, 1e6)), 2) if err < 0.02 * w.abs().max().item() else None
-            for c in DA_CLUSTERS:                      # the cluster kernels, each size at every S
+            for c, tc in [(c, tc) for tc in (False, True) for c in (0,) + DA_CLUSTERS][1:]:   # each cluster size, FMA and tensor cores
                 run = lambda: torch.ops.ddtree.draft_attention(q, kb, vb, k, v, ln, hd ** -0.5, tk, norms[0].weight, norms[1].weight,
-                                                               norms[0].eps, norms[1].eps, 1e6, c)
+                                                               norms[0].eps, norms[1].eps, 1e6, c, tc)
+                col = f"kernel_nr{f'_c{c}' if c else ''}{'_tc' * tc}"
                 try: err = (run().double().cpu() - want_nr).abs().max().item()
-                except Exception as e:                 # no cluster kernels in this kernel file (DDTREE_KERNELS_DIR), or no sm_90
-                    print(f'cluster {c}: {type(e).__name__}: {str(e)[:120]}', flush=True); break
-                row[f'kernel_nr_c{c}_err'] = round(err, 5)
-                row[f'kernel_nr_c{c}_us'] = round(time_call(run), 2) if err < 0.02 * want_nr.abs().max().item() else None
+                except Exception as e:                 # no such kernel in this kernel file (DDTREE_KERNELS_DIR), or no sm_90
+                    print(f'{col}: {type(e).__name__}: {str(e)[:120]}', flush=True); continue
+                row[f'{col}_err'] = round(err, 5)
+                row[f'{col}_us'] = round(time_call(run), 2) if err < 0.02 * want_nr.abs().max().item() else None
             row['append_us'] = round(time_call(lambda: append_kv(kb, vb, k, v, ln, norms[1], 1e6)), 2)
             row['bytes_read_MB'] = round(2 * (L + T) * nkv * hd * 2 / 1e6, 3)
             print(json.dumps(row), flush=True); res.append(row)

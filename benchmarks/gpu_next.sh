@@ -29,6 +29,8 @@
 #   bash benchmarks/gpu_next.sh s22a "$OUT"  # session 22: s21c, nbs/03's cuda cells (the cluster merge), the split x cluster sweep at the demo shapes (<= 8.5 min)
 #   bash benchmarks/gpu_next.sh s31a "$OUT"  # session 31: the draft kernel's new prologue and cluster merge (DDTREE_DRAFT_KERNEL=3) against session 30's kernel: nbs/05a, sanitizer, op, draft, round (<= 560 s)
 #   bash benchmarks/gpu_next.sh s31b "$OUT"  # session 31 on an H200: the round at 8 x 512 (shipped; verify forwards autotuned), bench_tree + nbs/02, the verify tables (<= 570 s)
+#   bash benchmarks/gpu_next.sh s31c "$OUT"  # session 31: the draft kernel's tile on tensor cores (DDTREE_DRAFT_KERNEL=4): nbs/05a, the op, the draft at 3 / 4, the round at 4, the _tc sanitizer case (<= 320 s)
+#   bash benchmarks/gpu_next.sh s31d "$OUT"  # session 31's last call: s31c, then the round at 8 x 512 on levels 4 and 3, then bench_tree if time allows (<= 560 s)
 #   bash benchmarks/gpu_next.sh s30c "$OUT"  # session 30: s30b trimmed (<= 290 s): nbs/05a, the sanitizer, the op, the draft at 1/2, the round at 2
 #   bash benchmarks/gpu_next.sh s30b "$OUT"  # session 30: norm and RoPE in the draft's kernels (DDTREE_DRAFT_KERNEL=2): nbs/05a, the sanitizer, the op, the draft at 0/1/2, the round at 1/2 (<= 520 s)
 #   bash benchmarks/gpu_next.sh s30a "$OUT"  # session 30: the three issues' numbers on this card (an H200 if lent), then the tree fuzzer for the time left (<= 570 s)
@@ -287,6 +289,23 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     bash "$0" tree_quick "$out"
     step bench_verify_cluster 60 python benchmarks/bench_verify_default.py --cluster --out "$out"
     keep_few "$out" gpu_next.log run_ahead_8x512.md run_ahead_8x512_autotune.md bench_tree.md tree_tests.log bench_verify_cluster.log bench_verify_cluster.json ;;
+  s31c)   # session 31: the draft kernel's tile on tensor cores (DDTREE_DRAFT_KERNEL=4, the _tc kernels): nbs/05a's cuda cells (every kernel against fp64), the op alone, the compiled draft at 3 / 4, the round at 4, the _tc sanitizer case (<= 320 s)
+    export DDTREE_COMMIT=$commit
+    step tests_05a 100 nbdev_test --flags cuda --do_print --path nbs/05a_drafter.ipynb
+    step bench_draft_attn 45 python benchmarks/bench_draft_attn.py "$out/bench_draft_attn.json" --commit "$commit"
+    step draft_ab 55 python benchmarks/bench_compile.py --out "$out/bc" --commit "$commit" --variants compiled+merge --tokens 1 --draft --draft-kernel 3,4
+    cp "$out/bc/bench_compile.json" "$out/bench_compile_draft_ab.json" 2>/dev/null
+    step run_ahead_k4 75 env DDTREE_DRAFT_KERNEL=4 python benchmarks/bench_run_ahead.py --out "$out/k4" --commit "$commit" --compile --merge on --temps 0,1 --reps 2
+    cp "$out/k4/run_ahead.md" "$out/run_ahead_k4.md" 2>/dev/null
+    KERNELS=draft_attn_tc step sanitize_tc 45 bash benchmarks/sanitize_kernels.sh "$out/san"
+    cp "$out/san/sanitize_kernels.md" "$out/sanitize_tc.md" 2>/dev/null
+    [ "${KEEP_FEW:-1}" = 1 ] && keep_few "$out" gpu_next.log tests_05a.log bench_draft_attn.json bench_compile_draft_ab.json run_ahead_k4.md sanitize_tc.md ;;
+  s31d)   # session 31's last call: s31c (the _tc kernels: checks, op, draft, round), then issue 17's round at 8 x 512 on levels 4 and 3, then bench_tree and nbs/02 if the time allows (<= 560 s)
+    t_start=$(date +%s)
+    KEEP_FEW=0 bash "$0" s31c "$out"
+    for k in 4 3; do step run_ahead_8x512_k$k 120 env DDTREE_DRAFT_KERNEL=$k python benchmarks/bench_run_ahead.py --out "$out/ra$k" --commit "$commit" --compile --merge on --temps 0,1 --reps 2 --prompts 8 --max-new 512; cp "$out/ra$k/run_ahead.md" "$out/run_ahead_8x512_k$k.md" 2>/dev/null; done
+    [ $(( $(date +%s) - t_start )) -lt 400 ] && step bench_tree 100 python benchmarks/bench_tree.py --iters 40 --commit "$commit" --out "$out/bench_tree.md"
+    keep_few "$out" gpu_next.log tests_05a.log bench_draft_attn.json bench_compile_draft_ab.json run_ahead_k4.md run_ahead_8x512_k4.md run_ahead_8x512_k3.md ;;
   s30c)   # session 30's last call, s30b trimmed to the device time left (<= 290 s): nbs/05a's cuda cells, the draft sanitizer, the op alone, the compiled draft at 1 / 2, the round at 2
     export DDTREE_COMMIT=$commit
     step tests_05a 90 nbdev_test --flags cuda --do_print --path nbs/05a_drafter.ipynb

@@ -314,8 +314,8 @@ case('draft_attn_nr', 'draft', [f'draft_attn_r{16 * g}_d{hd}_nr' for hd in (64, 
     lambda: ' / '.join(_draft_nr_run(g, hd, S, n, 10 + i) for i, (g, hd, S, n) in enumerate(
         [(1, 64, 40, 10), (1, 64, 1100, 600), (2, 64, 700, 300), (4, 64, 300, 100), (1, 128, 2000, 1500), (2, 128, 129, 50), (4, 128, 3000, 2900)])))
 
-def _draft_cluster_run(g, hd, S, n, c, seed):
-    "The _nr kernel with its splits merged in a cluster of c blocks (the op called with `cluster`); against the fp64 torch face on the CPU."
+def _draft_cluster_run(g, hd, S, n, c, seed, tc=False):
+    "The _nr kernel with its splits merged in a cluster of c blocks (the op called with `cluster`; c = 0: tickets), its math on tensor cores with `tc`; against the fp64 torch face on the CPU."
     import torch
     from ddtree_nb.drafter import draft_attention, RMSNorm
     gen, T, nkv = torch.Generator().manual_seed(seed), 16, 2
@@ -325,16 +325,22 @@ def _draft_cluster_run(g, hd, S, n, c, seed):
     want = draft_attention(q.double(), kb.double(), vb.double(), k.double(), v.double(), torch.tensor([n], dtype=torch.int32), hd ** -0.5, None, norms, 1e6)
     kd, vd, tk, ln = k.to(DEV), v.to(DEV), torch.zeros(nkv, dtype=torch.int32, device=DEV), torch.tensor([n], dtype=torch.int32, device=DEV)
     w = [m.weight.to(DEV, torch.bfloat16) for m in norms]
-    if BACKEND == 'cuda': got = torch.ops.ddtree.draft_attention(q.to(DEV), kb.to(DEV), vb.to(DEV), kd, vd, ln, hd ** -0.5, tk, w[0], w[1], 1e-6, 1e-6, 1e6, c)
+    if BACKEND == 'cuda': got = torch.ops.ddtree.draft_attention(q.to(DEV), kb.to(DEV), vb.to(DEV), kd, vd, ln, hd ** -0.5, tk, w[0], w[1], 1e-6, 1e-6, 1e6, c, tc)
     else: got = draft_attention(q, kb, vb, kd, vd, ln, hd ** -0.5, None, [m.to(torch.bfloat16) for m in norms], 1e6)   # the torch face
     err = (got.double().cpu() - want).abs().max().item()
-    assert err < 0.02 * want.abs().max().item() and not tk.any() and torch.equal(vd[n:n + T].cpu(), vb), (g, hd, S, n, c, err)
-    return f'g={g} hd={hd} S={S} n={n} c={c} err={err:.1e}'
+    assert err < 0.02 * want.abs().max().item() and not tk.any() and torch.equal(vd[n:n + T].cpu(), vb), (g, hd, S, n, c, tc, err)
+    return f'g={g} hd={hd} S={S} n={n} c={c}{" tc" * tc} err={err:.1e}'
 case('draft_attn_cluster', 'draft', [f'draft_attn_r{16 * g}_d{hd}_nr_c{c}' for hd in (64, 128) for g in (1, 2, 4) for c in (2, 4, 8)],
      'the _nr kernels with their splits merged in clusters of 2, 4, 8 (sm_90 GPUs only): every built shape, empty splits, several tiles a split')(
     lambda: ' / '.join(_draft_cluster_run(g, hd, S, n, c, 40 + i) for i, (g, hd, S, n, c) in enumerate(
         [(g, hd, S, n, c) for c in (2, 4, 8) for (g, hd, S, n) in [(1, 64, 1100, 600), (2, 64, 129, 20), (4, 64, 300, 100),
                                                                     (1, 128, 2000, 1500), (2, 128, 700, 300), (4, 128, 90, 50)]])))
+
+case('draft_attn_tc', 'draft', [f'draft_attn_r{16 * g}_d{hd}_nr{c}_tc' for hd in (64, 128) for g in (1, 2, 4) for c in ('', '_c2', '_c4', '_c8')],
+     'the _nr kernels with the tile math on tensor cores (mma.sync), tickets and clusters of 2, 4, 8 (sm_90 GPUs only for clusters): every built shape')(
+    lambda: ' / '.join(_draft_cluster_run(g, hd, S, n, c, 70 + i, tc=True) for i, (g, hd, S, n, c) in enumerate(
+        [(g, hd, S, n, c) for c in (0, 2, 4, 8) for (g, hd, S, n) in [(1, 64, 1100, 600), (2, 64, 129, 20), (4, 64, 300, 100),
+                                                                       (1, 128, 2000, 1500), (2, 128, 700, 300), (4, 128, 90, 50)]])))
 
 # ---- accept + compaction (nbs/04)
 def _accept_run(V, B, T, seed, compact=None, max_budget=None):

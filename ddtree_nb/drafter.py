@@ -135,9 +135,11 @@ def draft_blocks(S: int) -> int:
     "Blocks a KV head of `draft_attention`'s kernel over a cache layer of `S` rows: one per 64-key tile, at most 32 (the kernel spreads the live keys over them in whole tiles)."
     return max(1, min(DA_LIMITS['DA_MAXSPLIT'], -(-S // DA_LIMITS['DA_TILE'])))
 
-def draft_smem(R: int, hd: int, T: int=0) -> int:
-    "Bytes of shared memory a block takes: q [R][hd] fp32, K and V tiles [64][hd/2 + 1] bf16 pairs, P [R][65] and row stats [3][R] fp32; with `T` (the _nr kernels) also the block's keys [T][hd] bf16 and RoPE's (cos, sin) [T][hd/2] fp32."
-    return 4 * (R * hd + 2 * DA_LIMITS['DA_TILE'] * (hd // 2 + 1) + R * (DA_LIMITS['DA_TILE'] + 1) + 3 * R) + 6 * T * hd
+def draft_smem(R: int, hd: int, T: int=0, tc: bool=False) -> int:
+    "Bytes of shared memory a block takes: q [R][hd] fp32, K and V tiles [64][hd/2 + 1] bf16 pairs, P [R][65] and row stats [3][R] fp32; with `T` (the _nr kernels) also the block's keys [T][hd] bf16 and RoPE's (cos, sin) [T][hd/2] fp32. `tc` (the _tc kernels): q, the tiles and a bf16 copy of P in rows of 8 more bf16 instead."
+    tile = DA_LIMITS['DA_TILE']
+    qt = 2 * (R + 2 * tile) * (hd + 8) + 2 * R * (tile + 8) if tc else 4 * (R * hd + 2 * tile * (hd // 2 + 1))
+    return qt + 4 * (R * (tile + 1) + 3 * R) + 6 * T * hd
 
 DA_CLUSTERS = (2, 4, 8)   # the cluster sizes of the `_nr_c{CS}` kernels (sm_90 and later)
 
@@ -147,7 +149,7 @@ def draft_cluster(S: int) -> int:
     return 0 if n == 1 or n > DA_CLUSTERS[-1] else next(c for c in DA_CLUSTERS if c >= n)
 
 # %% ../nbs/05a_drafter.ipynb #4e00d8ee
-DRAFT_KERNEL = '3'   # `DDTREE_DRAFT_KERNEL`'s default: 0 the torch faces, 1 the attention kernel, 2 also norm and RoPE in the kernels, 3 also the splits merged in a cluster (sm_90+)
+DRAFT_KERNEL = '3'   # `DDTREE_DRAFT_KERNEL`'s default: 0 the torch faces, 1 the attention kernel, 2 also norm and RoPE in the kernels, 3 also the splits merged in a cluster (sm_90+), 4 also the tile's math on tensor cores
 
 def _kernels_on(x: torch.Tensor, k: torch.Tensor, level: int=1) -> bool:   # bf16 on a GPU and `DDTREE_DRAFT_KERNEL` >= level
     return x.is_cuda and x.dtype == k.dtype == torch.bfloat16 and int(os.environ.get('DDTREE_DRAFT_KERNEL', DRAFT_KERNEL)) >= level
@@ -187,8 +189,9 @@ _rows = lambda *ts: (t if _rows_ok(t) else t.contiguous() for t in ts)
 # %% ../nbs/05a_drafter.ipynb #ede03baf
 def _draft_attention_cuda(q: torch.Tensor, kb: torch.Tensor, vb: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                           length: torch.Tensor, scale: float, tickets: torch.Tensor, qw: torch.Tensor|None=None,
-                          kw: torch.Tensor|None=None, qeps: float=0.0, keps: float=0.0, theta: float=0.0, cluster: int=0) -> torch.Tensor:
-    "The kernel, one launch of `(splits, nkv)` blocks (the workspace fresh from the allocator, so a captured graph owns its own); with `qw, kw` the `_nr` kernel (q, kb raw); with `cluster` its `_c{cluster}` form: that many splits, merged in a thread-block cluster (no workspace)."
+                          kw: torch.Tensor|None=None, qeps: float=0.0, keps: float=0.0, theta: float=0.0, cluster: int=0,
+                          tc: bool=False) -> torch.Tensor:
+    "The kernel, one launch of `(splits, nkv)` blocks (the workspace fresh from the allocator, so a captured graph owns its own); with `qw, kw` the `_nr` kernel (q, kb raw); with `cluster` its `_c{cluster}` form: that many splits, merged in a thread-block cluster (no workspace); with `tc` the `_tc` form (QK and PV on tensor cores)."
     from ddtree_nb.runtime import load_kernel
     _check_draft_inputs(q, kb, vb, k, v, length, tickets)
     q, kb, vb = _rows(q, kb, vb)
@@ -196,18 +199,19 @@ def _draft_attention_cuda(q: torch.Tensor, kb: torch.Tensor, vb: torch.Tensor, k
     R, nr = T * (nh // nkv), qw is not None
     if cluster and (cluster not in DA_CLUSTERS or not nr or not _clusters_ok(q.device)):
         raise ValueError(f"draft_attention: cluster={cluster} needs one of {DA_CLUSTERS}, the _nr kernel (norms) and an sm_90+ GPU")
+    if tc and not nr: raise ValueError("draft_attention: tc=True needs the _nr kernel (norms)")
     n = cluster or draft_blocks(S)
     out, f32 = torch.empty(T, nh, hd, dtype=q.dtype, device=q.device), dict(dtype=torch.float32, device=q.device)
     ws = (torch.empty(nkv, n, R, hd, **f32), torch.empty(nkv, n, R, **f32)) if n > 1 and not cluster else (0, 0)
-    kern = load_kernel('draft_attn.cu', f"draft_attn_r{R}_d{hd}{'_nr' * nr}{f'_c{cluster}' if cluster else ''}", 'PiPiPiPPPiiifiPPPPPPfff',
-                       device=q.device.index, limits=DA_LIMITS)
-    smem = draft_smem(R, hd, T * nr)
+    kern = load_kernel('draft_attn.cu', f"draft_attn_r{R}_d{hd}{'_nr' * nr}{f'_c{cluster}' if cluster else ''}{'_tc' * tc}",
+                       'PiPiPiPPPiiifiPPPPPPfff', device=q.device.index, limits=DA_LIMITS)
+    smem = draft_smem(R, hd, T * nr, tc)
     kern.set_max_dynamic_shared(smem)(q.data_ptr(), q.stride(0), kb.data_ptr(), kb.stride(0), vb.data_ptr(), vb.stride(0), k, v, length,
                                       S, nh // nkv, nkv, float(scale), n, out, *ws, tickets, qw if nr else 0, kw if nr else 0,
                                       float(qeps), float(keps), float(theta), grid=(n, nkv), block=(DA_LIMITS['DA_THREADS'],), shared=smem)
     return out
 
-def _draft_attention_fake(q, kb, vb, k, v, length, scale, tickets, qw=None, kw=None, qeps=0.0, keps=0.0, theta=0.0, cluster=0):
+def _draft_attention_fake(q, kb, vb, k, v, length, scale, tickets, qw=None, kw=None, qeps=0.0, keps=0.0, theta=0.0, cluster=0, tc=False):
     return q.new_empty(q.shape)
 
 def _kv_write_cuda(kr: torch.Tensor, vr: torch.Tensor, k: torch.Tensor, v: torch.Tensor, length: torch.Tensor,
@@ -244,15 +248,16 @@ def draft_attention(q: torch.Tensor,          # [T, nh, hd] the block's queries 
                     norms: tuple|None=None,   # (q_norm, k_norm) RMSNorms: q and kb are raw projections, normed and rotated first
                     theta: float=10000.0,     # RoPE's base for `norms` (positions length + t)
                    ) -> torch.Tensor:         # [T, nh, hd] in q's dtype
-    "Write the block's `kb, vb` into cache rows `[length, length + T)`, then every block row attends to rows `[0, length + T)`: the kernel where `draft_kernel_ok` and `tickets` is given (with `norms` and `DDTREE_DRAFT_KERNEL` 2, the `_nr` kernel, which norms and rotates q and kb itself; at 3 on sm_90+ its splits merged in a cluster, `draft_cluster`), else `block_attention` (see below)."
+    "Write the block's `kb, vb` into cache rows `[length, length + T)`, then every block row attends to rows `[0, length + T)`: the kernel where `draft_kernel_ok` and `tickets` is given (with `norms` and `DDTREE_DRAFT_KERNEL` 2, the `_nr` kernel, which norms and rotates q and kb itself; at 3 on sm_90+ its splits merged in a cluster, `draft_cluster`; at 4 its math on tensor cores), else `block_attention` (see below)."
     (T, nh, hd), (S, nkv, _) = q.shape, k.shape
     kern = tickets is not None and draft_kernel_ok(q, k)
+    tc = _kernels_on(q, k, 4)
     nr = (kern and norms is not None and _kernels_on(q, k, 2) and all(_weight_ok(m.weight, q) for m in norms)
-          and draft_smem(T * nh // nkv, hd, T) <= _smem_optin(q.device))
+          and draft_smem(T * nh // nkv, hd, T, tc) <= _smem_optin(q.device))
     if norms is not None and not nr: q, kb = _norm_rope(norms, (q, kb), length, theta)
     cl = draft_cluster(S) if nr and _kernels_on(q, k, 3) and _clusters_ok(q.device) else 0
     if kern: return torch.ops.ddtree.draft_attention(q, kb, vb, k, v, length, scale, tickets,
-                                                     *((norms[0].weight, norms[1].weight, norms[0].eps, norms[1].eps, theta, cl) if nr else ()))
+                                                     *((norms[0].weight, norms[1].weight, norms[0].eps, norms[1].eps, theta, cl, tc) if nr else ()))
     slots = length.long() + torch.arange(T, device=q.device)
     k.index_copy_(0, slots, kb); v.index_copy_(0, slots, vb)
     g = nh // nkv

@@ -71,6 +71,18 @@ __device__ __forceinline__ void norm_rope_row(const X *x, const __nv_bfloat16 *_
     }
 }
 
+// Tensor-core pieces (the _tc kernels, sm_80+): one m16n8k16 bf16 MMA with fp32 accumulators, a 32-bit shared-memory
+// load (two bf16), and the B fragment of a [k][n] row-major bf16 tile through ldmatrix.trans (rows k0..k0+15, 8 columns).
+__device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ uint32_t ld32(const __nv_bfloat16 *p) { return *reinterpret_cast<const uint32_t *>(p); }
+__device__ __forceinline__ void ldsm_x2_trans(uint32_t &b0, uint32_t &b1, const __nv_bfloat16 *p) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(b0), "=r"(b1) : "r"(a));
+}
+
 template <int HD> struct Tile {   // a thread's share of a tile of keys (or values) of one head, in registers between fetch and store
     static constexpr int CPR = HD / 8, N = DA_TILE * CPR / DA_THREADS, PW = HD / 2 + 1;   // 16-byte chunks a row and a thread; padded row
     uint4 x[N];
@@ -84,6 +96,13 @@ template <int HD> struct Tile {   // a thread's share of a tile of keys (or valu
             if (kk >= nk) x[j] = make_uint4(0, 0, 0, 0);
             else if (key >= L && key < L + T) x[j] = *reinterpret_cast<const uint4 *>(blk + (size_t)(key - L) * ldb + c % CPR * 8);
             else x[j] = __ldg(reinterpret_cast<const uint4 *>(src + ((size_t)key * nkv + h) * HD + c % CPR * 8));   // a cache row: read-only here
+        }
+    }
+    __device__ __forceinline__ void store_rows(__nv_bfloat16 *dst, int ld) const {   // rows of ld bf16 (16-byte aligned): the _tc layout
+        #pragma unroll
+        for (int j = 0; j < N; ++j) {
+            const int c = threadIdx.x + j * DA_THREADS;
+            *reinterpret_cast<uint4 *>(dst + c / CPR * ld + c % CPR * 8) = x[j];
         }
     }
     __device__ __forceinline__ void store(uint32_t *dst) const {   // padded rows are only 4-byte aligned
@@ -129,7 +148,7 @@ __device__ __forceinline__ void cluster_merge(float *po, float *pl, __nv_bfloat1
 #endif
 }
 
-template <int R, int HD, bool NR, int CS>
+template <int R, int HD, bool NR, int CS, bool TC>
 __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, int ldq, const __nv_bfloat16 *__restrict__ kb, int ldk,
                                 const __nv_bfloat16 *__restrict__ vb, int ldv, __nv_bfloat16 *__restrict__ k, __nv_bfloat16 *__restrict__ v,
                                 const int *__restrict__ length, int S, int g, int nkv, float scale, int nsplit,
@@ -138,12 +157,21 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, int ldq, co
                                 float qeps, float keps, float theta) {
     constexpr int PW = HD / 2 + 1, NP = HD / 2, NRG = DA_THREADS / NP, RPV = R / NRG, RPS = R / 4, PS = DA_TILE + 1;
     static_assert(R % 8 == 0 && R <= 64 && (HD == 64 || HD == 128), "R in {8, 16, ..., 64}, HD 64 or 128");
+    static_assert(!TC || R % 16 == 0, "the _tc kernels take 16-row MMA tiles");
+    // _tc: q, the tiles and P as bf16 rows of 16-byte multiples (+8 elements: conflict-free 32-bit fragment loads and ldmatrix)
+    constexpr int LQ = HD + 8, LT = HD + 8, LP = DA_TILE + 8;
+    constexpr int Q_BYTES = TC ? R * LQ * 2 : R * HD * 4, T_BYTES = TC ? DA_TILE * LT * 2 : DA_TILE * PW * 4;
+    constexpr int P_BYTES = R * PS * 4 + (TC ? R * LP * 2 : 0);
+    static_assert(!TC || R * HD * 4 <= 2 * T_BYTES, "_tc: a block's fp32 partial fits the two tiles' space");
     extern __shared__ float smem[];
-    float *qs = smem;                                           // [R][HD], pre-scaled by scale * log2(e)
-    uint32_t *ks = reinterpret_cast<uint32_t *>(qs + R * HD);   // [DA_TILE][PW]
-    uint32_t *vs = ks + DA_TILE * PW;                           // [DA_TILE][PW]
-    float *ps = reinterpret_cast<float *>(vs + DA_TILE * PW);   // [R][PS]
-    float *rmax = ps + R * PS, *rsum = rmax + R, *rcor = rsum + R;
+    unsigned char *sb = reinterpret_cast<unsigned char *>(smem);
+    float *qs = smem;                                           // [R][HD], pre-scaled by scale * log2(e) (_tc: qb, bf16 [R][LQ])
+    __nv_bfloat16 *qb = reinterpret_cast<__nv_bfloat16 *>(sb);
+    uint32_t *ks = reinterpret_cast<uint32_t *>(sb + Q_BYTES);  // [DA_TILE][PW] (_tc: bf16 [DA_TILE][LT])
+    uint32_t *vs = reinterpret_cast<uint32_t *>(sb + Q_BYTES + T_BYTES);
+    float *ps = reinterpret_cast<float *>(sb + Q_BYTES + 2 * T_BYTES);   // [R][PS]
+    __nv_bfloat16 *pb = reinterpret_cast<__nv_bfloat16 *>(ps + R * PS);  // _tc: P as bf16 [R][LP]
+    float *rmax = reinterpret_cast<float *>(sb + Q_BYTES + 2 * T_BYTES + P_BYTES), *rsum = rmax + R, *rcor = rsum + R;
     __nv_bfloat16 *kn = reinterpret_cast<__nv_bfloat16 *>(rcor + R);   // _nr: the block's keys of this head [T][HD], normed and rotated
     __shared__ int last;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, s = blockIdx.x, h = blockIdx.y, nh = nkv * g;
@@ -172,11 +200,16 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, int ldq, co
         float2 *cs = reinterpret_cast<float2 *>(kn + T * HD);   // [T][HD/2]
         float *kst = reinterpret_cast<float *>(ks);             // the raw keys [T][HD] fp32, in the tiles' space (free until the loop)
         #pragma unroll
-        for (int j = 0; j < NQ; ++j) {                          // raw rows to shared memory as fp32 (q unscaled for now)
+        for (int j = 0; j < NQ; ++j) {                          // raw rows to shared memory (q unscaled for now)
             const int c = tid + j * DA_THREADS;
+            if (TC) {                                           // as they are (bf16): q into its rows, the keys into kn
+                if (c < QC) *reinterpret_cast<uint4 *>(qb + c / (HD / 8) * LQ + c % (HD / 8) * 8) = qr[j];
+                if (c < T * (HD / 8)) *reinterpret_cast<uint4 *>(kn + c * 8) = kr[j];
+                continue;
+            }
             const uint32_t wq[4] = {qr[j].x, qr[j].y, qr[j].z, qr[j].w}, wk[4] = {kr[j].x, kr[j].y, kr[j].z, kr[j].w};
             #pragma unroll
-            for (int e = 0; e < 4; ++e) {
+            for (int e = 0; e < 4; ++e) {                       // as fp32
                 if (c < QC) *reinterpret_cast<float2 *>(qs + c * 8 + 2 * e) = bf2f(wq[e]);
                 if (c < T * (HD / 8)) *reinterpret_cast<float2 *>(kst + c * 8 + 2 * e) = bf2f(wk[e]);
             }
@@ -188,10 +221,12 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, int ldq, co
             const bool isq = r < R;
             const int t = isq ? r / g : r - R;
             float y[HD / 32];
-            norm_rope_row<HD>(isq ? qs + r * HD : kst + t * HD, isq ? qw : kw, isq ? qeps : keps, cs + t * (HD / 2), y);
+            if (TC) norm_rope_row<HD>(isq ? qb + r * LQ : kn + t * HD, isq ? qw : kw, isq ? qeps : keps, cs + t * (HD / 2), y);   // in place
+            else norm_rope_row<HD>(isq ? qs + r * HD : kst + t * HD, isq ? qw : kw, isq ? qeps : keps, cs + t * (HD / 2), y);
             #pragma unroll
             for (int i = 0; i < HD / 32; ++i) {
-                if (isq) qs[r * HD + lane + 32 * i] = y[i] * qscale;
+                if (isq && TC) qb[r * LQ + lane + 32 * i] = __float2bfloat16_rn(y[i] * qscale);
+                else if (isq) qs[r * HD + lane + 32 * i] = y[i] * qscale;
                 else kn[t * HD + lane + 32 * i] = __float2bfloat16_rn(y[i]);
             }
         }
@@ -216,25 +251,64 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, int ldq, co
             if (c >= QC) break;
             const uint32_t w[4] = {qr[j].x, qr[j].y, qr[j].z, qr[j].w};
             float *d = qs + c / (HD / 8) * HD + c % (HD / 8) * 8;
+            __nv_bfloat16 *db = qb + c / (HD / 8) * LQ + c % (HD / 8) * 8;
             #pragma unroll
-            for (int e = 0; e < 4; ++e) { const float2 f = bf2f(w[e]); d[2 * e] = f.x * qscale; d[2 * e + 1] = f.y * qscale; }
+            for (int e = 0; e < 4; ++e) {
+                const float2 f = bf2f(w[e]);
+                if (TC) *reinterpret_cast<__nv_bfloat162 *>(db + 2 * e) = __floats2bfloat162_rn(f.x * qscale, f.y * qscale);
+                else { d[2 * e] = f.x * qscale; d[2 * e + 1] = f.y * qscale; }
+            }
         }
     }
-    float o[RPV][2];
+    float o[TC ? 1 : RPV][2];
     #pragma unroll
-    for (int i = 0; i < RPV; ++i) o[i][0] = o[i][1] = 0.f;
+    for (int i = 0; i < (TC ? 1 : RPV); ++i) o[i][0] = o[i][1] = 0.f;
     const int dp = tid % NP, rg = tid / NP;                     // PV: a bf16 pair of columns, rows rg + NRG * i
+    // _tc: O as MMA tiles (16 rows x 8 columns); warp w owns tiles w + 8 j, j < OWN (lane: rows g8, g8 + 8, columns 2 t4, 2 t4 + 1)
+    constexpr int MT = R / 16, NTD = HD / 8, OWN = TC ? MT * NTD / (DA_THREADS / 32) : 1;
+    const int g8 = lane >> 2, t4 = lane & 3;
+    float acc[OWN][4];
+    #pragma unroll
+    for (int j = 0; j < OWN; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+    // every (row, column pair) this thread holds of O: f(row, column, x, y)
+    auto each = [&](auto f) {
+        if constexpr (TC) {
+            #pragma unroll
+            for (int j = 0; j < OWN; ++j) {
+                const int tile = warp + (DA_THREADS / 32) * j, r = tile / NTD * 16 + g8, d = tile % NTD * 8 + 2 * t4;
+                f(r, d, acc[j][0], acc[j][1]); f(r + 8, d, acc[j][2], acc[j][3]);
+            }
+        } else {
+            #pragma unroll
+            for (int i = 0; i < RPV; ++i) f(rg + NRG * i, 2 * dp, o[i][0], o[i][1]);
+        }
+    };
 
     for (int key0 = k_begin; key0 < k_end; key0 += DA_TILE) {
         const int nk = min(DA_TILE, k_end - key0);
         __syncthreads();                                        // the previous tile's PV is done with ks, vs, ps
-        kt.store(ks); vt.store(vs);
+        if (TC) { kt.store_rows(reinterpret_cast<__nv_bfloat16 *>(ks), LT); vt.store_rows(reinterpret_cast<__nv_bfloat16 *>(vs), LT); }
+        else { kt.store(ks); vt.store(vs); }
         __syncthreads();
         if (key0 + DA_TILE < k_end) {                           // the next tile's loads, during this one's math
             kt.fetch(k, kbh, ldkb, key0 + DA_TILE, min(DA_TILE, k_end - key0 - DA_TILE), L, T, nkv, h);
             vt.fetch(v, vb + h * HD, ldv, key0 + DA_TILE, min(DA_TILE, k_end - key0 - DA_TILE), L, T, nkv, h);
         }
-        {   // scores: key kk = tid % 64, rows tid / 64 + 4 i
+        if constexpr (TC) {   // scores on tensor cores: warp w takes the 16 x 8 tiles w + 8 j of [R][DA_TILE]
+            const __nv_bfloat16 *kt_s = reinterpret_cast<const __nv_bfloat16 *>(ks);
+            #pragma unroll
+            for (int tile = warp; tile < MT * (DA_TILE / 8); tile += DA_THREADS / 32) {
+                const int mt = tile / (DA_TILE / 8), nt = tile % (DA_TILE / 8);
+                const __nv_bfloat16 *qa = qb + (mt * 16 + g8) * LQ + 2 * t4, *kbp = kt_s + (nt * 8 + g8) * LT + 2 * t4;
+                float c[4] = {0.f, 0.f, 0.f, 0.f};
+                #pragma unroll
+                for (int k0 = 0; k0 < HD; k0 += 16)
+                    mma16816(c, ld32(qa + k0), ld32(qa + 8 * LQ + k0), ld32(qa + k0 + 8), ld32(qa + 8 * LQ + k0 + 8), ld32(kbp + k0), ld32(kbp + k0 + 8));
+                const int r = mt * 16 + g8, key = nt * 8 + 2 * t4;
+                ps[r * PS + key] = key < nk ? c[0] : -INFINITY;           ps[r * PS + key + 1] = key + 1 < nk ? c[1] : -INFINITY;
+                ps[(r + 8) * PS + key] = key < nk ? c[2] : -INFINITY;     ps[(r + 8) * PS + key + 1] = key + 1 < nk ? c[3] : -INFINITY;
+            }
+        } else {   // scores: key kk = tid % 64, rows tid / 64 + 4 i
             const int kk = tid % DA_TILE, r0 = tid / DA_TILE;
             float acc[RPS];
             #pragma unroll
@@ -259,11 +333,12 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, int ldq, co
             #pragma unroll
             for (int off = 16; off; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
             const float m_old = rmax[r], m_new = fmaxf(m_old, m);
-            const float pa = m_new == -INFINITY ? 0.f : exp2f(a - m_new), pb = m_new == -INFINITY ? 0.f : exp2f(b - m_new);
-            float sum = pa + pb;
+            const float pa = m_new == -INFINITY ? 0.f : exp2f(a - m_new), pb_ = m_new == -INFINITY ? 0.f : exp2f(b - m_new);
+            float sum = pa + pb_;
             #pragma unroll
             for (int off = 16; off; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-            ps[r * PS + lane] = pa; ps[r * PS + lane + 32] = pb;
+            if (TC) { pb[r * LP + lane] = __float2bfloat16_rn(pa); pb[r * LP + lane + 32] = __float2bfloat16_rn(pb_); }
+            else { ps[r * PS + lane] = pa; ps[r * PS + lane + 32] = pb_; }
             __syncwarp();
             if (lane == 0) {
                 const float c = m_old == -INFINITY ? 0.f : exp2f(m_old - m_new);
@@ -271,6 +346,23 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, int ldq, co
             }
         }
         __syncthreads();
+        if constexpr (TC) {                                     // O = O * rescale + P V on tensor cores (P bf16, as the reference rounds it)
+            const __nv_bfloat16 *vt_s = reinterpret_cast<const __nv_bfloat16 *>(vs);
+            #pragma unroll
+            for (int j = 0; j < OWN; ++j) {
+                const int tile = warp + (DA_THREADS / 32) * j, mt = tile / NTD, nt = tile % NTD;
+                const float c0 = rcor[mt * 16 + g8], c1 = rcor[mt * 16 + g8 + 8];
+                acc[j][0] *= c0; acc[j][1] *= c0; acc[j][2] *= c1; acc[j][3] *= c1;
+                const __nv_bfloat16 *pa = pb + (mt * 16 + g8) * LP + 2 * t4;
+                #pragma unroll
+                for (int k0 = 0; k0 < DA_TILE; k0 += 16) {
+                    if (k0 >= nk) break;                        // past the live keys: P is 0 there
+                    uint32_t b0, b1;
+                    ldsm_x2_trans(b0, b1, vt_s + (k0 + (lane & 15)) * LT + nt * 8);
+                    mma16816(acc[j], ld32(pa + k0), ld32(pa + 8 * LP + k0), ld32(pa + k0 + 8), ld32(pa + 8 * LP + k0 + 8), b0, b1);
+                }
+            }
+        } else {
         #pragma unroll
         for (int i = 0; i < RPV; ++i) { const float c = rcor[rg + NRG * i]; o[i][0] *= c; o[i][1] *= c; }
         #pragma unroll 4
@@ -282,37 +374,32 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, int ldq, co
                 o[i][0] = fmaf(p, vf.x, o[i][0]); o[i][1] = fmaf(p, vf.y, o[i][1]);
             }
         }
+        }
     }
     __syncthreads();                                            // rsum / rmax final
 
     if (CS > 1) {                                               // a cluster of CS = nsplit blocks: partials merged in shared memory
-        #pragma unroll
-        for (int i = 0; i < RPV; ++i) {                         // the normalised partial over q's space (q is read no more)
-            const int r = rg + NRG * i;
+        float *po = TC ? reinterpret_cast<float *>(ks) : qs;    // the normalised partial [R][HD] where q or the tiles were (read no more)
+        each([&](int r, int d, float x, float y) {
             const float inv = rsum[r] > 0.f ? 1.f / rsum[r] : 0.f;
-            *reinterpret_cast<float2 *>(qs + r * HD + 2 * dp) = make_float2(o[i][0] * inv, o[i][1] * inv);
-        }
+            *reinterpret_cast<float2 *>(po + r * HD + d) = make_float2(x * inv, y * inv);
+        });
         for (int r = tid; r < R; r += DA_THREADS) rcor[r] = rsum[r] > 0.f ? rmax[r] + log2f(rsum[r]) : -INFINITY;
-        cluster_merge<R, HD, CS>(qs, rcor, out, g, nh, h);
+        cluster_merge<R, HD, CS>(po, rcor, out, g, nh, h);
         return;
     }
     if (nsplit == 1) {                                          // one split: out directly (a row with no key: 0)
-        #pragma unroll
-        for (int i = 0; i < RPV; ++i) {
-            const int r = rg + NRG * i;
+        each([&](int r, int d, float x, float y) {
             const float inv = rsum[r] > 0.f ? 1.f / rsum[r] : 0.f;
-            *reinterpret_cast<__nv_bfloat162 *>(out + ((size_t)(r / g) * nh + h * g + r % g) * HD + 2 * dp) =
-                __floats2bfloat162_rn(o[i][0] * inv, o[i][1] * inv);
-        }
+            *reinterpret_cast<__nv_bfloat162 *>(out + ((size_t)(r / g) * nh + h * g + r % g) * HD + d) = __floats2bfloat162_rn(x * inv, y * inv);
+        });
         return;
     }
     float *wo = ws_o + ((size_t)h * nsplit + s) * R * HD, *wl = ws_l + ((size_t)h * nsplit + s) * R;
-    #pragma unroll
-    for (int i = 0; i < RPV; ++i) {                             // the normalised partial and its log2-sum-exp
-        const int r = rg + NRG * i;
+    each([&](int r, int d, float x, float y) {                  // the normalised partial and its log2-sum-exp
         const float inv = rsum[r] > 0.f ? 1.f / rsum[r] : 0.f;
-        __stcg(reinterpret_cast<float2 *>(wo + r * HD + 2 * dp), make_float2(o[i][0] * inv, o[i][1] * inv));
-    }
+        __stcg(reinterpret_cast<float2 *>(wo + r * HD + d), make_float2(x * inv, y * inv));
+    });
     for (int r = tid; r < R; r += DA_THREADS) __stcg(wl + r, rsum[r] > 0.f ? rmax[r] + log2f(rsum[r]) : -INFINITY);
     __threadfence();                                            // this block's partial is visible before its ticket
     __syncthreads();
@@ -365,46 +452,70 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, int ldq, co
     __nv_bfloat16 *k, __nv_bfloat16 *v, const int *length, int S, int g, int nkv, float scale, int nsplit, __nv_bfloat16 *out,   \
     float *ws_o, float *ws_l, int *counter, const __nv_bfloat16 *qw, const __nv_bfloat16 *kw, float qeps, float keps, float theta
 #define DA_ARGS q, ldq, kb, ldk, vb, ldv, k, v, length, S, g, nkv, scale, nsplit, out, ws_o, ws_l, counter, qw, kw, qeps, keps, theta
-#define DRAFT_ATTN(name, R, HD, NR) extern "C" __global__ void __launch_bounds__(DA_THREADS) name(DA_PARAMS) {                 \
-    draft_attn_body<R, HD, NR, 1>(DA_ARGS); }
+#define DRAFT_ATTN(name, R, HD, NR, TC) extern "C" __global__ void __launch_bounds__(DA_THREADS) name(DA_PARAMS) {             \
+    draft_attn_body<R, HD, NR, 1, TC>(DA_ARGS); }
 // The cluster kernels (sm_90 and later): grid (CS, nkv) in clusters of CS blocks along the splits (nsplit = CS), _nr only;
 // ws_o, ws_l and counter are not touched.
 #if __CUDA_ARCH__ >= 900
-#define DRAFT_ATTN_CLUSTER(name, R, HD, CS) extern "C" __global__ void __cluster_dims__(CS, 1, 1) __launch_bounds__(DA_THREADS) \
-    name(DA_PARAMS) { draft_attn_body<R, HD, true, CS>(DA_ARGS); }
+#define DRAFT_ATTN_CLUSTER(name, R, HD, CS, TC) extern "C" __global__ void __cluster_dims__(CS, 1, 1)                       \
+    __launch_bounds__(DA_THREADS) name(DA_PARAMS) { draft_attn_body<R, HD, true, CS, TC>(DA_ARGS); }
 #else
-#define DRAFT_ATTN_CLUSTER(name, R, HD, CS)
+#define DRAFT_ATTN_CLUSTER(name, R, HD, CS, TC)
 #endif
-DRAFT_ATTN(draft_attn_r16_d64, 16, 64, false)
-DRAFT_ATTN(draft_attn_r32_d64, 32, 64, false)
-DRAFT_ATTN(draft_attn_r64_d64, 64, 64, false)
-DRAFT_ATTN(draft_attn_r16_d128, 16, 128, false)
-DRAFT_ATTN(draft_attn_r32_d128, 32, 128, false)
-DRAFT_ATTN(draft_attn_r64_d128, 64, 128, false)
-DRAFT_ATTN(draft_attn_r16_d64_nr, 16, 64, true)
-DRAFT_ATTN(draft_attn_r32_d64_nr, 32, 64, true)
-DRAFT_ATTN(draft_attn_r64_d64_nr, 64, 64, true)
-DRAFT_ATTN(draft_attn_r16_d128_nr, 16, 128, true)
-DRAFT_ATTN(draft_attn_r32_d128_nr, 32, 128, true)
-DRAFT_ATTN(draft_attn_r64_d128_nr, 64, 128, true)
-DRAFT_ATTN_CLUSTER(draft_attn_r16_d64_nr_c2, 16, 64, 2)
-DRAFT_ATTN_CLUSTER(draft_attn_r32_d64_nr_c2, 32, 64, 2)
-DRAFT_ATTN_CLUSTER(draft_attn_r64_d64_nr_c2, 64, 64, 2)
-DRAFT_ATTN_CLUSTER(draft_attn_r16_d128_nr_c2, 16, 128, 2)
-DRAFT_ATTN_CLUSTER(draft_attn_r32_d128_nr_c2, 32, 128, 2)
-DRAFT_ATTN_CLUSTER(draft_attn_r64_d128_nr_c2, 64, 128, 2)
-DRAFT_ATTN_CLUSTER(draft_attn_r16_d64_nr_c4, 16, 64, 4)
-DRAFT_ATTN_CLUSTER(draft_attn_r32_d64_nr_c4, 32, 64, 4)
-DRAFT_ATTN_CLUSTER(draft_attn_r64_d64_nr_c4, 64, 64, 4)
-DRAFT_ATTN_CLUSTER(draft_attn_r16_d128_nr_c4, 16, 128, 4)
-DRAFT_ATTN_CLUSTER(draft_attn_r32_d128_nr_c4, 32, 128, 4)
-DRAFT_ATTN_CLUSTER(draft_attn_r64_d128_nr_c4, 64, 128, 4)
-DRAFT_ATTN_CLUSTER(draft_attn_r16_d64_nr_c8, 16, 64, 8)
-DRAFT_ATTN_CLUSTER(draft_attn_r32_d64_nr_c8, 32, 64, 8)
-DRAFT_ATTN_CLUSTER(draft_attn_r64_d64_nr_c8, 64, 64, 8)
-DRAFT_ATTN_CLUSTER(draft_attn_r16_d128_nr_c8, 16, 128, 8)
-DRAFT_ATTN_CLUSTER(draft_attn_r32_d128_nr_c8, 32, 128, 8)
-DRAFT_ATTN_CLUSTER(draft_attn_r64_d128_nr_c8, 64, 128, 8)
+DRAFT_ATTN(draft_attn_r16_d64, 16, 64, false, false)
+DRAFT_ATTN(draft_attn_r32_d64, 32, 64, false, false)
+DRAFT_ATTN(draft_attn_r64_d64, 64, 64, false, false)
+DRAFT_ATTN(draft_attn_r16_d128, 16, 128, false, false)
+DRAFT_ATTN(draft_attn_r32_d128, 32, 128, false, false)
+DRAFT_ATTN(draft_attn_r64_d128, 64, 128, false, false)
+DRAFT_ATTN(draft_attn_r16_d64_nr, 16, 64, true, false)
+DRAFT_ATTN(draft_attn_r32_d64_nr, 32, 64, true, false)
+DRAFT_ATTN(draft_attn_r64_d64_nr, 64, 64, true, false)
+DRAFT_ATTN(draft_attn_r16_d128_nr, 16, 128, true, false)
+DRAFT_ATTN(draft_attn_r32_d128_nr, 32, 128, true, false)
+DRAFT_ATTN(draft_attn_r64_d128_nr, 64, 128, true, false)
+DRAFT_ATTN_CLUSTER(draft_attn_r16_d64_nr_c2, 16, 64, 2, false)
+DRAFT_ATTN_CLUSTER(draft_attn_r32_d64_nr_c2, 32, 64, 2, false)
+DRAFT_ATTN_CLUSTER(draft_attn_r64_d64_nr_c2, 64, 64, 2, false)
+DRAFT_ATTN_CLUSTER(draft_attn_r16_d128_nr_c2, 16, 128, 2, false)
+DRAFT_ATTN_CLUSTER(draft_attn_r32_d128_nr_c2, 32, 128, 2, false)
+DRAFT_ATTN_CLUSTER(draft_attn_r64_d128_nr_c2, 64, 128, 2, false)
+DRAFT_ATTN_CLUSTER(draft_attn_r16_d64_nr_c4, 16, 64, 4, false)
+DRAFT_ATTN_CLUSTER(draft_attn_r32_d64_nr_c4, 32, 64, 4, false)
+DRAFT_ATTN_CLUSTER(draft_attn_r64_d64_nr_c4, 64, 64, 4, false)
+DRAFT_ATTN_CLUSTER(draft_attn_r16_d128_nr_c4, 16, 128, 4, false)
+DRAFT_ATTN_CLUSTER(draft_attn_r32_d128_nr_c4, 32, 128, 4, false)
+DRAFT_ATTN_CLUSTER(draft_attn_r64_d128_nr_c4, 64, 128, 4, false)
+DRAFT_ATTN_CLUSTER(draft_attn_r16_d64_nr_c8, 16, 64, 8, false)
+DRAFT_ATTN_CLUSTER(draft_attn_r32_d64_nr_c8, 32, 64, 8, false)
+DRAFT_ATTN_CLUSTER(draft_attn_r64_d64_nr_c8, 64, 64, 8, false)
+DRAFT_ATTN_CLUSTER(draft_attn_r16_d128_nr_c8, 16, 128, 8, false)
+DRAFT_ATTN_CLUSTER(draft_attn_r32_d128_nr_c8, 32, 128, 8, false)
+DRAFT_ATTN_CLUSTER(draft_attn_r64_d128_nr_c8, 64, 128, 8, false)
+DRAFT_ATTN(draft_attn_r16_d64_nr_tc, 16, 64, true, true)
+DRAFT_ATTN(draft_attn_r32_d64_nr_tc, 32, 64, true, true)
+DRAFT_ATTN(draft_attn_r64_d64_nr_tc, 64, 64, true, true)
+DRAFT_ATTN(draft_attn_r16_d128_nr_tc, 16, 128, true, true)
+DRAFT_ATTN(draft_attn_r32_d128_nr_tc, 32, 128, true, true)
+DRAFT_ATTN(draft_attn_r64_d128_nr_tc, 64, 128, true, true)
+DRAFT_ATTN_CLUSTER(draft_attn_r16_d64_nr_c2_tc, 16, 64, 2, true)
+DRAFT_ATTN_CLUSTER(draft_attn_r32_d64_nr_c2_tc, 32, 64, 2, true)
+DRAFT_ATTN_CLUSTER(draft_attn_r64_d64_nr_c2_tc, 64, 64, 2, true)
+DRAFT_ATTN_CLUSTER(draft_attn_r16_d128_nr_c2_tc, 16, 128, 2, true)
+DRAFT_ATTN_CLUSTER(draft_attn_r32_d128_nr_c2_tc, 32, 128, 2, true)
+DRAFT_ATTN_CLUSTER(draft_attn_r64_d128_nr_c2_tc, 64, 128, 2, true)
+DRAFT_ATTN_CLUSTER(draft_attn_r16_d64_nr_c4_tc, 16, 64, 4, true)
+DRAFT_ATTN_CLUSTER(draft_attn_r32_d64_nr_c4_tc, 32, 64, 4, true)
+DRAFT_ATTN_CLUSTER(draft_attn_r64_d64_nr_c4_tc, 64, 64, 4, true)
+DRAFT_ATTN_CLUSTER(draft_attn_r16_d128_nr_c4_tc, 16, 128, 4, true)
+DRAFT_ATTN_CLUSTER(draft_attn_r32_d128_nr_c4_tc, 32, 128, 4, true)
+DRAFT_ATTN_CLUSTER(draft_attn_r64_d128_nr_c4_tc, 64, 128, 4, true)
+DRAFT_ATTN_CLUSTER(draft_attn_r16_d64_nr_c8_tc, 16, 64, 8, true)
+DRAFT_ATTN_CLUSTER(draft_attn_r32_d64_nr_c8_tc, 32, 64, 8, true)
+DRAFT_ATTN_CLUSTER(draft_attn_r64_d64_nr_c8_tc, 64, 64, 8, true)
+DRAFT_ATTN_CLUSTER(draft_attn_r16_d128_nr_c8_tc, 16, 128, 8, true)
+DRAFT_ATTN_CLUSTER(draft_attn_r32_d128_nr_c8_tc, 32, 128, 8, true)
+DRAFT_ATTN_CLUSTER(draft_attn_r64_d128_nr_c8_tc, 64, 128, 8, true)
 
 // ---------------------------------------------------------------- the context rows `extend` appends
 // Row r of kr, vr [R, nkv, HD] (row strides ldk, ldv) to cache row L + r (L = *length; rows at or past S are dropped): the
