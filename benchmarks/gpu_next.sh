@@ -30,7 +30,7 @@
 #   bash benchmarks/gpu_next.sh s31a "$OUT"  # session 31: the draft kernel's new prologue and cluster merge (DDTREE_DRAFT_KERNEL=3) against session 30's kernel: nbs/05a, sanitizer, op, draft, round (<= 560 s)
 #   bash benchmarks/gpu_next.sh s31b "$OUT"  # session 31 on an H200: the round at 8 x 512 (shipped; verify forwards autotuned), bench_tree + nbs/02, the verify tables (<= 570 s)
 #   bash benchmarks/gpu_next.sh s31c "$OUT"  # session 31: the draft kernel's tile on tensor cores (DDTREE_DRAFT_KERNEL=4): nbs/05a, the op, the draft at 3 / 4, the round at 4, the _tc sanitizer case (<= 320 s)
-#   bash benchmarks/gpu_next.sh s31d "$OUT"  # session 31's last call: s31c, then the round at 8 x 512 on levels 4 and 3, then bench_tree if time allows (<= 560 s)
+#   bash benchmarks/gpu_next.sh s31d "$OUT"  # session 31's last call: s31c, then the round at 8 x 512 on levels 4 and 3 while the time allows (<= 500 s)
 #   bash benchmarks/gpu_next.sh s30c "$OUT"  # session 30: s30b trimmed (<= 290 s): nbs/05a, the sanitizer, the op, the draft at 1/2, the round at 2
 #   bash benchmarks/gpu_next.sh s30b "$OUT"  # session 30: norm and RoPE in the draft's kernels (DDTREE_DRAFT_KERNEL=2): nbs/05a, the sanitizer, the op, the draft at 0/1/2, the round at 1/2 (<= 520 s)
 #   bash benchmarks/gpu_next.sh s30a "$OUT"  # session 30: the three issues' numbers on this card (an H200 if lent), then the tree fuzzer for the time left (<= 570 s)
@@ -300,11 +300,13 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     KERNELS=draft_attn_tc step sanitize_tc 45 bash benchmarks/sanitize_kernels.sh "$out/san"
     cp "$out/san/sanitize_kernels.md" "$out/sanitize_tc.md" 2>/dev/null
     [ "${KEEP_FEW:-1}" = 1 ] && keep_few "$out" gpu_next.log tests_05a.log bench_draft_attn.json bench_compile_draft_ab.json run_ahead_k4.md sanitize_tc.md ;;
-  s31d)   # session 31's last call: s31c (the _tc kernels: checks, op, draft, round), then issue 17's round at 8 x 512 on levels 4 and 3, then bench_tree and nbs/02 if the time allows (<= 560 s)
+  s31d)   # session 31's last call: s31c (the _tc kernels: checks, op, draft, round), then issue 17's round at 8 x 512 on levels 4 and 3 while the time allows (<= 500 s)
     t_start=$(date +%s)
     KEEP_FEW=0 bash "$0" s31c "$out"
-    for k in 4 3; do step run_ahead_8x512_k$k 120 env DDTREE_DRAFT_KERNEL=$k python benchmarks/bench_run_ahead.py --out "$out/ra$k" --commit "$commit" --compile --merge on --temps 0,1 --reps 2 --prompts 8 --max-new 512; cp "$out/ra$k/run_ahead.md" "$out/run_ahead_8x512_k$k.md" 2>/dev/null; done
-    [ $(( $(date +%s) - t_start )) -lt 400 ] && step bench_tree 100 python benchmarks/bench_tree.py --iters 40 --commit "$commit" --out "$out/bench_tree.md"
+    for k in 4 3; do
+        [ $(( $(date +%s) - t_start )) -lt 380 ] && step run_ahead_8x512_k$k 110 env DDTREE_DRAFT_KERNEL=$k python benchmarks/bench_run_ahead.py --out "$out/ra$k" --commit "$commit" --compile --merge on --temps 0,1 --reps 2 --prompts 8 --max-new 512
+        cp "$out/ra$k/run_ahead.md" "$out/run_ahead_8x512_k$k.md" 2>/dev/null
+    done
     keep_few "$out" gpu_next.log tests_05a.log bench_draft_attn.json bench_compile_draft_ab.json run_ahead_k4.md run_ahead_8x512_k4.md run_ahead_8x512_k3.md ;;
   s30c)   # session 30's last call, s30b trimmed to the device time left (<= 290 s): nbs/05a's cuda cells, the draft sanitizer, the op alone, the compiled draft at 1 / 2, the round at 2
     export DDTREE_COMMIT=$commit

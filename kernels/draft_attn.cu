@@ -12,6 +12,10 @@
 // from `counter[h]`, which it puts back to 0) merges the head's splits: no second launch, no block waits for another.
 // Keys past the live length are never loaded nor multiplied (a NaN in a scratch row cannot leak in).
 // The blocks of split 0 write kb, vb into the cache; no block reads those rows from the cache, so no block waits for them.
+// The _tc kernels do the tile's QK and PV on tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulators): q (unscaled;
+// the scores take scale * log2(e) in fp32), the K/V tiles and P (rounded to bf16 after the online softmax, as the torch
+// reference rounds it for its PV product) as bf16 rows padded by 8 elements; zero-filled keys past the live ones are
+// multiplied by P = 0 there.
 // The _nr kernels take q and kb as the raw projections: each block RMS-norms its head's rows (weights qw, kw) and rotates
 // them (rotate-half RoPE of base theta at positions L + t) in fp32 first, keeping the block's keys in shared memory as bf16;
 // draft_kv_write does the same for the context rows `extend` appends (keys normed and rotated, values copied).
@@ -27,7 +31,8 @@
 
 // Shared memory of one block, in floats: q [R][HD], K and V tiles [DA_TILE][HD/2 + 1] bf16 pairs, P [R][DA_TILE + 1],
 // row stats (max, sum, rescale) [3][R], and for _nr the block's keys [T][HD] bf16 and RoPE's (cos, sin) [T][HD/2] (drafter.draft_smem).
-// The merge's weights [R][DA_MAXSPLIT] reuse the K tile.
+// The merge's weights [R][DA_MAXSPLIT] reuse the K tile. The _tc kernels: q [R][HD + 8], K and V tiles [DA_TILE][HD + 8]
+// bf16, P [R][DA_TILE + 1] fp32 and [R][DA_TILE + 8] bf16, then the same (drafter.draft_smem(..., tc=True)).
 
 __device__ __forceinline__ float2 bf2f(uint32_t w) {
     return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
@@ -163,6 +168,7 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, int ldq, co
     constexpr int Q_BYTES = TC ? R * LQ * 2 : R * HD * 4, T_BYTES = TC ? DA_TILE * LT * 2 : DA_TILE * PW * 4;
     constexpr int P_BYTES = R * PS * 4 + (TC ? R * LP * 2 : 0);
     static_assert(!TC || R * HD * 4 <= 2 * T_BYTES, "_tc: a block's fp32 partial fits the two tiles' space");
+    static_assert(R * DA_MAXSPLIT * 4 <= T_BYTES, "the ticket merge's weights fit the K tile's space");
     extern __shared__ float smem[];
     unsigned char *sb = reinterpret_cast<unsigned char *>(smem);
     float *qs = smem;                                           // [R][HD], pre-scaled by scale * log2(e) (_tc: qb, bf16 [R][LQ])
@@ -225,7 +231,7 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, int ldq, co
             else norm_rope_row<HD>(isq ? qs + r * HD : kst + t * HD, isq ? qw : kw, isq ? qeps : keps, cs + t * (HD / 2), y);
             #pragma unroll
             for (int i = 0; i < HD / 32; ++i) {
-                if (isq && TC) qb[r * LQ + lane + 32 * i] = __float2bfloat16_rn(y[i] * qscale);
+                if (isq && TC) qb[r * LQ + lane + 32 * i] = __float2bfloat16_rn(y[i]);   // unscaled: the scores take qscale
                 else if (isq) qs[r * HD + lane + 32 * i] = y[i] * qscale;
                 else kn[t * HD + lane + 32 * i] = __float2bfloat16_rn(y[i]);
             }
@@ -251,13 +257,9 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, int ldq, co
             if (c >= QC) break;
             const uint32_t w[4] = {qr[j].x, qr[j].y, qr[j].z, qr[j].w};
             float *d = qs + c / (HD / 8) * HD + c % (HD / 8) * 8;
-            __nv_bfloat16 *db = qb + c / (HD / 8) * LQ + c % (HD / 8) * 8;
+            if (TC) { *reinterpret_cast<uint4 *>(qb + c / (HD / 8) * LQ + c % (HD / 8) * 8) = qr[j]; continue; }   // as given
             #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const float2 f = bf2f(w[e]);
-                if (TC) *reinterpret_cast<__nv_bfloat162 *>(db + 2 * e) = __floats2bfloat162_rn(f.x * qscale, f.y * qscale);
-                else { d[2 * e] = f.x * qscale; d[2 * e + 1] = f.y * qscale; }
-            }
+            for (int e = 0; e < 4; ++e) { const float2 f = bf2f(w[e]); d[2 * e] = f.x * qscale; d[2 * e + 1] = f.y * qscale; }
         }
     }
     float o[TC ? 1 : RPV][2];
@@ -304,9 +306,9 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, int ldq, co
                 #pragma unroll
                 for (int k0 = 0; k0 < HD; k0 += 16)
                     mma16816(c, ld32(qa + k0), ld32(qa + 8 * LQ + k0), ld32(qa + k0 + 8), ld32(qa + 8 * LQ + k0 + 8), ld32(kbp + k0), ld32(kbp + k0 + 8));
-                const int r = mt * 16 + g8, key = nt * 8 + 2 * t4;
-                ps[r * PS + key] = key < nk ? c[0] : -INFINITY;           ps[r * PS + key + 1] = key + 1 < nk ? c[1] : -INFINITY;
-                ps[(r + 8) * PS + key] = key < nk ? c[2] : -INFINITY;     ps[(r + 8) * PS + key + 1] = key + 1 < nk ? c[3] : -INFINITY;
+                const int r = mt * 16 + g8, key = nt * 8 + 2 * t4;   // q is unscaled in qb: scale * log2(e) here, in fp32
+                ps[r * PS + key] = key < nk ? c[0] * qscale : -INFINITY;        ps[r * PS + key + 1] = key + 1 < nk ? c[1] * qscale : -INFINITY;
+                ps[(r + 8) * PS + key] = key < nk ? c[2] * qscale : -INFINITY;  ps[(r + 8) * PS + key + 1] = key + 1 < nk ? c[3] * qscale : -INFINITY;
             }
         } else {   // scores: key kk = tid % 64, rows tid / 64 + 4 i
             const int kk = tid % DA_TILE, r0 = tid / DA_TILE;
