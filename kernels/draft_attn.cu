@@ -255,11 +255,13 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, int ldq, co
         for (int j = 0; j < NQ; ++j) {                          // q, scaled by scale * log2(e), as fp32
             const int c = tid + j * DA_THREADS;
             if (c >= QC) break;
-            const uint32_t w[4] = {qr[j].x, qr[j].y, qr[j].z, qr[j].w};
-            float *d = qs + c / (HD / 8) * HD + c % (HD / 8) * 8;
-            if (TC) { *reinterpret_cast<uint4 *>(qb + c / (HD / 8) * LQ + c % (HD / 8) * 8) = qr[j]; continue; }   // as given
-            #pragma unroll
-            for (int e = 0; e < 4; ++e) { const float2 f = bf2f(w[e]); d[2 * e] = f.x * qscale; d[2 * e + 1] = f.y * qscale; }
+            if constexpr (TC) *reinterpret_cast<uint4 *>(qb + c / (HD / 8) * LQ + c % (HD / 8) * 8) = qr[j];   // as given (bf16)
+            else {
+                const uint32_t w[4] = {qr[j].x, qr[j].y, qr[j].z, qr[j].w};
+                float *d = qs + c / (HD / 8) * HD + c % (HD / 8) * 8;
+                #pragma unroll
+                for (int e = 0; e < 4; ++e) { const float2 f = bf2f(w[e]); d[2 * e] = f.x * qscale; d[2 * e + 1] = f.y * qscale; }
+            }
         }
     }
     float o[TC ? 1 : RPV][2];
