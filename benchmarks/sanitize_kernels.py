@@ -284,6 +284,15 @@ case('draft_attn', 'draft', [f'draft_attn_r{16 * g}_d{hd}' for hd in (64, 128) f
         [(1, 64, 40, 10), (1, 64, 1100, 600), (2, 64, 700, 300), (4, 64, 300, 100), (1, 128, 2000, 1500), (2, 128, 129, 50), (4, 128, 3000, 2900)])))
 
 def _draft_nr_run(g, hd, S, n, seed):
+    "_draft_nr_level2 with DDTREE_DRAFT_KERNEL=2 (the _nr kernel with tickets and draft_kv_write, whatever the default), put back after."
+    old = os.environ.get('DDTREE_DRAFT_KERNEL')
+    os.environ['DDTREE_DRAFT_KERNEL'] = '2'
+    try: return _draft_nr_level2(g, hd, S, n, seed)
+    finally:
+        if old is None: os.environ.pop('DDTREE_DRAFT_KERNEL')
+        else: os.environ['DDTREE_DRAFT_KERNEL'] = old
+
+def _draft_nr_level2(g, hd, S, n, seed):
     "_draft_run with q and kb raw (the _nr kernel norms and rotates them), then the same rows through append_kv; against the fp64 torch face on the CPU."
     import torch
     from ddtree_nb.drafter import draft_attention, append_kv, RMSNorm
@@ -291,7 +300,6 @@ def _draft_nr_run(g, hd, S, n, seed):
     q, kb, vb, k, v = (torch.randn(*s, generator=gen).bfloat16() for s in ((T, nkv * g, hd), (T, nkv, hd), (T, nkv, hd), (S, nkv, hd), (S, nkv, hd)))
     norms = [RMSNorm(hd).requires_grad_(False) for _ in range(2)]
     for m in norms: m.weight.uniform_(0.5, 1.5, generator=gen)
-    os.environ['DDTREE_DRAFT_KERNEL'] = '2'            # the _nr kernel and draft_kv_write (the default may be lower)
     d64 = [RMSNorm(hd).double().requires_grad_(False) for _ in range(2)]
     for a, b in zip(d64, norms): a.weight.copy_(b.weight.bfloat16())
     ln = lambda dev: torch.tensor([n], dtype=torch.int32, device=dev)
