@@ -29,7 +29,7 @@
 #   bash benchmarks/gpu_next.sh s22a "$OUT"  # session 22: s21c, nbs/03's cuda cells (the cluster merge), the split x cluster sweep at the demo shapes (<= 8.5 min)
 #   bash benchmarks/gpu_next.sh s31a "$OUT"  # session 31: the draft kernel's new prologue and cluster merge (DDTREE_DRAFT_KERNEL=3) against session 30's kernel: nbs/05a, sanitizer, op, draft, round (<= 560 s)
 #   bash benchmarks/gpu_next.sh s31b "$OUT"  # session 31 on an H200: the round at 8 x 512 (shipped; verify forwards autotuned), bench_tree + nbs/02, the verify tables (<= 570 s)
-#   bash benchmarks/gpu_next.sh s31c "$OUT"  # session 31: the draft kernel's tile on tensor cores (DDTREE_DRAFT_KERNEL=4): nbs/05a, the op, the draft at 3 / 4, the round at 4, the _tc sanitizer case (<= 320 s)
+#   bash benchmarks/gpu_next.sh s31c "$OUT"  # session 31: the draft kernel's tile on tensor cores (DDTREE_DRAFT_KERNEL=4) and the batched context K/V: nbs/05a, the op, the draft at 3 / 4 / 3+batched, the round at 4, the _tc sanitizer case (<= 360 s)
 #   bash benchmarks/gpu_next.sh s31d "$OUT"  # session 31's last call: s31c, then the round at 8 x 512 on levels 4 and 3 while the time allows (<= 500 s)
 #   bash benchmarks/gpu_next.sh s30c "$OUT"  # session 30: s30b trimmed (<= 290 s): nbs/05a, the sanitizer, the op, the draft at 1/2, the round at 2
 #   bash benchmarks/gpu_next.sh s30b "$OUT"  # session 30: norm and RoPE in the draft's kernels (DDTREE_DRAFT_KERNEL=2): nbs/05a, the sanitizer, the op, the draft at 0/1/2, the round at 1/2 (<= 520 s)
@@ -289,18 +289,20 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     bash "$0" tree_quick "$out"
     step bench_verify_cluster 60 python benchmarks/bench_verify_default.py --cluster --out "$out"
     keep_few "$out" gpu_next.log run_ahead_8x512.md run_ahead_8x512_autotune.md bench_tree.md tree_tests.log bench_verify_cluster.log bench_verify_cluster.json ;;
-  s31c)   # session 31: the draft kernel's tile on tensor cores (DDTREE_DRAFT_KERNEL=4, the _tc kernels): nbs/05a's cuda cells (every kernel against fp64), the op alone, the compiled draft at 3 / 4, the round at 4, the _tc sanitizer case; a step starts only if its limit fits in S31_SECONDS (default 320)
+  s31c)   # session 31: the draft kernel's tile on tensor cores (DDTREE_DRAFT_KERNEL=4, the _tc kernels): nbs/05a's cuda cells (every kernel against fp64), the op alone, the compiled draft at 3 / 4 and at 3 with the context K/V of all layers in one GEMM (DDTREE_DRAFT_CTX_BATCHED=1), the round at 4, the _tc sanitizer case; a step starts only if its limit fits in S31_SECONDS (default 360)
     export DDTREE_COMMIT=$commit; t_start=$(date +%s)
-    fits() { [ $(( $(date +%s) - t_start + $1 )) -le ${S31_SECONDS:-320} ]; }
+    fits() { [ $(( $(date +%s) - t_start + $1 )) -le ${S31_SECONDS:-360} ]; }
     fits 100 && step tests_05a 100 nbdev_test --flags cuda --do_print --path nbs/05a_drafter.ipynb
     fits 45 && step bench_draft_attn 45 python benchmarks/bench_draft_attn.py "$out/bench_draft_attn.json" --commit "$commit"
     fits 55 && step draft_ab 55 python benchmarks/bench_compile.py --out "$out/bc" --commit "$commit" --variants compiled+merge --tokens 1 --draft --draft-kernel 3,4
     cp "$out/bc/bench_compile.json" "$out/bench_compile_draft_ab.json" 2>/dev/null
+    fits 45 && DDTREE_DRAFT_CTX_BATCHED=1 step draft_ctx 45 python benchmarks/bench_compile.py --out "$out/bcx" --commit "$commit-ctxbatched" --variants compiled+merge --tokens 1 --draft --draft-kernel 3
+    cp "$out/bcx/bench_compile.json" "$out/bench_compile_draft_ctx.json" 2>/dev/null
     fits 75 && step run_ahead_k4 75 env DDTREE_DRAFT_KERNEL=4 python benchmarks/bench_run_ahead.py --out "$out/k4" --commit "$commit" --compile --merge on --temps 0,1 --reps 2
     cp "$out/k4/run_ahead.md" "$out/run_ahead_k4.md" 2>/dev/null
     fits 45 && KERNELS=draft_attn_tc step sanitize_tc 45 bash benchmarks/sanitize_kernels.sh "$out/san"
     cp "$out/san/sanitize_kernels.md" "$out/sanitize_tc.md" 2>/dev/null
-    [ "${KEEP_FEW:-1}" = 1 ] && keep_few "$out" gpu_next.log tests_05a.log bench_draft_attn.json bench_compile_draft_ab.json run_ahead_k4.md sanitize_tc.md ;;
+    [ "${KEEP_FEW:-1}" = 1 ] && keep_few "$out" gpu_next.log tests_05a.log bench_draft_attn.json bench_compile_draft_ab.json bench_compile_draft_ctx.json run_ahead_k4.md sanitize_tc.md ;;
   s31d)   # session 31's last call: s31c (the _tc kernels: checks, op, draft, round), then issue 17's round at 8 x 512 on levels 4 and 3 while the time allows (<= 500 s)
     t_start=$(date +%s)
     KEEP_FEW=0 bash "$0" s31c "$out"

@@ -302,10 +302,10 @@ class DFlashAttention(model.Mergeable, nn.Module):
         k, v = raw or self.projections(x, 2)
         return model.apply_rope(self.k_norm(k.view(T, self.nkv, self.hd)), cos, sin, False), v.view(T, self.nkv, self.hd)   # rotate-half
 
-    def append(self, x, k, v, length):
-        "`kv` of context rows `x [R, hidden]` into cache layer `k, v` rows `[length, length + R)` (`append_kv`: one kernel on a bf16 GPU)."
+    def append(self, x, k, v, length, raw=None):
+        "`kv` of context rows `x [R, hidden]` into cache layer `k, v` rows `[length, length + R)` (`append_kv`: one kernel on a bf16 GPU; `raw`: their k, v projections, when made already)."
         R = x.shape[0]
-        kr, vr = self.projections(x, 2)
+        kr, vr = raw or self.projections(x, 2)
         append_kv(kr.view(R, self.nkv, self.hd), vr.view(R, self.nkv, self.hd), k, v, length, self.k_norm, self.theta)
 
     def forward(self, x, k_ctx, v_ctx, cos, sin, mask=None,
@@ -373,8 +373,8 @@ def check_pair(c: DrafterConfig, tc) -> None:
         raise ValueError(f"drafter was built for num_target_layers={c.num_target_layers}, the target has {L} layers")
 
 # %% ../nbs/05a_drafter.ipynb #40974906
-class Drafter(nn.Module):
-    "A DFlash drafter: `fc` + `hidden_norm` over target features, Qwen3 layers with DFlash attention, its own final `norm`."
+class Drafter(model.Mergeable, nn.Module):
+    "A DFlash drafter: `fc` + `hidden_norm` over target features, Qwen3 layers with DFlash attention, its own final `norm`. `merge()` lays every layer's `k | v | q` weights in one storage, layer after layer (each layer's own merge adopts its rows), so the context rows' K/V of all layers can come from one GEMM (`_context_kv`)."
     def __init__(self, config: DrafterConfig, target=None):
         super().__init__()
         self.config, c = config, config
@@ -409,6 +409,22 @@ class Drafter(nn.Module):
         head = self.lm_head
         return head(h.to(head.weight.dtype)).float()
 
+    def _merge_parts(self): return model.linear_parts(*(p for l in self.layers for p in l.self_attn._linears()))
+    def merge(self, on: bool=True):
+        "`Mergeable.merge`, then each merged layer's attention merged again, so it reads its rows of the one storage (after `to()` or a load too)."
+        super().merge(on)
+        for l in self.layers:
+            if l.self_attn.merged is not None: l.self_attn.merge()
+        return self
+
+    def _context_kv(self, th: torch.Tensor) -> list|None:
+        "Every layer's `(k, v)` projections of the context rows `th [R, hidden]` from one strided batched GEMM over the merged weights (with `DDTREE_DRAFT_CTX_BATCHED=1`, merged and without biases), else None: a GEMM a layer."
+        m = self.merged
+        if os.environ.get('DDTREE_DRAFT_CTX_BATCHED', '0') != '1' or not model.use_merged(m) or m.bias is not None: return None
+        (nk, nv, nq), L, H = m.sizes[:3], len(self.layers), m.weight.shape[1]
+        w = m.weight.as_strided((L, nk + nv, H), ((nk + nv + nq) * H, H, 1))   # each layer's k | v rows, a layer's rows apart
+        return [(o[:, :nk], o[:, nk:]) for o in torch.matmul(th, w.transpose(1, 2))]   # [L, R, nk + nv]
+
     def new_cache(self, max_tokens: int) -> DrafterCache:
         "An empty context cache for up to `max_tokens` committed tokens."
         c, w = self.config, self.fc.weight
@@ -428,7 +444,8 @@ def _drafter_extend(self: Drafter, cache: DrafterCache,
         raise ValueError(f"features must be [R, {nf}, {c.hidden_size}] or [R, {nf * c.hidden_size}], got {tuple(features.shape)}")
     th = self.hidden_norm(self.fc(features.reshape(R, nf * c.hidden_size).to(dt)))
     ks, vs = kv or cache.layers()
-    for l, layer in enumerate(self.layers): layer.self_attn.append(th, ks[l], vs[l], cache.length)
+    raws = self._context_kv(th)                    # all layers' K/V projections in one GEMM, or None
+    for l, layer in enumerate(self.layers): layer.self_attn.append(th, ks[l], vs[l], cache.length, raws[l] if raws else None)
     cache.length += n_new.to(torch.int32)
 
 @torch.no_grad()
