@@ -54,7 +54,7 @@ def main(path, commit='unknown'):
                 err = (draft_attention(q, kb, vb, k, v, ln, hd ** -0.5, t, nr, 1e6).double().cpu() - w).abs().max().item()
                 row[f'{face}_err'] = round(err, 5)
                 row[f'{face}_us'] = round(time_call(lambda: draft_attention(q, kb, vb, k, v, ln, hd ** -0.5, t, nr, 1e6)), 2) if err < 0.02 * w.abs().max().item() else None
-            for c, tc in [(c, tc) for tc in (False, True) for c in (0,) + DA_CLUSTERS][1:]:   # each cluster size, FMA and tensor cores
+            for c, tc in [(c, tc) for tc in (False, True) for c in (0,) + DA_CLUSTERS if (c, tc) != (0, False)]:   # kernel_nr's other forms
                 run = lambda: torch.ops.ddtree.draft_attention(q, kb, vb, k, v, ln, hd ** -0.5, tk, norms[0].weight, norms[1].weight,
                                                                norms[0].eps, norms[1].eps, 1e6, c, tc)
                 col = f"kernel_nr{f'_c{c}' if c else ''}{'_tc' * tc}"

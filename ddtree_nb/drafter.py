@@ -151,13 +151,13 @@ def draft_cluster(S: int) -> int:
 # %% ../nbs/05a_drafter.ipynb #4e00d8ee
 DRAFT_KERNEL = '3'   # `DDTREE_DRAFT_KERNEL`'s default: 0 the torch faces, 1 the attention kernel, 2 also norm and RoPE in the kernels, 3 also the splits merged in a cluster (sm_90+), 4 also the tile's math on tensor cores
 
-def _kernels_on(x: torch.Tensor, k: torch.Tensor, level: int=1) -> bool:   # bf16 on a GPU and `DDTREE_DRAFT_KERNEL` >= level
-    return x.is_cuda and x.dtype == k.dtype == torch.bfloat16 and int(os.environ.get('DDTREE_DRAFT_KERNEL', DRAFT_KERNEL)) >= level
+def _draft_level(x: torch.Tensor, k: torch.Tensor) -> int:   # `DDTREE_DRAFT_KERNEL` for bf16 on a GPU, else 0 (the torch faces)
+    return int(os.environ.get('DDTREE_DRAFT_KERNEL', DRAFT_KERNEL)) if x.is_cuda and x.dtype == k.dtype == torch.bfloat16 else 0
 
 def draft_kernel_ok(q: torch.Tensor, k: torch.Tensor) -> bool:
     "Whether `draft_attention` runs the kernel for `q [T, nh, hd]` over `k [S, nkv, hd]`: bf16 on a GPU, a built shape, `DDTREE_DRAFT_KERNEL` not 0 (read when a draft is traced: a compiled draft keeps what it saw; 2 also takes `norms` into the kernel)."
     (T, nh, hd), nkv = q.shape, k.shape[1]
-    return _kernels_on(q, k) and nh % nkv == 0 and (T * nh // nkv, hd) in DA_SHAPES
+    return _draft_level(q, k) >= 1 and nh % nkv == 0 and (T * nh // nkv, hd) in DA_SHAPES
 
 def _check_draft_inputs(q, kb, vb, k, v, length, tickets, who='draft_attention'):
     (T, nh, hd), (S, nkv, hk) = q.shape, k.shape
@@ -250,12 +250,12 @@ def draft_attention(q: torch.Tensor,          # [T, nh, hd] the block's queries 
                    ) -> torch.Tensor:         # [T, nh, hd] in q's dtype
     "Write the block's `kb, vb` into cache rows `[length, length + T)`, then every block row attends to rows `[0, length + T)`: the kernel where `draft_kernel_ok` and `tickets` is given (with `norms` and `DDTREE_DRAFT_KERNEL` 2, the `_nr` kernel, which norms and rotates q and kb itself; at 3 on sm_90+ its splits merged in a cluster, `draft_cluster`; at 4 its math on tensor cores), else `block_attention` (see below)."
     (T, nh, hd), (S, nkv, _) = q.shape, k.shape
-    kern = tickets is not None and draft_kernel_ok(q, k)
-    tc = _kernels_on(q, k, 4)
-    nr = (kern and norms is not None and _kernels_on(q, k, 2) and all(_weight_ok(m.weight, q) for m in norms)
+    kern, lvl = tickets is not None and draft_kernel_ok(q, k), _draft_level(q, k)
+    tc = lvl >= 4
+    nr = (kern and norms is not None and lvl >= 2 and all(_weight_ok(m.weight, q) for m in norms)
           and draft_smem(T * nh // nkv, hd, T, tc) <= _smem_optin(q.device))
     if norms is not None and not nr: q, kb = _norm_rope(norms, (q, kb), length, theta)
-    cl = draft_cluster(S) if nr and _kernels_on(q, k, 3) and _clusters_ok(q.device) else 0
+    cl = draft_cluster(S) if nr and lvl >= 3 and _clusters_ok(q.device) else 0
     if kern: return torch.ops.ddtree.draft_attention(q, kb, vb, k, v, length, scale, tickets,
                                                      *((norms[0].weight, norms[1].weight, norms[0].eps, norms[1].eps, theta, cl, tc) if nr else ()))
     slots = length.long() + torch.arange(T, device=q.device)
@@ -276,7 +276,7 @@ def append_kv(kr: torch.Tensor, vr: torch.Tensor,   # [R, nkv, hd] context rows'
               k_norm: nn.Module, theta: float):     # the keys' RMSNorm; RoPE's base
     "Keys `kr` normed by `k_norm` and rotated at their positions, and values `vr`, into cache rows `[length, length + R)`: one kernel (`draft_kv_write`) on a bf16 GPU cache with a built head_dim and `DDTREE_DRAFT_KERNEL` 2, else `_norm_rope` and index copies."
     R, nkv, hd = kr.shape
-    if R and _kernels_on(kr, k, 2) and hd in {d for _, d in DA_SHAPES} and _weight_ok(k_norm.weight, kr):
+    if R and _draft_level(kr, k) >= 2 and hd in {d for _, d in DA_SHAPES} and _weight_ok(k_norm.weight, kr):
         return torch.ops.ddtree.draft_kv_write(kr, vr, k, v, length, k_norm.weight, k_norm.eps, theta)
     slots = length.long() + torch.arange(R, device=kr.device)
     k.index_copy_(0, slots, _norm_rope((k_norm,), (kr,), length, theta)[0]); v.index_copy_(0, slots, vr)
