@@ -17,8 +17,8 @@ from .checkpoint import read_json
 # %% auto #0
 __all__ = ['RMSNorm', 'SwiGLU', 'DA_LIMITS', 'DA_SHAPES', 'DA_CLUSTERS', 'DRAFT_KERNEL', 'default_target_layer_ids',
            'DrafterConfig', 'rope_cos_sin', 'block_attention', 'draft_blocks', 'draft_smem', 'draft_cluster',
-           'draft_kernel_ok', 'draft_attention', 'append_kv', 'DFlashAttention', 'DFlashLayer', 'DrafterCache',
-           'check_pair', 'Drafter', 'save_drafter', 'load_drafter']
+           'draft_kernel_ok', 'draft_attention', 'append_kv', 'append_kv_layers', 'DFlashAttention', 'DFlashLayer',
+           'DrafterCache', 'check_pair', 'Drafter', 'save_drafter', 'load_drafter']
 
 # %% ../nbs/05a_drafter.ipynb #5a8225b3
 def default_target_layer_ids(num_target_layers: int, # layers of the target model
@@ -128,7 +128,7 @@ def block_attention(q, k, v,             # q [nkv, R, hd] (a block's query rows 
     return torch.matmul(s.softmax(-1).to(v.dtype), v)
 
 # %% ../nbs/05a_drafter.ipynb #68d5b0be
-DA_LIMITS = dict(DA_THREADS=256, DA_TILE=64, DA_MAXSPLIT=32)   # kernels/draft_attn.cu's #defines, checked when it loads
+DA_LIMITS = dict(DA_THREADS=256, DA_TILE=64, DA_MAXSPLIT=32, DA_MAXL=8)   # kernels/draft_attn.cu's #defines, checked when it loads
 DA_SHAPES = ((16, 64), (32, 64), (64, 64), (16, 128), (32, 128), (64, 128))   # (rows a KV head = T x g, head_dim) it is built for
 
 def draft_blocks(S: int) -> int:
@@ -225,12 +225,33 @@ def _kv_write_cuda(kr: torch.Tensor, vr: torch.Tensor, k: torch.Tensor, v: torch
     kern(kr.data_ptr(), kr.stride(0), vr.data_ptr(), vr.stride(0), k, v, length, S, R, nkv, kw, float(eps), float(theta),
          grid=(-(-R * nkv // (DA_LIMITS['DA_THREADS'] // 32)),), block=(DA_LIMITS['DA_THREADS'],))
 
+def _kv_write_layers_cuda(kr: torch.Tensor, vr: torch.Tensor, k: list[torch.Tensor], v: list[torch.Tensor], length: torch.Tensor,
+                          kw: list[torch.Tensor], eps: float, theta: float) -> None:
+    "`draft_kv_write_layers_d{hd}`: `draft_kv_write` of every layer `y` (`kr[y], vr[y]` into `k[y], v[y]`, keys normed by `kw[y]`) in one launch of `nl` block rows where the cache layers lie equally spaced (`DrafterCache.layers()`), else a launch a layer."
+    from ddtree_nb.runtime import load_kernel
+    (nl, R, nkv, hd), ml = kr.shape, DA_LIMITS['DA_MAXL']
+    if vr.shape != kr.shape or not len(k) == len(v) == len(kw) == nl or not 0 < nl <= ml:
+        raise ValueError(f"draft_kv_write_layers: kr, vr [nl, R, nkv, hd] with 1 <= nl <= {ml} and nl caches and weights; got kr {tuple(kr.shape)}, vr {tuple(vr.shape)}, {len(k)} k, {len(v)} v, {len(kw)} kw")
+    for y in range(nl): _check_draft_inputs(kr[y], kr[y], vr[y], k[y], v[y], length, None, 'draft_kv_write_layers')
+    kr, vr = (t if t.stride(0) % 8 == 0 and all(_rows_ok(x) for x in t) else t.contiguous() for t in (kr, vr))
+    lsc = (k[1].data_ptr() - k[0].data_ptr()) // k[0].element_size() if nl > 1 else 0
+    one = all(a.shape == a0.shape and a.data_ptr() == a0.data_ptr() + y * lsc * a.element_size() for y in range(nl) for a, a0 in ((k[y], k[0]), (v[y], v[0])))
+    kern = load_kernel('draft_attn.cu', f'draft_kv_write_layers_d{hd}', 'PiqPiqPPqPiii' + 'P' * ml + 'ff', device=kr.device.index, limits=DA_LIMITS)
+    launch = lambda y0, n: kern(kr[y0].data_ptr(), kr.stride(1), kr.stride(0), vr[y0].data_ptr(), vr.stride(1), vr.stride(0), k[y0], v[y0], lsc,
+                                length, k[y0].shape[0], R, nkv, *kw[y0:y0 + n], *[0] * (ml - n), float(eps), float(theta),
+                                grid=(-(-R * nkv // (DA_LIMITS['DA_THREADS'] // 32)), n), block=(DA_LIMITS['DA_THREADS'],))
+    if one: launch(0, nl)
+    else:
+        for y in range(nl): launch(y, 1)
+
 # once a process (see verify's `mla_tree_attention` op); they write cache rows of k and v. `tickets` is not declared: every
 # launch leaves it at zero, as it found it
 if not hasattr(torch.ops.ddtree, 'draft_attention'):
     torch.library.custom_op('ddtree::draft_attention', _draft_attention_cuda, mutates_args=('k', 'v')).register_fake(_draft_attention_fake)
 if not hasattr(torch.ops.ddtree, 'draft_kv_write'):
     torch.library.custom_op('ddtree::draft_kv_write', _kv_write_cuda, mutates_args=('k', 'v')).register_fake(lambda *a: None)
+if not hasattr(torch.ops.ddtree, 'draft_kv_write_layers'):
+    torch.library.custom_op('ddtree::draft_kv_write_layers', _kv_write_layers_cuda, mutates_args=('k', 'v')).register_fake(lambda *a: None)
 
 # %% ../nbs/05a_drafter.ipynb #d857b14a
 def _norm_rope(norms, xs, length: torch.Tensor, theta: float) -> tuple:
@@ -280,6 +301,20 @@ def append_kv(kr: torch.Tensor, vr: torch.Tensor,   # [R, nkv, hd] context rows'
         return torch.ops.ddtree.draft_kv_write(kr, vr, k, v, length, k_norm.weight, k_norm.eps, theta)
     slots = length.long() + torch.arange(R, device=kr.device)
     k.index_copy_(0, slots, _norm_rope((k_norm,), (kr,), length, theta)[0]); v.index_copy_(0, slots, vr)
+
+def append_kv_layers(kr: torch.Tensor, vr: torch.Tensor,   # [nl, R, nkv, hd] every layer's context rows' raw key and value projections
+                     ks: list, vs: list,                    # nl cache layers [S, nkv, hd]
+                     length: torch.Tensor, k_norms: list, theta: float):
+    "`append_kv` of every layer: one kernel (`draft_kv_write_layers`) where each layer's would run the kernel, the norms share an eps and there are at most `DA_MAXL` layers, else a call a layer."
+    nl, R, _, hd = kr.shape
+    if (R and 0 < nl <= DA_LIMITS['DA_MAXL'] and _draft_level(kr, ks[0]) >= 2 and hd in {d for _, d in DA_SHAPES}
+        and all(_weight_ok(m.weight, kr) and m.eps == k_norms[0].eps for m in k_norms)):
+        return _kv_write_layers(kr, vr, ks, vs, length, [m.weight for m in k_norms], k_norms[0].eps, theta)
+    for y in range(nl): append_kv(kr[y], vr[y], ks[y], vs[y], length, k_norms[y], theta)
+
+@torch.compiler.disable
+def _kv_write_layers(*args):   # outside any compiled graph: given layer views of one cache, inductor hands the op clones of them
+    torch.ops.ddtree.draft_kv_write_layers(*args)    # (then copies them back) or, from a base with a dynamic size, wrong offsets
 
 # %% ../nbs/05a_drafter.ipynb #9d94049c
 class DFlashAttention(model.Mergeable, nn.Module):
@@ -417,13 +452,14 @@ class Drafter(model.Mergeable, nn.Module):
             if l.self_attn.merged is not None: l.self_attn.merge()
         return self
 
-    def _context_kv(self, th: torch.Tensor) -> list|None:
-        "Every layer's `(k, v)` projections of the context rows `th [R, hidden]` from one strided batched GEMM over the merged weights (with `DDTREE_DRAFT_CTX_BATCHED=1`, merged and without biases), else None: a GEMM a layer."
+    def _context_kv(self, th: torch.Tensor) -> tuple|None:
+        "Every layer's key and value projections `[L, R, nkv, hd]` of the context rows `th [R, hidden]` from one strided batched GEMM over the merged weights (with `DDTREE_DRAFT_CTX_BATCHED=1`, merged and without biases), else None: a GEMM a layer."
         m = self.merged
         if os.environ.get('DDTREE_DRAFT_CTX_BATCHED', '0') != '1' or not model.use_merged(m) or m.bias is not None: return None
         (nk, nv, nq), L, H = m.sizes[:3], len(self.layers), m.weight.shape[1]
         w = m.weight.as_strided((L, nk + nv, H), ((nk + nv + nq) * H, H, 1))   # each layer's k | v rows, a layer's rows apart
-        return [(o[:, :nk], o[:, nk:]) for o in torch.matmul(th, w.transpose(1, 2))]   # [L, R, nk + nv]
+        o, c = torch.matmul(th, w.transpose(1, 2)), self.config   # [L, R, nk + nv]
+        return tuple(x.unflatten(-1, (-1, c.head_dim)) for x in (o[..., :nk], o[..., nk:]))
 
     def new_cache(self, max_tokens: int) -> DrafterCache:
         "An empty context cache for up to `max_tokens` committed tokens."
@@ -444,8 +480,10 @@ def _drafter_extend(self: Drafter, cache: DrafterCache,
         raise ValueError(f"features must be [R, {nf}, {c.hidden_size}] or [R, {nf * c.hidden_size}], got {tuple(features.shape)}")
     th = self.hidden_norm(self.fc(features.reshape(R, nf * c.hidden_size).to(dt)))
     ks, vs = kv or cache.layers()
-    raws = self._context_kv(th)                    # all layers' K/V projections in one GEMM, or None
-    for l, layer in enumerate(self.layers): layer.self_attn.append(th, ks[l], vs[l], cache.length, raws[l] if raws else None)
+    if (raws := self._context_kv(th)) is not None:   # all layers' K/V projections in one GEMM, then into the cache in one kernel
+        append_kv_layers(*raws, ks, vs, cache.length, [l.self_attn.k_norm for l in self.layers], self.config.rope_theta)
+    else:
+        for l, layer in enumerate(self.layers): layer.self_attn.append(th, ks[l], vs[l], cache.length)
     cache.length += n_new.to(torch.int32)
 
 @torch.no_grad()

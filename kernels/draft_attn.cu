@@ -28,6 +28,7 @@
 #define DA_THREADS 256
 #define DA_TILE 64        // keys staged at once: scores are DA_TILE keys x R rows
 #define DA_MAXSPLIT 32    // splits a head's merge takes (its weights are R x DA_MAXSPLIT floats of shared memory)
+#define DA_MAXL 8         // layers draft_kv_write_layers takes in one launch (a key norm weight pointer each)
 
 // Shared memory of one block, in floats: q [R][HD], K and V tiles [DA_TILE][HD/2 + 1] bf16 pairs, P [R][DA_TILE + 1],
 // row stats (max, sum, rescale) [3][R], and for _nr the block's keys [T][HD] bf16 and RoPE's (cos, sin) [T][HD/2] (drafter.draft_smem).
@@ -548,3 +549,16 @@ __device__ void kv_write_body(const __nv_bfloat16 *__restrict__ kr, int ldk, con
     kv_write_body<HD>(kr, ldk, vr, ldv, k, v, length, S, R, nkv, kw, eps, theta); }
 KV_WRITE(draft_kv_write_d64, 64)
 KV_WRITE(draft_kv_write_d128, 128)
+
+// Every drafter layer's context rows in one launch: layer y = blockIdx.y (< DA_MAXL) takes kr + y * lsk, vr + y * lsv (one
+// batched GEMM's output), cache layer k + y * lsc, v + y * lsc and its key norm's weight kw<y>; the rest as draft_kv_write.
+#define KV_WRITE_LAYERS(name, HD) extern "C" __global__ void __launch_bounds__(DA_THREADS) name(                               \
+    const __nv_bfloat16 *kr, int ldk, long long lsk, const __nv_bfloat16 *vr, int ldv, long long lsv, __nv_bfloat16 *k,       \
+    __nv_bfloat16 *v, long long lsc, const int *length, int S, int R, int nkv, const __nv_bfloat16 *kw0,                       \
+    const __nv_bfloat16 *kw1, const __nv_bfloat16 *kw2, const __nv_bfloat16 *kw3, const __nv_bfloat16 *kw4,                   \
+    const __nv_bfloat16 *kw5, const __nv_bfloat16 *kw6, const __nv_bfloat16 *kw7, float eps, float theta) {                   \
+    const int y = blockIdx.y;                                   /* a select chain: no local-memory array */                \
+    const __nv_bfloat16 *kw = y < 4 ? (y < 2 ? (y ? kw1 : kw0) : (y == 2 ? kw2 : kw3)) : (y < 6 ? (y == 4 ? kw4 : kw5) : (y == 6 ? kw6 : kw7)); \
+    kv_write_body<HD>(kr + y * lsk, ldk, vr + y * lsv, ldv, k + y * lsc, v + y * lsc, length, S, R, nkv, kw, eps, theta); }
+KV_WRITE_LAYERS(draft_kv_write_layers_d64, 64)
+KV_WRITE_LAYERS(draft_kv_write_layers_d128, 128)
