@@ -312,14 +312,15 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
         cp "$out/ra$k/run_ahead.md" "$out/run_ahead_8x512_k$k.md" 2>/dev/null
     done
     keep_few "$out" gpu_next.log tests_05a.log bench_draft_attn.json bench_compile_draft_ab.json run_ahead_k4.md run_ahead_8x512_k4.md run_ahead_8x512_k3.md ;;
-  s32a)   # session 32: s31c (the _tc kernels: checks, op, draft, round at 2 x 256), then issue 17's round at 8 x 512 at levels 3 and 4, then level 4 with the batched context K/V and the verify forwards autotuned, while the time allows (<= 560 s)
-    t_start=$(date +%s)
-    KEEP_FEW=0 bash "$0" s31c "$out"
+  s32a)   # session 32: s31c (the _tc kernels: checks, op, draft, round at 2 x 256), then issue 17's round at 8 x 512 at levels 3 and 4, then level 4 with the batched context K/V and the verify forwards autotuned; a step starts only if its limit fits in S32_SECONDS (default 550)
+    t_start=$(date +%s); b=${S32_SECONDS:-550}
+    fits() { [ $(( $(date +%s) - t_start + $1 )) -le $b ]; }
+    KEEP_FEW=0 S31_SECONDS=$(( b < 360 ? b : 360 )) bash "$0" s31c "$out"
     for k in 3 4; do
-        [ $(( $(date +%s) - t_start )) -lt 300 ] && step run_ahead_8x512_k$k 110 env DDTREE_DRAFT_KERNEL=$k python benchmarks/bench_run_ahead.py --out "$out/ra$k" --commit "$commit" --compile --merge on --temps 0,1 --reps 2 --prompts 8 --max-new 512
+        fits 110 && step run_ahead_8x512_k$k 110 env DDTREE_DRAFT_KERNEL=$k python benchmarks/bench_run_ahead.py --out "$out/ra$k" --commit "$commit" --compile --merge on --temps 0,1 --reps 2 --prompts 8 --max-new 512
         cp "$out/ra$k/run_ahead.md" "$out/run_ahead_8x512_k$k.md" 2>/dev/null
     done
-    [ $(( $(date +%s) - t_start )) -lt 400 ] && step run_ahead_8x512_all 150 env DDTREE_DRAFT_KERNEL=4 DDTREE_DRAFT_CTX_BATCHED=1 python benchmarks/bench_run_ahead.py --out "$out/raa" --commit "$commit-k4-ctxbatched" --compile --merge on --temps 0,1 --reps 2 --prompts 8 --max-new 512 --autotune-tokens 1,16,17,65
+    fits 150 && step run_ahead_8x512_all 150 env DDTREE_DRAFT_KERNEL=4 DDTREE_DRAFT_CTX_BATCHED=1 python benchmarks/bench_run_ahead.py --out "$out/raa" --commit "$commit-k4-ctxbatched" --compile --merge on --temps 0,1 --reps 2 --prompts 8 --max-new 512 --autotune-tokens 1,16,17,65
     cp "$out/raa/run_ahead.md" "$out/run_ahead_8x512_all.md" 2>/dev/null
     keep_few "$out" gpu_next.log tests_05a.log bench_draft_attn.json bench_compile_draft_ab.json run_ahead_8x512_k3.md run_ahead_8x512_k4.md run_ahead_8x512_all.md ;;
   s30c)   # session 30's last call, s30b trimmed to the device time left (<= 290 s): nbs/05a's cuda cells, the draft sanitizer, the op alone, the compiled draft at 1 / 2, the round at 2
