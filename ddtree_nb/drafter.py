@@ -313,8 +313,8 @@ def append_kv_layers(kr: torch.Tensor, vr: torch.Tensor,   # [nl, R, nkv, hd] ev
     for y in range(nl): append_kv(kr[y], vr[y], ks[y], vs[y], length, k_norms[y], theta)
 
 @torch.compiler.disable
-def _kv_write_layers(*args):   # outside any compiled graph: given layer views of one cache, inductor hands the op clones of them
-    torch.ops.ddtree.draft_kv_write_layers(*args)    # (then copies them back) or, from a base with a dynamic size, wrong offsets
+def _kv_write_layers(*args):   # outside any compiled graph: given a cache's layer views, inductor hands the op clones (copied back after);
+    torch.ops.ddtree.draft_kv_write_layers(*args)    # views made in the graph of a base with a dynamic size get offset 0 (pytorch#198068)
 
 # %% ../nbs/05a_drafter.ipynb #9d94049c
 class DFlashAttention(model.Mergeable, nn.Module):
