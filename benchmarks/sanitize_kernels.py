@@ -283,11 +283,11 @@ case('draft_attn', 'draft', [f'draft_attn_r{16 * g}_d{hd}' for hd in (64, 128) f
     lambda: ' / '.join(_draft_run(g, hd, S, n, i) for i, (g, hd, S, n) in enumerate(
         [(1, 64, 40, 10), (1, 64, 1100, 600), (2, 64, 700, 300), (4, 64, 300, 100), (1, 128, 2000, 1500), (2, 128, 129, 50), (4, 128, 3000, 2900)])))
 
-def _draft_nr_run(g, hd, S, n, seed):
-    "_draft_nr_level2 with DDTREE_DRAFT_KERNEL=2 (the _nr kernel with tickets and draft_kv_write, whatever the default), put back after."
+def _at_level2(f, *args):
+    "f(*args) with DDTREE_DRAFT_KERNEL=2 (the _nr kernel with tickets, draft_kv_write, whatever the default), put back after."
     old = os.environ.get('DDTREE_DRAFT_KERNEL')
     os.environ['DDTREE_DRAFT_KERNEL'] = '2'
-    try: return _draft_nr_level2(g, hd, S, n, seed)
+    try: return f(*args)
     finally:
         if old is None: os.environ.pop('DDTREE_DRAFT_KERNEL')
         else: os.environ['DDTREE_DRAFT_KERNEL'] = old
@@ -319,8 +319,29 @@ def _draft_nr_level2(g, hd, S, n, seed):
     return f'g={g} hd={hd} S={S} n={n} err={err:.1e} keys={kerr:.1e} append={aerr:.1e}'
 case('draft_attn_nr', 'draft', [f'draft_attn_r{16 * g}_d{hd}_nr' for hd in (64, 128) for g in (1, 2, 4)] + ['draft_kv_write_d64', 'draft_kv_write_d128'],
      'the draft block attention with q and kb raw (normed and rotated in the kernel), and the context rows through draft_kv_write: every built shape, one split and many')(
-    lambda: ' / '.join(_draft_nr_run(g, hd, S, n, 10 + i) for i, (g, hd, S, n) in enumerate(
+    lambda: ' / '.join(_at_level2(_draft_nr_level2, g, hd, S, n, 10 + i) for i, (g, hd, S, n) in enumerate(
         [(1, 64, 40, 10), (1, 64, 1100, 600), (2, 64, 700, 300), (4, 64, 300, 100), (1, 128, 2000, 1500), (2, 128, 129, 50), (4, 128, 3000, 2900)])))
+
+def _draft_kv_layers(nl, hd, S, n, seed):
+    "append_kv_layers over a DrafterCache's layers (draft_kv_write_layers: one launch) against append_kv in fp64 on the CPU, a layer at a time (the rows fit: the torch face drops none)."
+    import torch
+    from ddtree_nb.drafter import append_kv, append_kv_layers, DrafterCache, RMSNorm
+    gen, R, nkv = torch.Generator().manual_seed(seed), 16, 2
+    kr, vr = (torch.randn(nl, R, nkv, hd, generator=gen).bfloat16() for _ in range(2))
+    k0, v0 = (torch.randn(nl, S, nkv, hd, generator=gen).bfloat16() for _ in range(2))
+    norms = [RMSNorm(hd).double().requires_grad_(False) for _ in range(nl)]
+    for m in norms: m.weight.copy_(torch.empty(hd).uniform_(0.5, 1.5, generator=gen).bfloat16())
+    wk, wv, ln = k0.double(), v0.double(), lambda dev: torch.tensor([n], dtype=torch.int32, device=dev)
+    for y in range(nl): append_kv(kr[y].double(), vr[y].double(), wk[y], wv[y], ln('cpu'), norms[y], 1e6)
+    c = DrafterCache(nl, S, nkv, hd, torch.bfloat16, DEV); c.k.copy_(k0); c.v.copy_(v0)
+    append_kv_layers(kr.to(DEV), vr.to(DEV), *c.layers(), ln(DEV), [m.to(DEV, torch.bfloat16) for m in norms], 1e6)
+    err = (c.k.double().cpu() - wk).abs().max().item()
+    assert err < 0.02 * wk.abs().max().item() and torch.equal(c.v.double().cpu(), wv), (nl, hd, S, n, err)
+    return f'layers={nl} hd={hd} S={S} n={n} err={err:.1e}'
+case('draft_kv_layers', 'draft', ['draft_kv_write_layers_d64', 'draft_kv_write_layers_d128'],
+     "every drafter layer's context rows in one launch (append_kv_layers): one layer and many (nbs/05a's cuda cell covers rows past the cache's end)")(
+    lambda: ' / '.join(_at_level2(_draft_kv_layers, nl, hd, S, n, 90 + i) for i, (nl, hd, S, n) in enumerate(
+        [(1, 64, 40, 10), (3, 64, 300, 100), (8, 64, 100, 84), (5, 128, 700, 300), (2, 128, 20, 4)])))
 
 def _draft_cluster_run(g, hd, S, n, c, seed, tc=False):
     "The _nr kernel with its splits merged in a cluster of c blocks (the op called with `cluster`; c = 0: tickets), its math on tensor cores with `tc`; against the fp64 torch face on the CPU."
