@@ -301,7 +301,7 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     cp "$out/bcx/bench_compile.json" "$out/bench_compile_draft_ctx.json" 2>/dev/null
     fits 75 && step run_ahead_k4 75 env DDTREE_DRAFT_KERNEL=4 python benchmarks/bench_run_ahead.py --out "$out/k4" --commit "$commit" --compile --merge on --temps 0,1 --reps 2
     cp "$out/k4/run_ahead.md" "$out/run_ahead_k4.md" 2>/dev/null
-    fits 45 && KERNELS=draft_attn_tc step sanitize_tc 45 bash benchmarks/sanitize_kernels.sh "$out/san"
+    fits 60 && KERNELS=draft_attn_tc,draft_kv_layers step sanitize_tc 60 bash benchmarks/sanitize_kernels.sh "$out/san"
     cp "$out/san/sanitize_kernels.md" "$out/sanitize_tc.md" 2>/dev/null
     [ "${KEEP_FEW:-1}" = 1 ] && keep_few "$out" gpu_next.log tests_05a.log bench_draft_attn.json bench_compile_draft_ab.json bench_compile_draft_ctx.json run_ahead_k4.md sanitize_tc.md ;;
   s31d)   # session 31's last call: s31c (the _tc kernels: checks, op, draft, round), then issue 17's round at 8 x 512 on levels 4 and 3 while the time allows (<= 500 s)
