@@ -29,7 +29,7 @@
 #   bash benchmarks/gpu_next.sh s22a "$OUT"  # session 22: s21c, nbs/03's cuda cells (the cluster merge), the split x cluster sweep at the demo shapes (<= 8.5 min)
 #   bash benchmarks/gpu_next.sh s31a "$OUT"  # session 31: the draft kernel's new prologue and cluster merge (DDTREE_DRAFT_KERNEL=3) against session 30's kernel: nbs/05a, sanitizer, op, draft, round (<= 560 s)
 #   bash benchmarks/gpu_next.sh s31b "$OUT"  # session 31 on an H200: the round at 8 x 512 (shipped; verify forwards autotuned), bench_tree + nbs/02, the verify tables (<= 570 s)
-#   bash benchmarks/gpu_next.sh s32a "$OUT"  # session 32: s31c, then the round at 8 x 512 at levels 3 / 4 and at 4 with the batched context K/V and autotuned verify forwards (<= 560 s)
+#   bash benchmarks/gpu_next.sh s32a "$OUT"  # session 32: the _tc kernels and the batched context K/V (one GEMM, one draft_kv_write_layers): nbs/05a, op, draft, the round at 3 / 4 / 4+batched+autotuned verify, sanitizer, 8 x 512 rounds (S32_SECONDS, default 550)
 #   bash benchmarks/gpu_next.sh s31c "$OUT"  # session 31: the draft kernel's tile on tensor cores (DDTREE_DRAFT_KERNEL=4) and the batched context K/V: nbs/05a, the op, the draft at 3 / 4 / 3+batched, the round at 4, the _tc sanitizer case (<= 360 s)
 #   bash benchmarks/gpu_next.sh s31d "$OUT"  # session 31's last call: s31c, then the round at 8 x 512 on levels 4 and 3 while the time allows (<= 500 s)
 #   bash benchmarks/gpu_next.sh s30c "$OUT"  # session 30: s30b trimmed (<= 290 s): nbs/05a, the sanitizer, the op, the draft at 1/2, the round at 2
@@ -312,17 +312,27 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
         cp "$out/ra$k/run_ahead.md" "$out/run_ahead_8x512_k$k.md" 2>/dev/null
     done
     keep_few "$out" gpu_next.log tests_05a.log bench_draft_attn.json bench_compile_draft_ab.json run_ahead_k4.md run_ahead_8x512_k4.md run_ahead_8x512_k3.md ;;
-  s32a)   # session 32: s31c (the _tc kernels: checks, op, draft, round at 2 x 256), then issue 17's round at 8 x 512 at levels 3 and 4, then level 4 with the batched context K/V and the verify forwards autotuned; a step starts only if its limit fits in S32_SECONDS (default 550)
-    t_start=$(date +%s); b=${S32_SECONDS:-550}
+  s32a)   # session 32: the _tc kernels (DDTREE_DRAFT_KERNEL=4) and the batched context K/V (DDTREE_DRAFT_CTX_BATCHED=1: one GEMM, one draft_kv_write_layers): nbs/05a's cuda cells, the op, the draft at 3 / 4 / 3+batched, the round (2 x 256) at 3, 4 and 4+batched with the verify forwards autotuned, the sanitizer, then 8 x 512 rounds; a step starts only if its limit fits in S32_SECONDS (default 550)
+    export DDTREE_COMMIT=$commit; t_start=$(date +%s); b=${S32_SECONDS:-550}
     fits() { [ $(( $(date +%s) - t_start + $1 )) -le $b ]; }
-    KEEP_FEW=0 S31_SECONDS=$(( b < 360 ? b : 360 )) bash "$0" s31c "$out"
-    for k in 3 4; do
-        fits 110 && step run_ahead_8x512_k$k 110 env DDTREE_DRAFT_KERNEL=$k python benchmarks/bench_run_ahead.py --out "$out/ra$k" --commit "$commit" --compile --merge on --temps 0,1 --reps 2 --prompts 8 --max-new 512
-        cp "$out/ra$k/run_ahead.md" "$out/run_ahead_8x512_k$k.md" 2>/dev/null
-    done
-    fits 150 && step run_ahead_8x512_all 150 env DDTREE_DRAFT_KERNEL=4 DDTREE_DRAFT_CTX_BATCHED=1 python benchmarks/bench_run_ahead.py --out "$out/raa" --commit "$commit-k4-ctxbatched" --compile --merge on --temps 0,1 --reps 2 --prompts 8 --max-new 512 --autotune-tokens 1,16,17,65
-    cp "$out/raa/run_ahead.md" "$out/run_ahead_8x512_all.md" 2>/dev/null
-    keep_few "$out" gpu_next.log tests_05a.log bench_draft_attn.json bench_compile_draft_ab.json run_ahead_8x512_k3.md run_ahead_8x512_k4.md run_ahead_8x512_all.md ;;
+    ra() {   # ra NAME LIMIT ENV... -- ARGS...: bench_run_ahead under the env, its table copied to NAME.md
+        local name=$1 limit=$2; shift 2; local envs=(); while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
+        fits "$limit" && step "$name" "$limit" env "${envs[@]}" python benchmarks/bench_run_ahead.py --out "$out/$name" --commit "$commit" --compile --merge on --temps 0,1 --reps 2 "$@"
+        cp "$out/$name/run_ahead.md" "$out/$name.md" 2>/dev/null; }
+    fits 100 && step tests_05a 100 nbdev_test --flags cuda --do_print --path nbs/05a_drafter.ipynb
+    fits 45 && step bench_draft_attn 45 python benchmarks/bench_draft_attn.py "$out/bench_draft_attn.json" --commit "$commit"
+    fits 55 && step draft_ab 55 python benchmarks/bench_compile.py --out "$out/bc" --commit "$commit" --variants compiled+merge --tokens 1 --draft --draft-kernel 3,4
+    cp "$out/bc/bench_compile.json" "$out/bench_compile_draft_ab.json" 2>/dev/null
+    fits 45 && DDTREE_DRAFT_CTX_BATCHED=1 step draft_ctx 45 python benchmarks/bench_compile.py --out "$out/bcx" --commit "$commit-ctxbatched" --variants compiled+merge --tokens 1 --draft --draft-kernel 3,4
+    cp "$out/bcx/bench_compile.json" "$out/bench_compile_draft_ctx.json" 2>/dev/null
+    ra run_ahead_k3 75 DDTREE_DRAFT_KERNEL=3 --
+    ra run_ahead_k4 75 DDTREE_DRAFT_KERNEL=4 --
+    ra run_ahead_all 130 DDTREE_DRAFT_KERNEL=4 DDTREE_DRAFT_CTX_BATCHED=1 -- --autotune-tokens 1,16,17,65
+    fits 60 && KERNELS=draft_attn_tc,draft_kv_layers step sanitize_tc 60 bash benchmarks/sanitize_kernels.sh "$out/san"
+    cp "$out/san/sanitize_kernels.md" "$out/sanitize_tc.md" 2>/dev/null
+    ra run_ahead_8x512_k3 110 DDTREE_DRAFT_KERNEL=3 -- --prompts 8 --max-new 512
+    ra run_ahead_8x512_all 150 DDTREE_DRAFT_KERNEL=4 DDTREE_DRAFT_CTX_BATCHED=1 -- --prompts 8 --max-new 512 --autotune-tokens 1,16,17,65
+    keep_few "$out" gpu_next.log tests_05a.log bench_draft_attn.json bench_compile_draft_ab.json run_ahead_k3.md run_ahead_k4.md run_ahead_all.md ;;
   s30c)   # session 30's last call, s30b trimmed to the device time left (<= 290 s): nbs/05a's cuda cells, the draft sanitizer, the op alone, the compiled draft at 1 / 2, the round at 2
     export DDTREE_COMMIT=$commit
     step tests_05a 90 nbdev_test --flags cuda --do_print --path nbs/05a_drafter.ipynb
