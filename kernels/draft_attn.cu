@@ -184,6 +184,7 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, int ldq, co
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, s = blockIdx.x, h = blockIdx.y, nh = nkv * g;
     const int T = R / g;
     constexpr int QC = R * HD / 8, NQ = (QC + DA_THREADS - 1) / DA_THREADS;   // q's 16-byte chunks, a thread's share
+    auto qrow = [&](int c) { return qb + c / (HD / 8) * LQ + c % (HD / 8) * 8; };   // _tc: where q's 16-byte chunk c goes
     uint4 qr[NQ], kr[NR ? NQ : 1];                              // _nr: the block's raw keys too (T * HD / 8 <= QC chunks)
     #pragma unroll
     for (int j = 0; j < NQ; ++j) {                              // q (and raw kb) rows of this head: in flight before the length is known
@@ -210,7 +211,7 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, int ldq, co
         for (int j = 0; j < NQ; ++j) {                          // raw rows to shared memory (q unscaled for now)
             const int c = tid + j * DA_THREADS;
             if (TC) {                                           // as they are (bf16): q into its rows, the keys into kn
-                if (c < QC) *reinterpret_cast<uint4 *>(qb + c / (HD / 8) * LQ + c % (HD / 8) * 8) = qr[j];
+                if (c < QC) *reinterpret_cast<uint4 *>(qrow(c)) = qr[j];
                 if (c < T * (HD / 8)) *reinterpret_cast<uint4 *>(kn + c * 8) = kr[j];
                 continue;
             }
@@ -256,7 +257,7 @@ __device__ void draft_attn_body(const __nv_bfloat16 *__restrict__ q, int ldq, co
         for (int j = 0; j < NQ; ++j) {                          // q, scaled by scale * log2(e), as fp32
             const int c = tid + j * DA_THREADS;
             if (c >= QC) break;
-            if constexpr (TC) *reinterpret_cast<uint4 *>(qb + c / (HD / 8) * LQ + c % (HD / 8) * 8) = qr[j];   // as given (bf16)
+            if constexpr (TC) *reinterpret_cast<uint4 *>(qrow(c)) = qr[j];   // as given (bf16)
             else {
                 const uint32_t w[4] = {qr[j].x, qr[j].y, qr[j].z, qr[j].w};
                 float *d = qs + c / (HD / 8) * HD + c % (HD / 8) * 8;
