@@ -141,6 +141,7 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
         fits "$limit" && step "$name" "$limit" env "${envs[@]}" python benchmarks/bench_run_ahead.py --out "$out/$name" --commit "$commit" --compile --merge on --temps 0,1 --reps 2 "$@"
         cp "$out/$name/run_ahead.md" "$out/$name.md" 2>/dev/null; }
     fits 100 && step tests_05a 100 nbdev_test --flags cuda --do_print --path nbs/05a_drafter.ipynb
+    fits 30 && step repro_view_offset 30 python benchmarks/repro_view_offset.py cuda   # pytorch#198068 on this torch?
     fits 45 && step bench_draft_attn 45 python benchmarks/bench_draft_attn.py "$out/bench_draft_attn.json" --commit "$commit"
     fits 55 && step draft_ab 55 python benchmarks/bench_compile.py --out "$out/bc" --commit "$commit" --variants compiled+merge --tokens 1 --draft --draft-kernel 3,4
     cp "$out/bc/bench_compile.json" "$out/bench_compile_draft_ab.json" 2>/dev/null
