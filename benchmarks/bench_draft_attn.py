@@ -4,7 +4,7 @@
 layers of S rows with the block at rows [S - 48, S - 32); `kernel_nr` is the same call with q and the block's keys raw (the
 _nr kernel RMS-norms and rotates them itself), `kernel_nr_c{2,4,8}` the _nr kernel with its splits merged in a thread-block
 cluster of that many blocks (the op called with `cluster`; sm_90+, skipped where the kernel file has none), `_tc` the same with
-the tile's QK and PV on tensor cores (mma.sync), `cluster_auto` the size `draft_cluster` picks (DDTREE_DRAFT_KERNEL=3), `append` is `append_kv` of 16 context rows. Each output is checked against fp64 math first. Timing: 20 calls
+the tile's QK and PV on tensor cores (mma.sync), `cluster_auto` / `cluster_auto_tc` the sizes `draft_cluster` picks at DDTREE_DRAFT_KERNEL=3 / 4, `append` is `append_kv` of 16 context rows. Each output is checked against fp64 math first. Timing: 20 calls
 back to back in one CUDA graph, CUDA events around each replay, median of 30 replays / 20: the µs a call costs inside a
 captured round (launch gaps included). Not a test.
 
@@ -45,7 +45,8 @@ def main(path, commit='unknown'):
             k, v = (torch.randn(S, nkv, hd, device=dev, generator=gen).bfloat16() for _ in range(2))
             ln, tk = torch.tensor([L], dtype=torch.int32, device=dev), torch.zeros(nkv, dtype=torch.int32, device=dev)
             want = gqa_attention_ref(q, torch.cat([k[:L], kb]), torch.cat([v[:L], vb]), hd ** -0.5).cpu()
-            row = dict(shape=name, S=S, live=L + T, splits=draft_blocks(S), cluster_auto=draft_cluster(S))
+            row = dict(shape=name, S=S, live=L + T, splits=draft_blocks(S), cluster_auto=draft_cluster(S, T * nh // nkv),
+                       cluster_auto_tc=draft_cluster(S, T * nh // nkv, True))
             norms = [RMSNorm(hd).requires_grad_(False) for _ in range(2)]
             for m in norms: m.weight.uniform_(0.5, 1.5)
             want_nr = draft_attention(*(x.double().cpu() for x in (q, kb, vb, k, v)), ln.cpu(), hd ** -0.5, None, [m.double() for m in norms], 1e6)

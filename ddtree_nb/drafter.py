@@ -143,13 +143,13 @@ def draft_smem(R: int, hd: int, T: int=0, tc: bool=False) -> int:
 
 DA_CLUSTERS = (2, 4, 8)   # the cluster sizes of the `_nr_c{CS}` kernels (sm_90 and later)
 
-def draft_cluster(S: int) -> int:
-    "The cluster size the `_nr` kernel's splits take over a cache layer of `S` rows (`DDTREE_DRAFT_KERNEL` 3): the smallest of `DA_CLUSTERS` holding `draft_blocks(S)` splits, so a block takes one tile at most; 0 (the ticket merge) where one block does or more than 8 are wanted (a second tile a block costs more than the cluster saves: `benchmarks/bench_compile.md`, \"Session 31\")."
-    n = draft_blocks(S)
-    return 0 if n == 1 or n > DA_CLUSTERS[-1] else next(c for c in DA_CLUSTERS if c >= n)
+def draft_cluster(S: int, R: int=16, tc: bool=False) -> int:
+    "The cluster size the `_nr` kernel's splits take over a cache layer of `S` rows with `R` rows a KV head (`DDTREE_DRAFT_KERNEL` 3, `tc`: 4): the smallest of `DA_CLUSTERS` holding a 64-row tile a block, else 8 while a block takes at most `tiles` tiles; 0 (the ticket merge) for one tile or past that. `tiles`, where the cluster stops beating the tickets (`benchmarks/bench_compile.md`, \"Session 32\"): 1 (FMA) and 2 (tensor cores) at R = 16, 4 and 8 at R = 64 (R = 32 takes R = 64's, not measured)."
+    n, tiles = -(-S // DA_LIMITS['DA_TILE']), (2 if tc else 1) if R <= 16 else (8 if tc else 4)
+    return 0 if n == 1 or n > DA_CLUSTERS[-1] * tiles else next(c for c in DA_CLUSTERS if c >= min(n, DA_CLUSTERS[-1]))
 
 # %% ../nbs/05a_drafter.ipynb #4e00d8ee
-DRAFT_KERNEL = '3'   # `DDTREE_DRAFT_KERNEL`'s default: 0 the torch faces, 1 the attention kernel, 2 also norm and RoPE in the kernels, 3 also the splits merged in a cluster (sm_90+), 4 also the tile's math on tensor cores
+DRAFT_KERNEL = '4'   # `DDTREE_DRAFT_KERNEL`'s default: 0 the torch faces, 1 the attention kernel, 2 also norm and RoPE in the kernels, 3 also the splits merged in a cluster (sm_90+), 4 also the tile's math on tensor cores
 
 def _draft_level(x: torch.Tensor, k: torch.Tensor) -> int:   # `DDTREE_DRAFT_KERNEL` for bf16 on a GPU, else 0 (the torch faces)
     return int(os.environ.get('DDTREE_DRAFT_KERNEL', DRAFT_KERNEL)) if x.is_cuda and x.dtype == k.dtype == torch.bfloat16 else 0
@@ -276,7 +276,7 @@ def draft_attention(q: torch.Tensor,          # [T, nh, hd] the block's queries 
     nr = (kern and norms is not None and lvl >= 2 and all(_weight_ok(m.weight, q) for m in norms)
           and draft_smem(T * nh // nkv, hd, T, tc) <= _smem_optin(q.device))
     if norms is not None and not nr: q, kb = _norm_rope(norms, (q, kb), length, theta)
-    cl = draft_cluster(S) if nr and lvl >= 3 and _clusters_ok(q.device) else 0
+    cl = draft_cluster(S, T * nh // nkv, tc) if nr and lvl >= 3 and _clusters_ok(q.device) else 0
     if kern: return torch.ops.ddtree.draft_attention(q, kb, vb, k, v, length, scale, tickets,
                                                      *((norms[0].weight, norms[1].weight, norms[0].eps, norms[1].eps, theta, cl, tc) if nr else ()))
     slots = length.long() + torch.arange(T, device=q.device)
@@ -453,9 +453,9 @@ class Drafter(model.Mergeable, nn.Module):
         return self
 
     def _context_kv(self, th: torch.Tensor) -> tuple|None:
-        "Every layer's key and value projections `[L, R, nkv, hd]` of the context rows `th [R, hidden]` from one strided batched GEMM over the merged weights (with `DDTREE_DRAFT_CTX_BATCHED=1`, merged and without biases), else None: a GEMM a layer."
+        "Every layer's key and value projections `[L, R, nkv, hd]` of the context rows `th [R, hidden]` from one strided batched GEMM over the merged weights (merged, without biases, `DDTREE_DRAFT_CTX_BATCHED` not set to 0), else None: a GEMM a layer."
         m = self.merged
-        if os.environ.get('DDTREE_DRAFT_CTX_BATCHED', '0') != '1' or not model.use_merged(m) or m.bias is not None: return None
+        if os.environ.get('DDTREE_DRAFT_CTX_BATCHED', '1') != '1' or not model.use_merged(m) or m.bias is not None: return None
         (nk, nv, nq), L, H = m.sizes[:3], len(self.layers), m.weight.shape[1]
         w = m.weight.as_strided((L, nk + nv, H), ((nk + nv + nq) * H, H, 1))   # each layer's k | v rows, a layer's rows apart
         o, c = torch.matmul(th, w.transpose(1, 2)), self.config   # [L, R, nk + nv]
