@@ -146,7 +146,7 @@ DA_CLUSTERS = (2, 4, 8)   # the cluster sizes of the `_nr_c{CS}` kernels (sm_90 
 def draft_cluster(S: int, R: int=16, tc: bool=False) -> int:
     "The cluster size the `_nr` kernel's splits take over a cache layer of `S` rows with `R` rows a KV head (`DDTREE_DRAFT_KERNEL` 3, `tc`: 4): the smallest of `DA_CLUSTERS` holding a 64-row tile a block, else 8 while a block takes at most `tiles` tiles; 0 (the ticket merge) for one tile or past that. `tiles`, where the cluster stops beating the tickets (`benchmarks/bench_compile.md`, \"Session 32\"): 1 (FMA) and 2 (tensor cores) at R = 16, 4 and 8 at R = 64 (R = 32 takes R = 64's, not measured)."
     n, tiles = -(-S // DA_LIMITS['DA_TILE']), (2 if tc else 1) if R <= 16 else (8 if tc else 4)
-    return 0 if n == 1 or n > DA_CLUSTERS[-1] * tiles else next(c for c in DA_CLUSTERS if c >= min(n, DA_CLUSTERS[-1]))
+    return 0 if n <= 1 or n > DA_CLUSTERS[-1] * tiles else next(c for c in DA_CLUSTERS if c >= min(n, DA_CLUSTERS[-1]))
 
 # %% ../nbs/05a_drafter.ipynb #4e00d8ee
 DRAFT_KERNEL = '4'   # `DDTREE_DRAFT_KERNEL`'s default: 0 the torch faces, 1 the attention kernel, 2 also norm and RoPE in the kernels, 3 also the splits merged in a cluster (sm_90+), 4 also the tile's math on tensor cores
@@ -227,15 +227,19 @@ def _kv_write_cuda(kr: torch.Tensor, vr: torch.Tensor, k: torch.Tensor, v: torch
 
 def _kv_write_layers_cuda(kr: torch.Tensor, vr: torch.Tensor, k: list[torch.Tensor], v: list[torch.Tensor], length: torch.Tensor,
                           kw: list[torch.Tensor], eps: float, theta: float) -> None:
-    "`draft_kv_write_layers_d{hd}`: `draft_kv_write` of every layer `y` (`kr[y], vr[y]` into `k[y], v[y]`, keys normed by `kw[y]`) in one launch of `nl` block rows where the cache layers lie equally spaced (`DrafterCache.layers()`), else a launch a layer."
+    "`draft_kv_write_layers_d{hd}`: `draft_kv_write` of every layer `y` (`kr[y], vr[y]` into `k[y], v[y]`, keys normed by `kw[y]`) in one launch of `nl` block rows where the cache layers are views of one tensor, equally spaced and apart (`DrafterCache.layers()`), else a launch a layer."
     from ddtree_nb.runtime import load_kernel
     (nl, R, nkv, hd), ml = kr.shape, DA_LIMITS['DA_MAXL']
     if vr.shape != kr.shape or not len(k) == len(v) == len(kw) == nl or not 0 < nl <= ml:
         raise ValueError(f"draft_kv_write_layers: kr, vr [nl, R, nkv, hd] with 1 <= nl <= {ml} and nl caches and weights; got kr {tuple(kr.shape)}, vr {tuple(vr.shape)}, {len(k)} k, {len(v)} v, {len(kw)} kw")
-    for y in range(nl): _check_draft_inputs(kr[y], kr[y], vr[y], k[y], v[y], length, None, 'draft_kv_write_layers')
+    for y in range(nl):
+        _check_draft_inputs(kr[y], kr[y], vr[y], k[y], v[y], length, None, f'draft_kv_write_layers (layer {y}; kr as q)')
+        if not _weight_ok(kw[y], kr): raise ValueError(f"draft_kv_write_layers: kw[{y}] must be a contiguous bf16 [{hd}] on {kr.device}, got {kw[y].dtype} {tuple(kw[y].shape)} on {kw[y].device}")
+    if R * nkv == 0: return
     kr, vr = (t if t.stride(0) % 8 == 0 and all(_rows_ok(x) for x in t) else t.contiguous() for t in (kr, vr))
     lsc = (k[1].data_ptr() - k[0].data_ptr()) // k[0].element_size() if nl > 1 else 0
-    one = all(a.shape == a0.shape and a.data_ptr() == a0.data_ptr() + y * lsc * a.element_size() for y in range(nl) for a, a0 in ((k[y], k[0]), (v[y], v[0])))
+    one = abs(lsc) >= k[0].numel() and all(a.shape == a0.shape and a.untyped_storage().data_ptr() == a0.untyped_storage().data_ptr()
+                                           and a.data_ptr() == a0.data_ptr() + y * lsc * a.element_size() for y in range(nl) for a, a0 in ((k[y], k[0]), (v[y], v[0])))
     kern = load_kernel('draft_attn.cu', f'draft_kv_write_layers_d{hd}', 'PiqPiqPPqPiii' + 'P' * ml + 'ff', device=kr.device.index, limits=DA_LIMITS)
     launch = lambda y0, n: kern(kr[y0].data_ptr(), kr.stride(1), kr.stride(0), vr[y0].data_ptr(), vr.stride(1), vr.stride(0), k[y0], v[y0], lsc,
                                 length, k[y0].shape[0], R, nkv, *kw[y0:y0 + n], *[0] * (ml - n), float(eps), float(theta),
@@ -455,7 +459,7 @@ class Drafter(model.Mergeable, nn.Module):
     def _context_kv(self, th: torch.Tensor) -> tuple|None:
         "Every layer's key and value projections `[L, R, nkv, hd]` of the context rows `th [R, hidden]` from one strided batched GEMM over the merged weights (merged, without biases, `DDTREE_DRAFT_CTX_BATCHED` not set to 0), else None: a GEMM a layer."
         m = self.merged
-        if os.environ.get('DDTREE_DRAFT_CTX_BATCHED', '1') != '1' or not model.use_merged(m) or m.bias is not None: return None
+        if os.environ.get('DDTREE_DRAFT_CTX_BATCHED') == '0' or not model.use_merged(m) or m.bias is not None: return None
         (nk, nv, nq), L, H = m.sizes[:3], len(self.layers), m.weight.shape[1]
         w = m.weight.as_strided((L, nk + nv, H), ((nk + nv + nq) * H, H, 1))   # each layer's k | v rows, a layer's rows apart
         o, c = torch.matmul(th, w.transpose(1, 2)), self.config   # [L, R, nk + nv]
