@@ -295,24 +295,25 @@ def draft_attention(q: torch.Tensor,          # [T, nh, hd] the block's queries 
     return o.view(nkv, g, T, hd).permute(2, 0, 1, 3).reshape(T, nh, hd)
 
 # %% ../nbs/05a_drafter.ipynb #e2a1d841
+def _kv_kernel_ok(kr, k, norms) -> bool:   # the context rows' kernels run: rows [R, nkv, hd] in bf16 on a GPU at DDTREE_DRAFT_KERNEL 2+, a built head_dim, kernel-ready norm weights
+    return kr.shape[0] > 0 and _draft_level(kr, k) >= 2 and kr.shape[-1] in {d for _, d in DA_SHAPES} and all(_weight_ok(m.weight, kr) for m in norms)
+
 def append_kv(kr: torch.Tensor, vr: torch.Tensor,   # [R, nkv, hd] context rows' raw key and value projections
               k: torch.Tensor, v: torch.Tensor,     # [S, nkv, hd] one cache layer
               length: torch.Tensor,                 # int32 [1]: the rows go to [length, length + R) (rows past S: dropped by the kernel)
               k_norm: nn.Module, theta: float):     # the keys' RMSNorm; RoPE's base
     "Keys `kr` normed by `k_norm` and rotated at their positions, and values `vr`, into cache rows `[length, length + R)`: one kernel (`draft_kv_write`) on a bf16 GPU cache with a built head_dim and `DDTREE_DRAFT_KERNEL` 2, else `_norm_rope` and index copies."
-    R, nkv, hd = kr.shape
-    if R and _draft_level(kr, k) >= 2 and hd in {d for _, d in DA_SHAPES} and _weight_ok(k_norm.weight, kr):
+    if _kv_kernel_ok(kr, k, (k_norm,)):
         return torch.ops.ddtree.draft_kv_write(kr, vr, k, v, length, k_norm.weight, k_norm.eps, theta)
-    slots = length.long() + torch.arange(R, device=kr.device)
+    slots = length.long() + torch.arange(kr.shape[0], device=kr.device)
     k.index_copy_(0, slots, _norm_rope((k_norm,), (kr,), length, theta)[0]); v.index_copy_(0, slots, vr)
 
 def append_kv_layers(kr: torch.Tensor, vr: torch.Tensor,   # [nl, R, nkv, hd] every layer's context rows' raw key and value projections
                      ks: list, vs: list,                    # nl cache layers [S, nkv, hd]
                      length: torch.Tensor, k_norms: list, theta: float):
     "`append_kv` of every layer: one kernel (`draft_kv_write_layers`) where each layer's would run the kernel, the norms share an eps and there are at most `DA_MAXL` layers, else a call a layer."
-    nl, R, _, hd = kr.shape
-    if (R and 0 < nl <= DA_LIMITS['DA_MAXL'] and _draft_level(kr, ks[0]) >= 2 and hd in {d for _, d in DA_SHAPES}
-        and all(_weight_ok(m.weight, kr) and m.eps == k_norms[0].eps for m in k_norms)):
+    nl = kr.shape[0]
+    if 0 < nl <= DA_LIMITS['DA_MAXL'] and _kv_kernel_ok(kr[0], ks[0], k_norms) and all(m.eps == k_norms[0].eps for m in k_norms):
         return _kv_write_layers(kr, vr, ks, vs, length, [m.weight for m in k_norms], k_norms[0].eps, theta)
     for y in range(nl): append_kv(kr[y], vr[y], ks[y], vs[y], length, k_norms[y], theta)
 
@@ -341,10 +342,10 @@ class DFlashAttention(model.Mergeable, nn.Module):
         k, v = raw or self.projections(x, 2)
         return model.apply_rope(self.k_norm(k.view(T, self.nkv, self.hd)), cos, sin, False), v.view(T, self.nkv, self.hd)   # rotate-half
 
-    def append(self, x, k, v, length, raw=None):
-        "`kv` of context rows `x [R, hidden]` into cache layer `k, v` rows `[length, length + R)` (`append_kv`: one kernel on a bf16 GPU; `raw`: their k, v projections, when made already)."
+    def append(self, x, k, v, length):
+        "`kv` of context rows `x [R, hidden]` into cache layer `k, v` rows `[length, length + R)` (`append_kv`: one kernel on a bf16 GPU)."
         R = x.shape[0]
-        kr, vr = raw or self.projections(x, 2)
+        kr, vr = self.projections(x, 2)
         append_kv(kr.view(R, self.nkv, self.hd), vr.view(R, self.nkv, self.hd), k, v, length, self.k_norm, self.theta)
 
     def forward(self, x, k_ctx, v_ctx, cos, sin, mask=None,
