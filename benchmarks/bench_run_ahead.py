@@ -54,16 +54,19 @@ def ab(t, d, prompts, n_new, reps, log, temps=(0.0, 0.8), compile=False):
                               rounds=rounds, mean_acceptance=ntok / rounds)
                 r[key + '_tokens'] = toks
             r['same_tokens'] = r.pop('plain_tokens') == r.pop('ahead_tokens')
-            gpu_s, rounds = 0.0, 0
+            by, rounds = {}, 0
             for i, p in enumerate(prompts):
                 _, _, _, st, _, nr = decode(t, d, p, method, B, T, False, n_new, timed=True, seed=i, compile=compile)
-                gpu_s += sum(v for k, v in st.items() if k != 'prefill'); rounds += nr
-            r['gpu_ms_per_round'] = 1e3 * gpu_s / rounds
+                for k, v in st.items():
+                    if k != 'prefill': by[k] = by.get(k, 0.0) + v
+                rounds += nr
+            r['gpu_ms_per_round'] = 1e3 * sum(by.values()) / rounds
+            r['gpu_ms_by_stage'] = {k: round(1e3 * v / rounds, 4) for k, v in by.items()}   # each stage's share of a round
             r['speedup'] = r['ahead']['tokens_per_s'] / r['plain']['tokens_per_s']
             rows.append(r)
             log(f"T={T} {method:6s} B={B:3d}  plain {r['plain']['tokens_per_s']:8.1f} tok/s {r['plain']['ms_per_round']:.3f} ms/round | "
                 f"ahead {r['ahead']['tokens_per_s']:8.1f} tok/s {r['ahead']['ms_per_round']:.3f} ms/round | GPU {r['gpu_ms_per_round']:.3f} "
-                f"ms/round | x{r['speedup']:.3f} same={r['same_tokens']} tau={r['plain']['mean_acceptance']:.2f}")
+                f"ms/round {r['gpu_ms_by_stage']} | x{r['speedup']:.3f} same={r['same_tokens']} tau={r['plain']['mean_acceptance']:.2f}")
     return rows
 
 
@@ -103,12 +106,12 @@ def markdown(res) -> str:
              f"Command: `{m['command']}`; demo pair bf16, cuda faces, CUDA graph{', torch.compile' if m.get('compile') else ''}{' (one-token forwards autotuned)' if m.get('compile') is True or isinstance(m.get('compile'), dict) and {1, '1'} & set(m['compile']) else ''}{ {True: ', merged projections', False: ', projections not merged'}.get(m.get('merge'), '') }{', traced attention' if m.get('traced') else ''}, {m['prompts']} prompts x {m['max_new']} new tokens, "
              f"median of {m['reps']} runs per prompt after a warm-up; rounds 3 onwards (graph replays) only: prefill, the eager round 1 "
              f"and the capture of round 2 excluded.", '',
-             '| T | method | B | tau | plain tok/s | ahead tok/s | speed-up | plain ms/round | ahead ms/round | GPU ms/round | same tokens |',
-             '|---|---|---|---|---|---|---|---|---|---|---|']
+             '| T | method | B | tau | plain tok/s | ahead tok/s | speed-up | plain ms/round | ahead ms/round | GPU ms/round | GPU ms by stage | same tokens |',
+             '|---|---|---|---|---|---|---|---|---|---|---|---|']
     for r in res['ab']:
         lines.append(f"| {r['temperature']} | {r['method']} | {r['budget']} | {r['plain']['mean_acceptance']:.2f} | {r['plain']['tokens_per_s']:.1f} | "
                      f"{r['ahead']['tokens_per_s']:.1f} | {r['speedup']:.3f} | {r['plain']['ms_per_round']:.3f} | {r['ahead']['ms_per_round']:.3f} | "
-                     f"{r['gpu_ms_per_round']:.3f} | {r['same_tokens']} |")
+                     f"{r['gpu_ms_per_round']:.3f} | {' '.join(f'{k} {v:.3f}' for k, v in r.get('gpu_ms_by_stage', {}).items())} | {r['same_tokens']} |")
     lines += ['', '## Kernels per eager round', '']
     for c in res['census']:
         lines.append(f"- {c['method']} B={c['budget']}: {c['kernels']} kernels ({c['gpu_us']:.0f} µs summed); by stage {c['by_stage']}")
