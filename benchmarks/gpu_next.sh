@@ -137,9 +137,9 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
   s33a)   # session 33: the verify forward (T = 17) and the draft with few-row GEMMs as fused multiply-and-sum reductions (model.contract; DDTREE_REDUCE_LINEAR=0 turns them off), then the round with them and without; a step starts only if its limit fits in S33_SECONDS (default 330)
     export DDTREE_COMMIT=$commit; t_start=$(date +%s); b=${S33_SECONDS:-330}
     fits() { [ $(( $(date +%s) - t_start + $1 )) -le $b ]; }
-    fits 60 && step fwd17_reduce 60 python benchmarks/bench_compile.py --out "$out/f_on" --commit "$commit" --variants compiled+merge --tokens 17,65 --draft --draft-kernel 4
+    fits 75 && step fwd17_reduce 75 python benchmarks/bench_compile.py --out "$out/f_on" --commit "$commit" --variants compiled+merge --tokens 17 --draft --draft-kernel 4
     cp "$out/f_on/bench_compile.json" "$out/bench_compile_reduce.json" 2>/dev/null
-    fits 60 && step fwd17_gemm 60 env DDTREE_REDUCE_LINEAR=0 python benchmarks/bench_compile.py --out "$out/f_off" --commit "$commit-gemm" --variants compiled+merge --tokens 17,65 --draft --draft-kernel 4
+    fits 75 && step fwd17_gemm 75 env DDTREE_REDUCE_LINEAR=0 python benchmarks/bench_compile.py --out "$out/f_off" --commit "$commit-gemm" --variants compiled+merge --tokens 17 --draft --draft-kernel 4
     cp "$out/f_off/bench_compile.json" "$out/bench_compile_gemm.json" 2>/dev/null
     for v in reduce gemm; do
       fits 120 && step "run_ahead_$v" 120 env DDTREE_REDUCE_LINEAR=$([ $v = gemm ] && echo 0 || echo 1) python benchmarks/bench_run_ahead.py --out "$out/ra_$v" --commit "$commit-$v" --compile --merge on --temps 0,1 --reps 2
