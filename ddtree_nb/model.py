@@ -158,7 +158,7 @@ class RMSNorm(nn.Module):
         xf = x.to(torch.promote_types(x.dtype, torch.float32))   # fp32 for bf16/fp32 inputs, fp64 stays fp64
         return self.weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
 
-# %% ../nbs/01a_target_model.ipynb #71c9ffa6
+# %% ../nbs/01a_target_model.ipynb #2df4931c
 REDUCE_ROWS = 65   # rows (tokens) of a compiled forward up to which `contract` multiplies and sums instead of a GEMM: a B = 64 tree and its root
 REDUCE_MAX = 0 if os.environ.get('DDTREE_REDUCE_LINEAR') == '0' else 1 << 25   # elements of the broadcast product, at most
 
