@@ -19,7 +19,6 @@
 #   bash benchmarks/gpu_next.sh compile_ab "$OUT"  # merged projections, traced attention, inductor options: bench_compile's variants, the compiled round with and without them (<= 9 min)
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s31b "$OUT"  # session 31 on an H200: the round at 8 x 512 (shipped; verify forwards autotuned), bench_tree + nbs/02, the verify tables (<= 570 s)
-#   bash benchmarks/gpu_next.sh s33a "$OUT"  # session 33's small contractions (model.contract): the T = 17 forward and the draft compiled with and without them, the round with them (its stages' GPU ms), then without (S33_SECONDS, default 330)
 #   bash benchmarks/gpu_next.sh s32a "$OUT"  # session 32's defaults (the _tc kernels, the batched context K/V): nbs/05a, op, draft, the round as session 31 shipped it / now / with autotuned verify forwards, sanitizer, 8 x 512 rounds (S32_SECONDS, default 550)
 #   bash benchmarks/gpu_next.sh s30a "$OUT"  # session 30: the three issues' numbers on this card (an H200 if lent), then the tree fuzzer for the time left (<= 570 s)
 #   bash benchmarks/gpu_next.sh s27b "$OUT"  # tb_tree's threshold from the histogram only, four ranks a thread in flight: tree_quick, then 300 s of the tree fuzzer
@@ -134,18 +133,6 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     bash "$0" tree_quick "$out"
     step bench_verify_cluster 60 python benchmarks/bench_verify_default.py --cluster --out "$out"
     keep_few "$out" gpu_next.log run_ahead_8x512.md run_ahead_8x512_autotune.md bench_tree.md tree_tests.log bench_verify_cluster.log bench_verify_cluster.json ;;
-  s33a)   # session 33: the verify forward (T = 17) and the draft with few-row GEMMs as fused multiply-and-sum reductions (model.contract; DDTREE_REDUCE_LINEAR=0 turns them off), then the round with them and without; a step starts only if its limit fits in S33_SECONDS (default 330)
-    export DDTREE_COMMIT=$commit; t_start=$(date +%s); b=${S33_SECONDS:-330}
-    fits() { [ $(( $(date +%s) - t_start + $1 )) -le $b ]; }
-    fits 75 && step fwd17_reduce 75 python benchmarks/bench_compile.py --out "$out/f_on" --commit "$commit" --variants compiled+merge --tokens 17 --draft --draft-kernel 4
-    cp "$out/f_on/bench_compile.json" "$out/bench_compile_reduce.json" 2>/dev/null
-    fits 75 && step fwd17_gemm 75 env DDTREE_REDUCE_LINEAR=0 python benchmarks/bench_compile.py --out "$out/f_off" --commit "$commit-gemm" --variants compiled+merge --tokens 17 --draft --draft-kernel 4
-    cp "$out/f_off/bench_compile.json" "$out/bench_compile_gemm.json" 2>/dev/null
-    for v in reduce gemm; do
-      fits 120 && step "run_ahead_$v" 120 env DDTREE_REDUCE_LINEAR=$([ $v = gemm ] && echo 0 || echo 1) python benchmarks/bench_run_ahead.py --out "$out/ra_$v" --commit "$commit-$v" --compile --merge on --temps 0,1 --reps 2
-      cp "$out/ra_$v/run_ahead.md" "$out/run_ahead_$v.md" 2>/dev/null
-    done
-    keep_few "$out" gpu_next.log bench_compile_reduce.json bench_compile_gemm.json run_ahead_reduce.md run_ahead_gemm.md fwd17_reduce.log fwd17_gemm.log ;;
   s32a)   # session 32's defaults (DDTREE_DRAFT_KERNEL=4: the _tc kernels; the context K/V of all layers from one GEMM and one draft_kv_write_layers): nbs/05a's cuda cells, the op, the draft at 3 / 4 with and without the batched K/V, the round (2 x 256) as session 31 shipped it, as shipped now and with the verify forwards autotuned, the sanitizer, then 8 x 512 rounds; a step starts only if its limit fits in S32_SECONDS (default 550)
     export DDTREE_COMMIT=$commit; t_start=$(date +%s); b=${S32_SECONDS:-550}
     fits() { [ $(( $(date +%s) - t_start + $1 )) -le $b ]; }
