@@ -18,8 +18,8 @@
 #   bash benchmarks/gpu_next.sh moe       "$OUT"   # the MoE kernel: validation, bench_moe T = 1..1025 vs v4, 03a's cuda cells, sanitizer (~6 min; MOE_VERSIONS)
 #   bash benchmarks/gpu_next.sh compile_ab "$OUT"  # merged projections, traced attention, inductor options: bench_compile's variants, the compiled round with and without them (<= 9 min)
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
-#   bash benchmarks/gpu_next.sh s31b "$OUT"  # session 31 on an H200: the round at 8 x 512 (shipped; verify forwards autotuned), bench_tree + nbs/02, the verify tables (<= 570 s)
-#   bash benchmarks/gpu_next.sh s32a "$OUT"  # session 32's defaults (the _tc kernels, the batched context K/V): nbs/05a, op, draft, the round as session 31 shipped it / now / with autotuned verify forwards, sanitizer, 8 x 512 rounds (S32_SECONDS, default 550)
+#   bash benchmarks/gpu_next.sh s31b "$OUT"  # session 31 on an H200: the round at 8 x 512 (shipped), bench_tree + nbs/02, the verify tables (<= 420 s)
+#   bash benchmarks/gpu_next.sh s34a "$OUT"  # what session 33 left of s32a: nbs/05a's cuda cells (the batched-draft check, fixed), the round at 2 x 256 with each stage's GPU ms, racecheck of the _tc kernels (<= 400 s)
 #   bash benchmarks/gpu_next.sh s30a "$OUT"  # session 30: the three issues' numbers on this card (an H200 if lent), then the tree fuzzer for the time left (<= 570 s)
 #   bash benchmarks/gpu_next.sh s27b "$OUT"  # tb_tree's threshold from the histogram only, four ranks a thread in flight: tree_quick, then 300 s of the tree fuzzer
 #   bash benchmarks/gpu_next.sh s26b "$OUT"  # issue 19 on an H200: the T = 1 timeline, the verify tables, 300 s of fuzz
@@ -124,37 +124,21 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     GPU_TESTS_TIMEOUT=120 step gpu_tests_03a 130 bash benchmarks/gpu_tests.sh "$out" 03a
     KERNELS=moe TIMEOUT_PLAIN=40 TIMEOUT_MEMCHECK=45 TIMEOUT_INITCHECK=40 TIMEOUT_SYNCCHECK=40 TIMEOUT_RACECHECK=50 \
       step sanitize_moe 150 bash benchmarks/sanitize_kernels.sh "$out/sanitize_moe" ;;
-  s31b)   # session 31, on an H200: issue 17's round at 8 x 512 (the shipped default, then the verify forwards autotuned too), issue 18's bench_tree and nbs/02, issue 19's verify tables (<= 570 s)
+  s31b)   # session 31, on an H200: issue 17's round at 8 x 512 (the shipped default; the autotuned verify forwards, which did not compile in 150 s in session 33, dropped), issue 18's bench_tree and nbs/02, issue 19's verify tables (<= 570 s)
     export DDTREE_COMMIT=$commit
     step run_ahead_8x512 150 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --compile --merge on --temps 0,1 --reps 2 --prompts 8 --max-new 512
     cp "$out/ra/run_ahead.md" "$out/run_ahead_8x512.md" 2>/dev/null
-    step run_ahead_autotune 150 python benchmarks/bench_run_ahead.py --out "$out/rt" --commit "$commit" --compile --merge on --temps 0,1 --reps 2 --prompts 8 --max-new 512 --autotune-tokens 1,16,17,65
-    cp "$out/rt/run_ahead.md" "$out/run_ahead_8x512_autotune.md" 2>/dev/null
     bash "$0" tree_quick "$out"
     step bench_verify_cluster 60 python benchmarks/bench_verify_default.py --cluster --out "$out"
-    keep_few "$out" gpu_next.log run_ahead_8x512.md run_ahead_8x512_autotune.md bench_tree.md tree_tests.log bench_verify_cluster.log bench_verify_cluster.json ;;
-  s32a)   # session 32's defaults (DDTREE_DRAFT_KERNEL=4: the _tc kernels; the context K/V of all layers from one GEMM and one draft_kv_write_layers): nbs/05a's cuda cells, the op, the draft at 3 / 4 with and without the batched K/V, the round (2 x 256) as session 31 shipped it, as shipped now and with the verify forwards autotuned, the sanitizer, then 8 x 512 rounds; a step starts only if its limit fits in S32_SECONDS (default 550)
-    export DDTREE_COMMIT=$commit; t_start=$(date +%s); b=${S32_SECONDS:-550}
-    fits() { [ $(( $(date +%s) - t_start + $1 )) -le $b ]; }
-    ra() {   # ra NAME LIMIT ENV... -- ARGS...: bench_run_ahead under the env, its table copied to NAME.md
-        local name=$1 limit=$2; shift 2; local envs=(); while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
-        fits "$limit" && step "$name" "$limit" env "${envs[@]}" python benchmarks/bench_run_ahead.py --out "$out/$name" --commit "$commit" --compile --merge on --temps 0,1 --reps 2 "$@"
-        cp "$out/$name/run_ahead.md" "$out/$name.md" 2>/dev/null; }
-    fits 100 && step tests_05a 100 nbdev_test --flags cuda --do_print --path nbs/05a_drafter.ipynb
-    fits 30 && step repro_view_offset 30 python benchmarks/repro_view_offset.py cuda   # pytorch#198068 on this torch?
-    fits 45 && step bench_draft_attn 45 python benchmarks/bench_draft_attn.py "$out/bench_draft_attn.json" --commit "$commit"
-    fits 70 && step draft_ab 70 python benchmarks/bench_compile.py --out "$out/bc" --commit "$commit" --variants compiled+merge --tokens 1 --draft --draft-kernel 3,4
-    cp "$out/bc/bench_compile.json" "$out/bench_compile_draft_ab.json" 2>/dev/null
-    fits 45 && DDTREE_DRAFT_CTX_BATCHED=0 step draft_ctx 45 python benchmarks/bench_compile.py --out "$out/bcx" --commit "$commit-ctxlayers" --variants compiled+merge --tokens 1 --draft --draft-kernel 3,4
-    cp "$out/bcx/bench_compile.json" "$out/bench_compile_draft_ctx.json" 2>/dev/null
-    ra run_ahead_s31 150 DDTREE_DRAFT_KERNEL=3 DDTREE_DRAFT_CTX_BATCHED=0 --   # session 31's default
-    ra run_ahead 150 DDTREE_DRAFT_KERNEL=4 --                                      # the shipped default (level 4, batched)
-    ra run_ahead_autotune 150 DDTREE_DRAFT_KERNEL=4 -- --autotune-tokens 1,16,17,65
-    fits 60 && KERNELS=draft_attn_tc,draft_kv_layers step sanitize_tc 60 bash benchmarks/sanitize_kernels.sh "$out/san"
-    cp "$out/san/sanitize_kernels.md" "$out/sanitize_tc.md" 2>/dev/null
-    ra run_ahead_8x512 150 DDTREE_DRAFT_KERNEL=4 -- --prompts 8 --max-new 512
-    ra run_ahead_8x512_autotune 150 DDTREE_DRAFT_KERNEL=4 -- --prompts 8 --max-new 512 --autotune-tokens 1,16,17,65
-    keep_few "$out" gpu_next.log tests_05a.log bench_draft_attn.json run_ahead_s31.md run_ahead.md run_ahead_autotune.md sanitize_tc.md ;;
+    keep_few "$out" gpu_next.log run_ahead_8x512.md bench_tree.md tree_tests.log bench_verify_cluster.log bench_verify_cluster.json ;;
+  s34a)   # session 33's leftovers of s32a (ran on 51e91b5): nbs/05a's cuda cells (the merged drafter's batched draft against fp64, whose check had a test bug), the round at 2 x 256 with bench_run_ahead's new GPU ms by stage (draft / tree / verify / accept), then racecheck over the _tc and layered-write kernels, which the 60 s step cut (<= 400 s)
+    export DDTREE_COMMIT=$commit
+    step tests_05a 100 nbdev_test --flags cuda --do_print --path nbs/05a_drafter.ipynb
+    step run_ahead 150 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --compile --merge on --temps 0,1 --reps 2
+    cp "$out/ra/run_ahead.md" "$out/run_ahead.md" 2>/dev/null
+    KERNELS=draft_attn_tc,draft_kv_layers TOOLS=racecheck TIMEOUT_PLAIN=40 TIMEOUT_RACECHECK=130 step racecheck_tc 150 bash benchmarks/sanitize_kernels.sh "$out/san"
+    cp "$out/san/sanitize_kernels.md" "$out/racecheck_tc.md" 2>/dev/null
+    keep_few "$out" gpu_next.log tests_05a.log run_ahead.md racecheck_tc.md racecheck_tc.log ;;
   s30a)   # session 30's first call, the issues' numbers on this card (meant for an H200): bench_tree and nbs/02 (issue 18), the T = 1 timeline, the verify tables and a plain read of T = 1, P = 32k's bytes (issue 19), the compiled round at T = 0 / 1 (issue 17), then the tree fuzzer for the time left (<= 570 s)
     t_start=$(date +%s); export DDTREE_COMMIT=$commit
     bash "$0" tree_quick "$out"
