@@ -128,6 +128,7 @@ def main(argv=None):
     ap.add_argument('--merge', choices=('on', 'off'), default=None, help="Stages(merge=True / False): the projections of one input as one GEMM each (default: Stages' own, on for cuda)")
     ap.add_argument('--autotune-ar', action=argparse.BooleanOptionalAction, default=None, help="with --compile: Stages(compile=model.AUTOTUNE_AR), the one-token forwards (the AR step) through inductor's max-autotune; --no-autotune-ar: Stages(compile={}); default: Stages(compile=True), which autotunes them")
     ap.add_argument('--autotune-tokens', default=None, help="with --compile: Stages(compile={T: AUTOTUNE_AR's options for each T listed}), e.g. 1,16,17,65: the verify forwards (T = budget + 1) through max-autotune too")
+    ap.add_argument('--reduce-cd-tokens', default=None, help="with --compile: model.REDUCE_MAX on (few-row GEMMs as multiply and sum, the draft's too) and the forwards of each T listed (e.g. 16,17,65) compiled with coordinate-descent tuning; the AR step keeps AUTOTUNE_AR")
     ap.add_argument('--traced', action='store_true', help="target.trace_attention: compiled layers keep the verify kernel inside their graph (a custom op)")
     ap.add_argument('--temps', default='0,0.8', help='temperatures, comma-separated')
     a = ap.parse_args(argv)
@@ -140,6 +141,11 @@ def main(argv=None):
         if not a.compile or a.autotune_ar is not None: ap.error('--autotune-tokens needs --compile, without --autotune-ar')
         from ddtree_nb.model import AUTOTUNE_AR
         a.compile = {int(x): AUTOTUNE_AR[1] for x in a.autotune_tokens.split(',')}
+    if a.reduce_cd_tokens:
+        if not a.compile or a.autotune_ar is not None or a.autotune_tokens: ap.error('--reduce-cd-tokens needs --compile, without the autotune options')
+        from ddtree_nb import model
+        model.REDUCE_MAX = 1 << 25
+        a.compile = {1: model.AUTOTUNE_AR[1], **{int(x): dict(options={'coordinate_descent_tuning': True}) for x in a.reduce_cd_tokens.split(',')}}
     out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
     logf = open(out / 'run_ahead.log', 'w')
     def log(s): print(s, flush=True); logf.write(s + '\n'); logf.flush()
