@@ -131,8 +131,10 @@ def main(argv=None):
     ap.add_argument('--reduce-cd-tokens', default=None, help="with --compile: model.REDUCE_MAX on (few-row GEMMs as multiply and sum, the draft's too) and the forwards of each T listed (e.g. 16,17,65) compiled with coordinate-descent tuning; the AR step keeps AUTOTUNE_AR")
     ap.add_argument('--traced', action='store_true', help="target.trace_attention: compiled layers keep the verify kernel inside their graph (a custom op)")
     ap.add_argument('--temps', default='0,0.8', help='temperatures, comma-separated')
+    ap.add_argument('--budgets', default='16,64', help="DDTree budgets, comma-separated (AR and DFlash always run; each budget B compiles a verify forward of B + 1 tokens)")
     a = ap.parse_args(argv)
     global MERGE; MERGE = {'on': True, 'off': False}.get(a.merge)
+    CASES[2:] = [('ddtree', int(b)) for b in a.budgets.split(',')]
     if a.autotune_ar is not None:
         if not a.compile: ap.error('--autotune-ar / --no-autotune-ar need --compile')
         from ddtree_nb.model import AUTOTUNE_AR
@@ -158,7 +160,7 @@ def main(argv=None):
                          prompts=len(prompts), max_new=a.max_new, reps=a.reps, compile=a.compile, merge=MERGE, traced=a.traced))
     res['ab'] = ab(t, d, prompts, a.max_new, a.reps, log, tuple(float(x) for x in a.temps.split(',')), a.compile)
     res['census'] = []
-    for m, B in (('ar', 0), ('ddtree', 64)):
+    for m, B in (('ar', 0), ('ddtree', max(b for _, b in CASES[2:]))):
         try: res['census'].append(census(t, d, prompts[0], m, B, log, a.compile))
         except Exception: log(f"census {m} B={B} failed:\n{traceback.format_exc()}")
     (out / 'run_ahead.json').write_text(json.dumps(res, indent=1))

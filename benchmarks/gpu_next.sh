@@ -19,7 +19,7 @@
 #   bash benchmarks/gpu_next.sh compile_ab "$OUT"  # merged projections, traced attention, inductor options: bench_compile's variants, the compiled round with and without them (<= 9 min)
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s31b "$OUT"  # session 31 on an H200: the round at 8 x 512 (shipped), bench_tree + nbs/02, the verify tables (<= 420 s)
-#   bash benchmarks/gpu_next.sh s34a "$OUT"  # what session 33 left of s32a: nbs/05a's cuda cells (the batched-draft check, fixed), the round at 2 x 256 with each stage's GPU ms, racecheck of the _tc kernels (<= 400 s)
+#   bash benchmarks/gpu_next.sh s34a "$OUT"  # what session 33 left of s32a: nbs/05a's cuda cells (the batched-draft check, fixed), the round at 2 x 256 with each stage's GPU ms and B = 4, 8, 16, 64, racecheck of the _tc kernels (<= 450 s)
 #   bash benchmarks/gpu_next.sh s34b "$OUT"  # few-row GEMMs as multiply and sum (model.contract, off by default) with coordinate-descent tuning: the T = 17 / 65 forwards and the draft, then the round if they win (<= 480 s)
 #   bash benchmarks/gpu_next.sh s30a "$OUT"  # session 30: the three issues' numbers on this card (an H200 if lent), then the tree fuzzer for the time left (<= 570 s)
 #   bash benchmarks/gpu_next.sh s27b "$OUT"  # tb_tree's threshold from the histogram only, four ranks a thread in flight: tree_quick, then 300 s of the tree fuzzer
@@ -132,10 +132,10 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     bash "$0" tree_quick "$out"
     step bench_verify_cluster 60 python benchmarks/bench_verify_default.py --cluster --out "$out"
     keep_few "$out" gpu_next.log run_ahead_8x512.md bench_tree.md tree_tests.log bench_verify_cluster.log bench_verify_cluster.json ;;
-  s34a)   # session 33's leftovers of s32a (ran on 51e91b5): nbs/05a's cuda cells (the merged drafter's batched draft against fp64, whose check had a test bug), the round at 2 x 256 with bench_run_ahead's new GPU ms by stage (draft / tree / verify / accept), then racecheck over the _tc and layered-write kernels, which the 60 s step cut (<= 400 s)
+  s34a)   # session 33's leftovers of s32a (ran on 51e91b5): nbs/05a's cuda cells (the merged drafter's batched draft against fp64, whose check had a test bug), the round at 2 x 256 with bench_run_ahead's new GPU ms by stage (draft / tree / verify / accept) and budgets 4 and 8 beside 16 and 64 (the round's cost falls with B, the acceptance too), then racecheck over the _tc and layered-write kernels, which the 60 s step cut (<= 450 s)
     export DDTREE_COMMIT=$commit
     step tests_05a 100 nbdev_test --flags cuda --do_print --path nbs/05a_drafter.ipynb
-    step run_ahead 150 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --compile --merge on --temps 0,1 --reps 2
+    step run_ahead 200 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --compile --merge on --temps 0,1 --reps 2 --budgets 4,8,16,64
     cp "$out/ra/run_ahead.md" "$out/run_ahead.md" 2>/dev/null
     KERNELS=draft_attn_tc,draft_kv_layers TOOLS=racecheck TIMEOUT_PLAIN=40 TIMEOUT_RACECHECK=130 step racecheck_tc 150 bash benchmarks/sanitize_kernels.sh "$out/san"
     cp "$out/san/sanitize_kernels.md" "$out/racecheck_tc.md" 2>/dev/null
