@@ -162,9 +162,10 @@ class RMSNorm(nn.Module):
 REDUCE_ROWS = 65   # rows (tokens) of a compiled forward up to which `contract` multiplies and sums instead of a GEMM: a B = 64 tree and its root
 REDUCE_MAX = 1 << 25 if os.environ.get('DDTREE_REDUCE_LINEAR') == '1' else 0   # elements of the broadcast product, at most: off (0) unless asked
 
-def reduces(rows: int, product: int, limit: int|None=None, min_rows: int=2) -> bool:
-    "Contract by multiply and sum? Only while `torch.compile` traces, for `min_rows`..`REDUCE_ROWS` rows and a broadcast product of at most `limit` (default `REDUCE_MAX`) elements."
-    return torch.compiler.is_compiling() and min_rows <= rows <= REDUCE_ROWS and product <= (REDUCE_MAX if limit is None else limit)
+def reduces(rows: int, product: int, limit: int|None=None, min_rows: int=2, max_rows: float|None=None) -> bool:
+    "Contract by multiply and sum? Only while `torch.compile` traces, for `min_rows`..`max_rows` (default `REDUCE_ROWS`) rows and a broadcast product of at most `limit` (default `REDUCE_MAX`) elements."
+    return (torch.compiler.is_compiling() and min_rows <= rows <= (REDUCE_ROWS if max_rows is None else max_rows)
+            and product <= (REDUCE_MAX if limit is None else limit))
 
 def _reduced(eq: str, a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     "`torch.einsum(eq, a, w)` (two operands, no repeated letter in one) as a broadcast multiply and a sum in fp32 (fp64 stays fp64), in `a`'s dtype."
@@ -184,14 +185,14 @@ def _sizes(eq: str, a, w) -> tuple[int, int]:
     size = {**dict(zip(sw, w.shape)), **dict(zip(sa, a.shape))}
     return math.prod([size[c] for c in sa if c not in sw]), math.prod(list(size.values()))
 
-def contract(eq: str, a: torch.Tensor, w: torch.Tensor, limit: int|None=None, min_rows: int=2) -> torch.Tensor:
-    "`torch.einsum(eq, a, w)` of activations `a` and a weight `w`; in a compiled forward of few rows (`reduces`), a multiply and sum that inductor fuses with the ops around it."
-    return _reduced(eq, a, w) if reduces(*_sizes(eq, a, w), limit, min_rows) else torch.einsum(eq, a, w)
+def contract(eq: str, a: torch.Tensor, w: torch.Tensor, **rule) -> torch.Tensor:
+    "`torch.einsum(eq, a, w)` of activations `a` and a weight `w`; in a compiled forward of few rows (`reduces(..., **rule)`), a multiply and sum that inductor fuses with the ops around it."
+    return _reduced(eq, a, w) if reduces(*_sizes(eq, a, w), **rule) else torch.einsum(eq, a, w)
 
-def linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor|None=None, limit: int|None=None, min_rows: int=2) -> torch.Tensor:
-    "`F.linear(x, w, b)`, or in a compiled forward of few rows (`reduces`) the same as a multiply and sum (`contract`)."
+def linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor|None=None, **rule) -> torch.Tensor:
+    "`F.linear(x, w, b)`, or in a compiled forward of few rows (`reduces(..., **rule)`) the same as a multiply and sum (`contract`)."
     rows = x[..., 0].numel()
-    if not reduces(rows, rows * w.numel(), limit, min_rows): return F.linear(x, w, b)
+    if not reduces(rows, rows * w.numel(), **rule): return F.linear(x, w, b)
     y = _reduced('...k,nk->...n', x, w)
     return y if b is None else y + b
 
@@ -318,7 +319,7 @@ class Router(nn.Module):
         return self.select_dense(self.logits(x)) if dense else self.select(self.logits(x))
     def logits(self, x: torch.Tensor) -> torch.Tensor:
         "[T, E] fp32. Compiled and small (`ROUTER_REDUCE_MAX`, one row too): a multiply and sum, which inductor makes one reduction kernel, where an fp32 GEMM is a SIMT GEMM and a split-K reduction on a GPU (6.4 µs at T = 65, H100)."
-        return linear(x.float(), self.weight.float(), limit=ROUTER_REDUCE_MAX, min_rows=1)
+        return linear(x.float(), self.weight.float(), limit=ROUTER_REDUCE_MAX, min_rows=1, max_rows=math.inf)   # any row count, as before `contract`
     @property
     def one_group(self) -> bool: return self.c.topk_group >= self.c.n_group   # no group filter (Kimi K2): what moe_route_group runs
     def select(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
