@@ -60,7 +60,7 @@ def main():
     ap.add_argument('--tokens', default='1,65', help='token counts of the forwards, comma-separated (1 = an AR step, 17 = a DFlash / DDTree B=16 verify, 65 = B=64)')
     ap.add_argument('--draft', action='store_true', help="also the drafter's one draft (a round's front): eager and compiled, merged, kernels in order and replay ms")
     ap.add_argument('--draft-kernel', default='1', help="with --draft: DDTREE_DRAFT_KERNEL values to run the draft under, comma-separated (0: block_attention under the mask, 1: the draft attention kernel, 2: also norm and RoPE in the kernels)")
-    ap.add_argument('--draft-reduce', default='off', help="with --draft: off, on or off,on: the compiled draft's few-row GEMMs as multiply and sum too (model.REDUCE_MAX)"); a = ap.parse_args()
+    ap.add_argument('--draft-reduce', default='off', help="with --draft: comma-separated off / on / cd: the compiled draft's few-row GEMMs as multiply and sum (model.REDUCE_MAX), cd with inductor's coordinate-descent tuning"); a = ap.parse_args()
     from ddtree_nb.demo import load_demo_pair
     from ddtree_nb.verify import vis_to_bits
     from ddtree_nb.runtime import engine_stream
@@ -88,15 +88,18 @@ def main():
         (out / 'bench_compile.json').write_text(json.dumps(dict(meta=meta, rows=res), indent=1))   # after each variant: a timeout keeps the rest
     if a.draft:
         from ddtree_nb import model
+        import torch._inductor.config as ic
         for dk, rd in ((dk, rd) for dk in a.draft_kernel.split(',') for rd in a.draft_reduce.split(',')):
-            os.environ['DDTREE_DRAFT_KERNEL'] = dk; model.REDUCE_MAX = REDUCE_ON if rd == 'on' else 0
+            os.environ['DDTREE_DRAFT_KERNEL'] = dk; model.REDUCE_MAX = 0 if rd == 'off' else REDUCE_ON
+            ic.coordinate_descent_tuning = rd == 'cd'                        # read when the draft compiles (its first call)
             d.__dict__.pop('_compiled_draft', None); torch._dynamo.reset()   # the settings are read when the draft is traced
             for compiled in (False, True) if rd == 'off' else (True,):
-                name = 'draft ' + ('compiled+merge' if compiled else 'eager+merge') + f' kernel={dk}' + (' reduce' if rd == 'on' else '')
+                name = 'draft ' + ('compiled+merge' if compiled else 'eager+merge') + f' kernel={dk}' + {'off': '', 'on': ' reduce', 'cd': ' reduce-cd'}[rd]
                 try: r = dict(variant=name, **measure_draft(d, compiled, es, a.reps))
                 except Exception: r = dict(variant=name, error=traceback.format_exc()[-600:])
                 print(json.dumps(r), flush=True); res.append(r)
-        (out / 'bench_compile.json').write_text(json.dumps(dict(meta=meta, rows=res), indent=1))
+                (out / 'bench_compile.json').write_text(json.dumps(dict(meta=meta, rows=res), indent=1))   # after each row: a timeout keeps the rest
+        ic.coordinate_descent_tuning = False
 
 def measure_draft(d, compiled, es, reps, P=1000):
     "The drafter's one draft as a round runs it (merged; 16 feature rows, a context of P rows): kernels in order (one of them the length reset), replay ms."

@@ -1,10 +1,10 @@
 """Run-ahead A/B and a launch census of the decode round on the GPU (the shipped demo pair, bf16, cuda faces, CUDA graph).
 
-Not a test. For AR, DFlash and DDTree (B 16, 64) at T=0 and T=0.8: the same generations with `Decoder(run_ahead=False)`
+Not a test. For AR, DFlash and DDTree (`--budgets`, default 16 and 64) at T=0 and T=0.8: the same generations with `Decoder(run_ahead=False)`
 (enqueue a round, wait for its record, emit, enqueue the next) and `run_ahead=True` (round k+1 enqueued before round
 k's record is read). Reports decode tokens/s and wall ms per round from round 3 on (prefill, the eager round 1 and the
-round-2 capture excluded: every generation captures its own graph), GPU ms per round (CUDA events around
-each stage, a separate run), and checks that both give the same tokens. Then counts the kernels one eager round launches
+round-2 capture excluded: every generation captures its own graph), GPU ms per round and each stage's
+share of it (CUDA events around each stage, a separate run), and checks that both give the same tokens. Then counts the kernels one eager round launches
 (torch.profiler, CUPTI: PyCUDA kernels included), by stage and by name. Writes run_ahead.json and run_ahead.md into --out.
 
     python benchmarks/bench_run_ahead.py --out OUTDIR [--commit HASH] [--max-new 256] [--reps 3]
@@ -103,7 +103,7 @@ def census(t, d, p, method, B, log, compile=False):
 def markdown(res) -> str:
     m = res['meta']
     lines = [f"# Run-ahead A/B and launch census ({m['date']}, {m['gpu']}, commit {m['commit']})", '',
-             f"Command: `{m['command']}`; demo pair bf16, cuda faces, CUDA graph{', torch.compile' if m.get('compile') else ''}{' (one-token forwards autotuned)' if m.get('compile') is True or isinstance(m.get('compile'), dict) and {1, '1'} & set(m['compile']) else ''}{ {True: ', merged projections', False: ', projections not merged'}.get(m.get('merge'), '') }{', traced attention' if m.get('traced') else ''}, {m['prompts']} prompts x {m['max_new']} new tokens, "
+             f"Command: `{m['command']}`; demo pair bf16, cuda faces, CUDA graph{', torch.compile' if m.get('compile') else ''}{' (one-token forwards autotuned)' if m.get('compile') is True or isinstance(m.get('compile'), dict) and {1, '1'} & set(m['compile']) else ''}{ {True: ', merged projections', False: ', projections not merged'}.get(m.get('merge'), '') }{', traced attention' if m.get('traced') else ''}{', few-row GEMMs as multiply and sum (model.REDUCE_MAX ' + str(m['reduce_max']) + ')' if m.get('reduce_max') else ''}, {m['prompts']} prompts x {m['max_new']} new tokens, "
              f"median of {m['reps']} runs per prompt after a warm-up; rounds 3 onwards (graph replays) only: prefill, the eager round 1 "
              f"and the capture of round 2 excluded.", '',
              '| T | method | B | tau | plain tok/s | ahead tok/s | speed-up | plain ms/round | ahead ms/round | GPU ms/round | GPU ms by stage | same tokens |',
@@ -128,13 +128,13 @@ def main(argv=None):
     ap.add_argument('--merge', choices=('on', 'off'), default=None, help="Stages(merge=True / False): the projections of one input as one GEMM each (default: Stages' own, on for cuda)")
     ap.add_argument('--autotune-ar', action=argparse.BooleanOptionalAction, default=None, help="with --compile: Stages(compile=model.AUTOTUNE_AR), the one-token forwards (the AR step) through inductor's max-autotune; --no-autotune-ar: Stages(compile={}); default: Stages(compile=True), which autotunes them")
     ap.add_argument('--autotune-tokens', default=None, help="with --compile: Stages(compile={T: AUTOTUNE_AR's options for each T listed}), e.g. 1,16,17,65: the verify forwards (T = budget + 1) through max-autotune too")
-    ap.add_argument('--reduce-cd-tokens', default=None, help="with --compile: model.REDUCE_MAX on (few-row GEMMs as multiply and sum, the draft's too) and the forwards of each T listed (e.g. 16,17,65) compiled with coordinate-descent tuning; the AR step keeps AUTOTUNE_AR")
+    ap.add_argument('--reduce-cd', action='store_true', help="with --compile: model.REDUCE_MAX on (every compiled forward's and the draft's few-row GEMMs as multiply and sum) and inductor's coordinate-descent tuning for every compile (the AR step keeps AUTOTUNE_AR)")
     ap.add_argument('--traced', action='store_true', help="target.trace_attention: compiled layers keep the verify kernel inside their graph (a custom op)")
     ap.add_argument('--temps', default='0,0.8', help='temperatures, comma-separated')
     ap.add_argument('--budgets', default='16,64', help="DDTree budgets, comma-separated (AR and DFlash always run; each budget B compiles a verify forward of B + 1 tokens)")
     a = ap.parse_args(argv)
     global MERGE; MERGE = {'on': True, 'off': False}.get(a.merge)
-    CASES[2:] = [('ddtree', int(b)) for b in a.budgets.split(',')]
+    CASES[2:] = [('ddtree', int(b)) for b in a.budgets.split(',') if b.strip()] or ap.error('--budgets: at least one budget')
     if a.autotune_ar is not None:
         if not a.compile: ap.error('--autotune-ar / --no-autotune-ar need --compile')
         from ddtree_nb.model import AUTOTUNE_AR
@@ -143,11 +143,11 @@ def main(argv=None):
         if not a.compile or a.autotune_ar is not None: ap.error('--autotune-tokens needs --compile, without --autotune-ar')
         from ddtree_nb.model import AUTOTUNE_AR
         a.compile = {int(x): AUTOTUNE_AR[1] for x in a.autotune_tokens.split(',')}
-    if a.reduce_cd_tokens:
-        if not a.compile or a.autotune_ar is not None or a.autotune_tokens: ap.error('--reduce-cd-tokens needs --compile, without the autotune options')
-        from ddtree_nb import model
-        model.REDUCE_MAX = 1 << 25
-        a.compile = {1: model.AUTOTUNE_AR[1], **{int(x): dict(options={'coordinate_descent_tuning': True}) for x in a.reduce_cd_tokens.split(',')}}
+    from ddtree_nb import model
+    if a.reduce_cd:
+        if not a.compile or a.autotune_ar is not None or a.autotune_tokens: ap.error('--reduce-cd needs --compile, without the autotune options')
+        import torch._inductor.config as ic
+        model.REDUCE_MAX, ic.coordinate_descent_tuning = 1 << 25, True
     out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
     logf = open(out / 'run_ahead.log', 'w')
     def log(s): print(s, flush=True); logf.write(s + '\n'); logf.flush()
@@ -157,7 +157,8 @@ def main(argv=None):
     prompts = held_out_prompts(tok, n=a.prompts, prompt_tokens=32)
     res = dict(meta=dict(date=time.strftime('%Y-%m-%d'), gpu=torch.cuda.get_device_name(), commit=a.commit, torch=torch.__version__,
                          command='python benchmarks/bench_run_ahead.py ' + ' '.join(argv or __import__('sys').argv[1:]),
-                         prompts=len(prompts), max_new=a.max_new, reps=a.reps, compile=a.compile, merge=MERGE, traced=a.traced))
+                         prompts=len(prompts), max_new=a.max_new, reps=a.reps, compile=a.compile, merge=MERGE, traced=a.traced,
+                         reduce_max=model.REDUCE_MAX))
     res['ab'] = ab(t, d, prompts, a.max_new, a.reps, log, tuple(float(x) for x in a.temps.split(',')), a.compile)
     res['census'] = []
     for m, B in (('ar', 0), ('ddtree', max(b for _, b in CASES[2:]))):

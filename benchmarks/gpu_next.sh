@@ -19,8 +19,8 @@
 #   bash benchmarks/gpu_next.sh compile_ab "$OUT"  # merged projections, traced attention, inductor options: bench_compile's variants, the compiled round with and without them (<= 9 min)
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s31b "$OUT"  # session 31 on an H200: the round at 8 x 512 (shipped), bench_tree + nbs/02, the verify tables (<= 420 s)
-#   bash benchmarks/gpu_next.sh s34a "$OUT"  # what session 33 left of s32a: nbs/05a's cuda cells (the batched-draft check, fixed), the round at 2 x 256 with each stage's GPU ms and B = 4, 8, 16, 64, racecheck of the _tc kernels (<= 450 s)
-#   bash benchmarks/gpu_next.sh s34b "$OUT"  # few-row GEMMs as multiply and sum (model.contract, off by default) with coordinate-descent tuning: the T = 17 / 65 forwards and the draft, then the round if they win (<= 480 s)
+#   bash benchmarks/gpu_next.sh s34a "$OUT"  # what session 33 left of s32a: nbs/05a's cuda cells (the batched-draft check, fixed), the round at 2 x 256 with each stage's GPU ms and B = 4, 8, 16, 64, racecheck of the _tc kernels (<= 500 s)
+#   bash benchmarks/gpu_next.sh s34b "$OUT"  # few-row GEMMs as multiply and sum (model.contract, off by default) with coordinate-descent tuning: the T = 17 / 65 forwards and the draft, then the round with them (<= 480 s)
 #   bash benchmarks/gpu_next.sh s30a "$OUT"  # session 30: the three issues' numbers on this card (an H200 if lent), then the tree fuzzer for the time left (<= 570 s)
 #   bash benchmarks/gpu_next.sh s27b "$OUT"  # tb_tree's threshold from the histogram only, four ranks a thread in flight: tree_quick, then 300 s of the tree fuzzer
 #   bash benchmarks/gpu_next.sh s26b "$OUT"  # issue 19 on an H200: the T = 1 timeline, the verify tables, 300 s of fuzz
@@ -125,26 +125,26 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     GPU_TESTS_TIMEOUT=120 step gpu_tests_03a 130 bash benchmarks/gpu_tests.sh "$out" 03a
     KERNELS=moe TIMEOUT_PLAIN=40 TIMEOUT_MEMCHECK=45 TIMEOUT_INITCHECK=40 TIMEOUT_SYNCCHECK=40 TIMEOUT_RACECHECK=50 \
       step sanitize_moe 150 bash benchmarks/sanitize_kernels.sh "$out/sanitize_moe" ;;
-  s31b)   # session 31, on an H200: issue 17's round at 8 x 512 (the shipped default; the autotuned verify forwards, which did not compile in 150 s in session 33, dropped), issue 18's bench_tree and nbs/02, issue 19's verify tables (<= 570 s)
+  s31b)   # session 31, on an H200: issue 17's round at 8 x 512 (the shipped default; the autotuned verify forwards, which did not compile in 150 s in session 33, dropped), issue 18's bench_tree and nbs/02, issue 19's verify tables (<= 420 s)
     export DDTREE_COMMIT=$commit
     step run_ahead_8x512 150 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --compile --merge on --temps 0,1 --reps 2 --prompts 8 --max-new 512
     cp "$out/ra/run_ahead.md" "$out/run_ahead_8x512.md" 2>/dev/null
     bash "$0" tree_quick "$out"
     step bench_verify_cluster 60 python benchmarks/bench_verify_default.py --cluster --out "$out"
     keep_few "$out" gpu_next.log run_ahead_8x512.md bench_tree.md tree_tests.log bench_verify_cluster.log bench_verify_cluster.json ;;
-  s34a)   # session 33's leftovers of s32a (ran on 51e91b5): nbs/05a's cuda cells (the merged drafter's batched draft against fp64, whose check had a test bug), the round at 2 x 256 with bench_run_ahead's new GPU ms by stage (draft / tree / verify / accept) and budgets 4 and 8 beside 16 and 64 (the round's cost falls with B, the acceptance too), then racecheck over the _tc and layered-write kernels, which the 60 s step cut (<= 450 s)
+  s34a)   # session 33's leftovers of s32a (ran on 51e91b5): nbs/05a's cuda cells (the merged drafter's batched draft against fp64, whose check had a test bug), the round at 2 x 256 with bench_run_ahead's new GPU ms by stage (draft / tree / verify / accept) and budgets 4 and 8 beside 16 and 64 (the round's cost falls with B, the acceptance too), then racecheck over the _tc and layered-write kernels, which the 60 s step cut (<= 500 s)
     export DDTREE_COMMIT=$commit
     step tests_05a 100 nbdev_test --flags cuda --do_print --path nbs/05a_drafter.ipynb
     step run_ahead 200 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --compile --merge on --temps 0,1 --reps 2 --budgets 4,8,16,64
     cp "$out/ra/run_ahead.md" "$out/run_ahead.md" 2>/dev/null
-    KERNELS=draft_attn_tc,draft_kv_layers TOOLS=racecheck TIMEOUT_PLAIN=40 TIMEOUT_RACECHECK=130 step racecheck_tc 150 bash benchmarks/sanitize_kernels.sh "$out/san"
+    KERNELS=draft_attn_tc,draft_kv_layers TOOLS=racecheck TIMEOUT_PLAIN=40 TIMEOUT_RACECHECK=130 step racecheck_tc 195 bash benchmarks/sanitize_kernels.sh "$out/san"
     cp "$out/san/sanitize_kernels.md" "$out/racecheck_tc.md" 2>/dev/null
     keep_few "$out" gpu_next.log tests_05a.log run_ahead.md racecheck_tc.md racecheck_tc.log ;;
-  s34b)   # session 33's reductions with coordinate-descent tuning (issue 17: the verify forward's 134 kernels against the AR step's 110): bench_compile's GEMM / reduce / reduce-cd variants at T = 17 and 65 and the draft with and without, in one process; then the round with the reductions tuned at 16, 17 and 65 tokens (<= 480 s)
+  s34b)   # session 33's reductions with coordinate-descent tuning (issue 17: the verify forward's 134 kernels against the AR step's 110): bench_compile's GEMM / reduce-cd / reduce variants at T = 17 and 65 and the draft with and without (tuned), in one process; then the round with every compile tuned and reducing (<= 480 s)
     export DDTREE_COMMIT=$commit
-    step reduce_cd 300 python benchmarks/bench_compile.py --out "$out/bc" --commit "$commit" --variants compiled+merge,compiled+merge+reduce-cd,compiled+merge+reduce --tokens 17,65 --draft --draft-kernel 4 --draft-reduce off,on
+    step reduce_cd 300 python benchmarks/bench_compile.py --out "$out/bc" --commit "$commit" --variants compiled+merge,compiled+merge+reduce-cd,compiled+merge+reduce --tokens 17,65 --draft --draft-kernel 4 --draft-reduce off,cd
     cp "$out/bc/bench_compile.json" "$out/bench_compile_reduce_cd.json" 2>/dev/null
-    step run_ahead_reduce_cd 170 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit-reduce-cd" --compile --merge on --temps 0,1 --reps 2 --reduce-cd-tokens 16,17,65
+    step run_ahead_reduce_cd 170 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit-reduce-cd" --compile --merge on --temps 0,1 --reps 2 --reduce-cd
     cp "$out/ra/run_ahead.md" "$out/run_ahead_reduce_cd.md" 2>/dev/null
     keep_few "$out" gpu_next.log bench_compile_reduce_cd.json reduce_cd.log run_ahead_reduce_cd.md run_ahead_reduce_cd.log ;;
   s30a)   # session 30's first call, the issues' numbers on this card (meant for an H200): bench_tree and nbs/02 (issue 18), the T = 1 timeline, the verify tables and a plain read of T = 1, P = 32k's bytes (issue 19), the compiled round at T = 0 / 1 (issue 17), then the tree fuzzer for the time left (<= 570 s)

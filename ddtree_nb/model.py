@@ -162,13 +162,16 @@ class RMSNorm(nn.Module):
 REDUCE_ROWS = 65   # rows (tokens) of a compiled forward up to which `contract` multiplies and sums instead of a GEMM: a B = 64 tree and its root
 REDUCE_MAX = 1 << 25 if os.environ.get('DDTREE_REDUCE_LINEAR') == '1' else 0   # elements of the broadcast product, at most: off (0) unless asked
 
+def _reducing(limit: int|None=None) -> bool:   # checked first, so the off path costs nothing and adds no shape guard
+    return (REDUCE_MAX if limit is None else limit) > 0 and torch.compiler.is_compiling()
+
 def reduces(rows: int, product: int, limit: int|None=None, min_rows: int=2, max_rows: float|None=None) -> bool:
     "Contract by multiply and sum? Only while `torch.compile` traces, for `min_rows`..`max_rows` (default `REDUCE_ROWS`) rows and a broadcast product of at most `limit` (default `REDUCE_MAX`) elements."
-    return (torch.compiler.is_compiling() and min_rows <= rows <= (REDUCE_ROWS if max_rows is None else max_rows)
+    return (_reducing(limit) and min_rows <= rows <= (REDUCE_ROWS if max_rows is None else max_rows)
             and product <= (REDUCE_MAX if limit is None else limit))
 
-def _reduced(eq: str, a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    "`torch.einsum(eq, a, w)` (two operands, no repeated letter in one) as a broadcast multiply and a sum in fp32 (fp64 stays fp64), in `a`'s dtype."
+def _reduced(eq: str, a: torch.Tensor, w: torch.Tensor, b: torch.Tensor|None=None) -> torch.Tensor:
+    "`torch.einsum(eq, a, w)` (+ `b`; two operands, no repeated letter in one) as a broadcast multiply and a sum in fp32 (fp64 stays fp64), rounded to `a`'s dtype once."
     (sa, sw), so = eq.split('->')[0].split(','), eq.split('->')[1]
     if '...' in sa:   # the ellipsis as letters of its own
         e = ''.join([chr(0x391 + i) for i in range(a.ndim - len(sa) + 3)])
@@ -176,7 +179,8 @@ def _reduced(eq: str, a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     order = so + ''.join(dict.fromkeys([c for c in sa + sw if c not in so]))   # the output's letters, then the summed ones
     def lay(x, s): return x.permute(*[s.index(c) for c in order if c in s])[tuple([slice(None) if c in s else None for c in order])]
     dt = torch.promote_types(a.dtype, torch.float32)
-    return (lay(a.to(dt), sa) * lay(w.to(dt), sw)).sum(tuple(range(len(so), len(order)))).to(a.dtype)
+    y = (lay(a.to(dt), sa) * lay(w.to(dt), sw)).sum(tuple(range(len(so), len(order))))
+    return (y if b is None else y + b.to(dt)).to(a.dtype)
 
 def _sizes(eq: str, a, w) -> tuple[int, int]:
     "(rows: the product of `a`'s dims that `w` lacks, the broadcast product's elements) of a contraction."
@@ -187,14 +191,13 @@ def _sizes(eq: str, a, w) -> tuple[int, int]:
 
 def contract(eq: str, a: torch.Tensor, w: torch.Tensor, **rule) -> torch.Tensor:
     "`torch.einsum(eq, a, w)` of activations `a` and a weight `w`; in a compiled forward of few rows (`reduces(..., **rule)`), a multiply and sum that inductor fuses with the ops around it."
-    return _reduced(eq, a, w) if reduces(*_sizes(eq, a, w), **rule) else torch.einsum(eq, a, w)
+    return _reduced(eq, a, w) if _reducing(rule.get('limit')) and reduces(*_sizes(eq, a, w), **rule) else torch.einsum(eq, a, w)
 
 def linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor|None=None, **rule) -> torch.Tensor:
     "`F.linear(x, w, b)`, or in a compiled forward of few rows (`reduces(..., **rule)`) the same as a multiply and sum (`contract`)."
-    rows = x[..., 0].numel()
-    if not reduces(rows, rows * w.numel(), **rule): return F.linear(x, w, b)
-    y = _reduced('...k,nk->...n', x, w)
-    return y if b is None else y + b
+    if not _reducing(rule.get('limit')): return F.linear(x, w, b)
+    rows = math.prod(x.shape[:-1])
+    return _reduced('...k,nk->...n', x, w, b) if reduces(rows, rows * w.numel(), **rule) else F.linear(x, w, b)
 
 class Linear(nn.Linear):
     "`nn.Linear` (the same parameters and state dict) whose forward is `linear`."
