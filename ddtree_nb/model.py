@@ -189,6 +189,7 @@ def _sizes(eq: str, a, w) -> tuple[int, int]:
     size = {**dict(zip(sw, w.shape)), **dict(zip(sa, a.shape))}
     return math.prod([size[c] for c in sa if c not in sw]), math.prod(list(size.values()))
 
+# %% ../nbs/01a_target_model.ipynb #36f78860
 def contract(eq: str, a: torch.Tensor, w: torch.Tensor, **rule) -> torch.Tensor:
     "`torch.einsum(eq, a, w)` of activations `a` and a weight `w`; in a compiled forward of few rows (`reduces(..., **rule)`), a multiply and sum that inductor fuses with the ops around it."
     return _reduced(eq, a, w) if _reducing(rule.get('limit')) and reduces(*_sizes(eq, a, w), **rule) else torch.einsum(eq, a, w)
