@@ -20,7 +20,7 @@
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s31b "$OUT"  # session 31 on an H200: the round at 8 x 512 (shipped), bench_tree + nbs/02, the verify tables (<= 420 s)
 #   bash benchmarks/gpu_next.sh s34a "$OUT"  # what session 33 left of s32a: nbs/05a's cuda cells (the batched-draft check, fixed), the round at 2 x 256 with each stage's GPU ms and B = 4, 8, 16, 64, racecheck of the _tc kernels (<= 500 s)
-#   bash benchmarks/gpu_next.sh s34b "$OUT"  # few-row GEMMs as multiply and sum (model.contract, off by default) with coordinate-descent tuning: the T = 17 / 65 forwards and the draft, then the round with them (<= 480 s)
+#   bash benchmarks/gpu_next.sh s34b "$OUT"  # few-row GEMMs as multiply and sum (model.contract, off by default) with coordinate-descent tuning: the T = 17 / 65 forwards and the draft, then the round with them (<= 550 s)
 #   bash benchmarks/gpu_next.sh s30a "$OUT"  # session 30: the three issues' numbers on this card (an H200 if lent), then the tree fuzzer for the time left (<= 570 s)
 #   bash benchmarks/gpu_next.sh s27b "$OUT"  # tb_tree's threshold from the histogram only, four ranks a thread in flight: tree_quick, then 300 s of the tree fuzzer
 #   bash benchmarks/gpu_next.sh s26b "$OUT"  # issue 19 on an H200: the T = 1 timeline, the verify tables, 300 s of fuzz
@@ -140,11 +140,11 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     KERNELS=draft_attn_tc,draft_kv_layers TOOLS=racecheck TIMEOUT_PLAIN=40 TIMEOUT_RACECHECK=130 step racecheck_tc 195 bash benchmarks/sanitize_kernels.sh "$out/san"
     cp "$out/san/sanitize_kernels.md" "$out/racecheck_tc.md" 2>/dev/null
     keep_few "$out" gpu_next.log tests_05a.log run_ahead.md racecheck_tc.md racecheck_tc.log ;;
-  s34b)   # session 33's reductions with coordinate-descent tuning (issue 17: the verify forward's 134 kernels against the AR step's 110): bench_compile's GEMM / reduce-cd / reduce variants at T = 17 and 65 and the draft with and without (tuned), in one process; then the round with every compile tuned and reducing (<= 480 s)
+  s34b)   # session 33's reductions with coordinate-descent tuning (issue 17: the verify forward's 134 kernels against the AR step's 110): bench_compile's GEMM and reduce-cd variants at T = 17 and 65 (the untuned reduce ran in session 33) and the draft with and without (tuned), in one process; then the round with every compile tuned and reducing (<= 550 s; coordinate-descent tuning lengthens each compile)
     export DDTREE_COMMIT=$commit
-    step reduce_cd 300 python benchmarks/bench_compile.py --out "$out/bc" --commit "$commit" --variants compiled+merge,compiled+merge+reduce-cd,compiled+merge+reduce --tokens 17,65 --draft --draft-kernel 4 --draft-reduce off,cd
+    step reduce_cd 300 python benchmarks/bench_compile.py --out "$out/bc" --commit "$commit" --variants compiled+merge,compiled+merge+reduce-cd --tokens 17,65 --draft --draft-kernel 4 --draft-reduce off,cd
     cp "$out/bc/bench_compile.json" "$out/bench_compile_reduce_cd.json" 2>/dev/null
-    step run_ahead_reduce_cd 170 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit-reduce-cd" --compile --merge on --temps 0,1 --reps 2 --reduce-cd
+    step run_ahead_reduce_cd 240 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit-reduce-cd" --compile --merge on --temps 0,1 --reps 2 --reduce-cd
     cp "$out/ra/run_ahead.md" "$out/run_ahead_reduce_cd.md" 2>/dev/null
     keep_few "$out" gpu_next.log bench_compile_reduce_cd.json reduce_cd.log run_ahead_reduce_cd.md run_ahead_reduce_cd.log ;;
   s30a)   # session 30's first call, the issues' numbers on this card (meant for an H200): bench_tree and nbs/02 (issue 18), the T = 1 timeline, the verify tables and a plain read of T = 1, P = 32k's bytes (issue 19), the compiled round at T = 0 / 1 (issue 17), then the tree fuzzer for the time left (<= 570 s)
