@@ -23,8 +23,7 @@ VARIANTS = {   # name: (torch.compile kwargs, or None for the uncompiled layers;
     'compiled+merge+autotune-ar': (dict(by_tokens={1: dict(mode='max-autotune-no-cudagraphs')}), True, False),   # = model.AUTOTUNE_AR
     # few-row GEMMs as multiply and sum (model.contract, off by default; session 33: slower untuned), then with inductor's
     # coordinate-descent tuning of every triton kernel, what max-autotune gives the one-row reductions of the AR step
-    'compiled+merge+reduce': ({}, True, False), 'compiled+merge+reduce-cd': (dict(options={'coordinate_descent_tuning': True}), True, False)}
-REDUCE_ON = 1 << 25   # model.REDUCE_MAX for the +reduce variants
+    'compiled+merge+reduce': ({}, True, False), 'compiled+merge+reduce-cd': (dict(options={'coordinate_descent_tuning': True}), True, False)}   # model.REDUCE_ON
 
 def kernels(fn):
     from torch.profiler import profile, ProfilerActivity
@@ -49,7 +48,7 @@ def setup_variant(t, name):
     from ddtree_nb.model import merge_projections
     kw, merged, traced = VARIANTS[name]
     torch._dynamo.reset()
-    model.REDUCE_MAX = REDUCE_ON if '+reduce' in name else 0
+    model.REDUCE_MAX = model.REDUCE_ON if '+reduce' in name else 0
     merge_projections(t, merged)
     t.compiled_layers, t.use_compiled, t.trace_attention = None, kw is not None, traced
     if kw is not None: t.compile_layers(**kw)
@@ -90,7 +89,7 @@ def main():
         from ddtree_nb import model
         import torch._inductor.config as ic
         for dk, rd in ((dk, rd) for dk in a.draft_kernel.split(',') for rd in a.draft_reduce.split(',')):
-            os.environ['DDTREE_DRAFT_KERNEL'] = dk; model.REDUCE_MAX = 0 if rd == 'off' else REDUCE_ON
+            os.environ['DDTREE_DRAFT_KERNEL'] = dk; model.REDUCE_MAX = 0 if rd == 'off' else model.REDUCE_ON
             ic.coordinate_descent_tuning = rd == 'cd'                        # read when the draft compiles (its first call)
             d.__dict__.pop('_compiled_draft', None); torch._dynamo.reset()   # the settings are read when the draft is traced
             for compiled in (False, True) if rd == 'off' else (True,):

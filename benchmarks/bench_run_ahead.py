@@ -147,7 +147,7 @@ def main(argv=None):
     if a.reduce_cd:
         if not a.compile or a.autotune_ar is not None or a.autotune_tokens: ap.error('--reduce-cd needs --compile, without the autotune options')
         import torch._inductor.config as ic
-        model.REDUCE_MAX, ic.coordinate_descent_tuning = 1 << 25, True
+        model.REDUCE_MAX, ic.coordinate_descent_tuning = model.REDUCE_ON, True
     out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
     logf = open(out / 'run_ahead.log', 'w')
     def log(s): print(s, flush=True); logf.write(s + '\n'); logf.flush()

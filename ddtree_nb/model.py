@@ -14,12 +14,12 @@ from .verify import tree_visible, tree_attention_torch, bits_to_vis, vis_to_bits
 
 
 # %% auto #0
-__all__ = ['MODEL_TYPES', 'REDUCE_ROWS', 'REDUCE_MAX', 'ROUTER_REDUCE_MAX', 'ATTN_BACKENDS', 'AUTOTUNE_AR', 'TargetConfig',
-           'config_from_dict', 'LatentCache', 'rope_inv_freq', 'rope_cos_sin', 'apply_rope', 'RMSNorm', 'reduces',
-           'contract', 'linear', 'Linear', 'merge_params', 'merge_moves', 'views_rows_of', 'linear_parts', 'Merged',
-           'use_merged', 'Mergeable', 'merge_projections', 'MLP', 'Router', 'expert_loop', 'MoE', 'attention_fn',
-           'MLAttention', 'DecoderLayer', 'TargetOutput', 'TargetModel', 'check_forward_inputs', 'tiny_config',
-           'kimi_config', 'build_target', 'gemms']
+__all__ = ['MODEL_TYPES', 'REDUCE_ROWS', 'REDUCE_ON', 'REDUCE_MAX', 'ROUTER_REDUCE_MAX', 'ATTN_BACKENDS', 'AUTOTUNE_AR',
+           'TargetConfig', 'config_from_dict', 'LatentCache', 'rope_inv_freq', 'rope_cos_sin', 'apply_rope', 'RMSNorm',
+           'reduces', 'contract', 'linear', 'Linear', 'merge_params', 'merge_moves', 'views_rows_of', 'linear_parts',
+           'Merged', 'use_merged', 'Mergeable', 'merge_projections', 'MLP', 'Router', 'expert_loop', 'MoE',
+           'attention_fn', 'MLAttention', 'DecoderLayer', 'TargetOutput', 'TargetModel', 'check_forward_inputs',
+           'tiny_config', 'kimi_config', 'build_target', 'gemms']
 
 # %% ../nbs/01a_target_model.ipynb #5866f664
 MODEL_TYPES = ('deepseek_v3', 'kimi_k2', 'kimi_k25')
@@ -160,7 +160,8 @@ class RMSNorm(nn.Module):
 
 # %% ../nbs/01a_target_model.ipynb #2df4931c
 REDUCE_ROWS = 65   # rows (tokens) of a compiled forward up to which `contract` multiplies and sums instead of a GEMM: a B = 64 tree and its root
-REDUCE_MAX = 1 << 25 if os.environ.get('DDTREE_REDUCE_LINEAR') == '1' else 0   # elements of the broadcast product, at most: off (0) unless asked
+REDUCE_ON = 1 << 25   # elements of the broadcast product, at most, when on
+REDUCE_MAX = REDUCE_ON if os.environ.get('DDTREE_REDUCE_LINEAR') == '1' else 0   # the limit in force: off (0) unless asked
 
 def _reducing(limit: int|None=None) -> bool:   # checked first, so the off path costs nothing and adds no shape guard
     return (REDUCE_MAX if limit is None else limit) > 0 and torch.compiler.is_compiling()
@@ -170,12 +171,15 @@ def reduces(rows: int, product: int, limit: int|None=None, min_rows: int=2, max_
     return (_reducing(limit) and min_rows <= rows <= (REDUCE_ROWS if max_rows is None else max_rows)
             and product <= (REDUCE_MAX if limit is None else limit))
 
+def _letters(eq: str, a: torch.Tensor) -> tuple[str, str, str]:
+    "`eq`'s (a, w, output) subscripts, an ellipsis in `a` spelt as letters of its own (one a dim it covers)."
+    (sa, sw), so = eq.split('->')[0].split(','), eq.split('->')[1]
+    e = ''.join([chr(0x391 + i) for i in range(a.ndim - len(sa) + 3)]) if '...' in sa else ''
+    return sa.replace('...', e), sw, so.replace('...', e)
+
 def _reduced(eq: str, a: torch.Tensor, w: torch.Tensor, b: torch.Tensor|None=None) -> torch.Tensor:
     "`torch.einsum(eq, a, w)` (+ `b`; two operands, no repeated letter in one) as a broadcast multiply and a sum in fp32 (fp64 stays fp64), rounded to `a`'s dtype once."
-    (sa, sw), so = eq.split('->')[0].split(','), eq.split('->')[1]
-    if '...' in sa:   # the ellipsis as letters of its own
-        e = ''.join([chr(0x391 + i) for i in range(a.ndim - len(sa) + 3)])
-        sa, so = sa.replace('...', e), so.replace('...', e)
+    sa, sw, so = _letters(eq, a)
     order = so + ''.join(dict.fromkeys([c for c in sa + sw if c not in so]))   # the output's letters, then the summed ones
     def lay(x, s): return x.permute(*[s.index(c) for c in order if c in s])[tuple([slice(None) if c in s else None for c in order])]
     dt = torch.promote_types(a.dtype, torch.float32)
@@ -184,8 +188,7 @@ def _reduced(eq: str, a: torch.Tensor, w: torch.Tensor, b: torch.Tensor|None=Non
 
 def _sizes(eq: str, a, w) -> tuple[int, int]:
     "(rows: the product of `a`'s dims that `w` lacks, the broadcast product's elements) of a contraction."
-    (sa, sw), n = eq.split('->')[0].split(','), a.ndim - len(eq.split('->')[0].split(',')[0]) + 3
-    sa = sa.replace('...', ''.join([chr(0x391 + i) for i in range(n)]))
+    sa, sw, _ = _letters(eq, a)
     size = {**dict(zip(sw, w.shape)), **dict(zip(sa, a.shape))}
     return math.prod([size[c] for c in sa if c not in sw]), math.prod(list(size.values()))
 
