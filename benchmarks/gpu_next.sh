@@ -21,6 +21,7 @@
 #   bash benchmarks/gpu_next.sh s31b "$OUT"  # session 31 on an H200: the round at 8 x 512 (shipped), bench_tree + nbs/02, the verify tables (<= 420 s)
 #   bash benchmarks/gpu_next.sh s34a "$OUT"  # what session 33 left of s32a: nbs/05a's cuda cells (the batched-draft check, fixed), the round at 2 x 256 with each stage's GPU ms and B = 4, 8, 16, 64, racecheck of the _tc kernels (<= 500 s)
 #   bash benchmarks/gpu_next.sh s34b "$OUT"  # few-row GEMMs as multiply and sum (model.contract, off by default) with coordinate-descent tuning: the T = 17 / 65 forwards and the draft, then the round with them (<= 550 s)
+#   bash benchmarks/gpu_next.sh s34c "$OUT"  # nbs/05a's cuda cells (the batched-draft check, its _want fixed), then issue 17's round at 8 x 512 with B = 8, 15, 16 and each stage's kernel µs (<= 420 s)
 #   bash benchmarks/gpu_next.sh s30a "$OUT"  # session 30: the three issues' numbers on this card (an H200 if lent), then the tree fuzzer for the time left (<= 570 s)
 #   bash benchmarks/gpu_next.sh s27b "$OUT"  # tb_tree's threshold from the histogram only, four ranks a thread in flight: tree_quick, then 300 s of the tree fuzzer
 #   bash benchmarks/gpu_next.sh s26b "$OUT"  # issue 19 on an H200: the T = 1 timeline, the verify tables, 300 s of fuzz
@@ -147,6 +148,12 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     step run_ahead_reduce_cd 240 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit-reduce-cd" --compile --merge on --temps 0,1 --reps 2 --reduce-cd
     cp "$out/ra/run_ahead.md" "$out/run_ahead_reduce_cd.md" 2>/dev/null
     keep_few "$out" gpu_next.log bench_compile_reduce_cd.json reduce_cd.log run_ahead_reduce_cd.md run_ahead_reduce_cd.log ;;
+  s34c)   # session 34: nbs/05a's cuda cells again (s34a's failure was the test's: a later cell rebinds _want), then issue 17's round at the issue's size with the budgets s34a found cheapest: B = 8 (T = 9), 15 (T = 16: 64 rows of 4 heads, one attention row tile) and 16 (T = 17: two), and the census of every case by stage (<= 420 s)
+    export DDTREE_COMMIT=$commit
+    step tests_05a 100 nbdev_test --flags cuda --do_print --path nbs/05a_drafter.ipynb
+    step run_ahead_8x512 290 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --compile --merge on --temps 0,1 --reps 2 --prompts 8 --max-new 512 --budgets 8,15,16
+    cp "$out/ra/run_ahead.md" "$out/run_ahead_8x512.md" 2>/dev/null; cp "$out/ra/run_ahead.json" "$out/run_ahead_8x512.json" 2>/dev/null
+    keep_few "$out" gpu_next.log tests_05a.log run_ahead_8x512.md run_ahead_8x512.json run_ahead_8x512.log ;;
   s30a)   # session 30's first call, the issues' numbers on this card (meant for an H200): bench_tree and nbs/02 (issue 18), the T = 1 timeline, the verify tables and a plain read of T = 1, P = 32k's bytes (issue 19), the compiled round at T = 0 / 1 (issue 17), then the tree fuzzer for the time left (<= 570 s)
     t_start=$(date +%s); export DDTREE_COMMIT=$commit
     bash "$0" tree_quick "$out"
