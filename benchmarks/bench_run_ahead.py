@@ -53,7 +53,12 @@ def ab(t, d, prompts, n_new, reps, log, temps=(0.0, 0.8), compile=False):
                 r[key] = dict(tokens_per_s=ntok / sum(walls), ms_per_round=1e3 * sum(walls) / rounds,
                               rounds=rounds, mean_acceptance=ntok / rounds)
                 r[key + '_tokens'] = toks
-            r['same_tokens'] = r.pop('plain_tokens') == r.pop('ahead_tokens')
+            plain = r.pop('plain_tokens'); r['same_tokens'] = plain == r.pop('ahead_tokens')
+            if method == 'ar': ar = plain
+            if T == 0:          # greedy: every method's output is the AR output (lossless), prompt by prompt
+                r['same_as_ar'] = sum(a == b for a, b in zip(plain, ar))
+                r['first_difference'] = min((next((j for j, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+                                             for a, b in zip(plain, ar) if a != b), default=None)
             gpu, rounds = 0.0, 0      # CUDA events around each round (a graph replay: one span, so no stage split here; the census has it)
             for i, p in enumerate(prompts):
                 _, _, _, st, _, nr = decode(t, d, p, method, B, T, False, n_new, timed=True, seed=i, compile=compile)
@@ -63,7 +68,7 @@ def ab(t, d, prompts, n_new, reps, log, temps=(0.0, 0.8), compile=False):
             rows.append(r)
             log(f"T={T} {method:6s} B={B:3d}  plain {r['plain']['tokens_per_s']:8.1f} tok/s {r['plain']['ms_per_round']:.3f} ms/round | "
                 f"ahead {r['ahead']['tokens_per_s']:8.1f} tok/s {r['ahead']['ms_per_round']:.3f} ms/round | GPU {r['gpu_ms_per_round']:.3f} "
-                f"ms/round | x{r['speedup']:.3f} same={r['same_tokens']} tau={r['plain']['mean_acceptance']:.2f}")
+                f"ms/round | x{r['speedup']:.3f} same={r['same_tokens']} same_as_ar={r.get('same_as_ar', '-')} tau={r['plain']['mean_acceptance']:.2f}")
     return rows
 
 
@@ -99,16 +104,17 @@ def census(t, d, p, method, B, log, compile=False):
 
 def markdown(res) -> str:
     m = res['meta']
+    sa = lambda r: '-' if 'same_as_ar' not in r else f"{r['same_as_ar']}/{m['prompts']}" + (f" (first at token {r['first_difference']})" if r['first_difference'] is not None else '')
     lines = [f"# Run-ahead A/B and launch census ({m['date']}, {m['gpu']}, commit {m['commit']})", '',
              f"Command: `{m['command']}`; demo pair bf16, cuda faces, CUDA graph{', torch.compile' if m.get('compile') else ''}{' (one-token forwards autotuned)' if m.get('compile') is True or isinstance(m.get('compile'), dict) and {1, '1'} & set(m['compile']) else ''}{ {True: ', merged projections', False: ', projections not merged'}.get(m.get('merge'), '') }{', traced attention' if m.get('traced') else ''}{', few-row GEMMs as multiply and sum (model.REDUCE_MAX ' + str(m['reduce_max']) + ')' if m.get('reduce_max') else ''}, {m['prompts']} prompts x {m['max_new']} new tokens, "
              f"median of {m['reps']} runs per prompt after a warm-up; rounds 3 onwards (graph replays) only: prefill, the eager round 1 "
              f"and the capture of round 2 excluded.", '',
-             '| T | method | B | tau | plain tok/s | ahead tok/s | speed-up | plain ms/round | ahead ms/round | GPU ms/round | same tokens |',
-             '|---|---|---|---|---|---|---|---|---|---|---|']
+             '| T | method | B | tau | plain tok/s | ahead tok/s | speed-up | plain ms/round | ahead ms/round | GPU ms/round | same tokens | same as AR (T = 0) |',
+             '|---|---|---|---|---|---|---|---|---|---|---|---|']
     for r in res['ab']:
         lines.append(f"| {r['temperature']} | {r['method']} | {r['budget']} | {r['plain']['mean_acceptance']:.2f} | {r['plain']['tokens_per_s']:.1f} | "
                      f"{r['ahead']['tokens_per_s']:.1f} | {r['speedup']:.3f} | {r['plain']['ms_per_round']:.3f} | {r['ahead']['ms_per_round']:.3f} | "
-                     f"{r['gpu_ms_per_round']:.3f} | {r['same_tokens']} |")
+                     f"{r['gpu_ms_per_round']:.3f} | {r['same_tokens']} | {sa(r)} |")
     lines += ['', "## Kernels per eager round (the graphs' kernels: each stage's count and summed GPU µs)", '']
     for c in res['census']:
         lines.append(f"- {c['method']} B={c['budget']}: {c['kernels']} kernels ({c['gpu_us']:.0f} µs summed); by stage {c['by_stage']}, µs {c.get('us_by_stage', {})}")

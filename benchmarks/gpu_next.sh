@@ -22,6 +22,7 @@
 #   bash benchmarks/gpu_next.sh s34a "$OUT"  # what session 33 left of s32a: nbs/05a's cuda cells (the batched-draft check, fixed), the round at 2 x 256 with each stage's GPU ms and B = 4, 8, 16, 64, racecheck of the _tc kernels (<= 500 s)
 #   bash benchmarks/gpu_next.sh s34b "$OUT"  # few-row GEMMs as multiply and sum (model.contract, off by default) with coordinate-descent tuning: the T = 17 / 65 forwards and the draft, then the round with them (<= 550 s)
 #   bash benchmarks/gpu_next.sh s34c "$OUT"  # nbs/05a's cuda cells (the batched-draft check, its _want fixed), then issue 17's round at 8 x 512 with B = 8, 15, 16 and each stage's kernel µs (<= 420 s)
+#   bash benchmarks/gpu_next.sh s34d "$OUT"  # nbs/05a's cuda cells (got / _want no longer rebound), the round at 2 x 256, B = 8, 15, 16, 64, each output checked against AR at T = 0 (<= 300 s)
 #   bash benchmarks/gpu_next.sh s30a "$OUT"  # session 30: the three issues' numbers on this card (an H200 if lent), then the tree fuzzer for the time left (<= 570 s)
 #   bash benchmarks/gpu_next.sh s27b "$OUT"  # tb_tree's threshold from the histogram only, four ranks a thread in flight: tree_quick, then 300 s of the tree fuzzer
 #   bash benchmarks/gpu_next.sh s26b "$OUT"  # issue 19 on an H200: the T = 1 timeline, the verify tables, 300 s of fuzz
@@ -154,6 +155,12 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     step run_ahead_8x512 290 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --compile --merge on --temps 0,1 --reps 2 --prompts 8 --max-new 512 --budgets 8,15,16
     cp "$out/ra/run_ahead.md" "$out/run_ahead_8x512.md" 2>/dev/null; cp "$out/ra/run_ahead.json" "$out/run_ahead_8x512.json" 2>/dev/null
     keep_few "$out" gpu_next.log tests_05a.log run_ahead_8x512.md run_ahead_8x512.json run_ahead_8x512.log ;;
+  s34d)   # session 34: nbs/05a's cuda cells (s34c: a cuda cell rebound `got`, which a CPU cell after it reads), then the round at 2 x 256 with B = 8, 15, 16, 64 and every output compared with AR's at T = 0 (session 33's B = 16 acceptance, 3.90 where sessions 21-31 and 34 measured 3.00-3.06, is the question) (<= 300 s)
+    export DDTREE_COMMIT=$commit
+    step tests_05a 100 nbdev_test --flags cuda --do_print --path nbs/05a_drafter.ipynb
+    step run_ahead 190 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --compile --merge on --temps 0,1 --reps 2 --budgets 8,15,16,64
+    cp "$out/ra/run_ahead.md" "$out/run_ahead.md" 2>/dev/null; cp "$out/ra/run_ahead.json" "$out/run_ahead.json" 2>/dev/null
+    keep_few "$out" gpu_next.log tests_05a.log run_ahead.md run_ahead.json run_ahead.log ;;
   s30a)   # session 30's first call, the issues' numbers on this card (meant for an H200): bench_tree and nbs/02 (issue 18), the T = 1 timeline, the verify tables and a plain read of T = 1, P = 32k's bytes (issue 19), the compiled round at T = 0 / 1 (issue 17), then the tree fuzzer for the time left (<= 570 s)
     t_start=$(date +%s); export DDTREE_COMMIT=$commit
     bash "$0" tree_quick "$out"
