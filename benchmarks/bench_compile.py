@@ -20,10 +20,7 @@ VARIANTS = {   # name: (torch.compile kwargs, or None for the uncompiled layers;
     'compiled+merge+combo': (dict(options={'combo_kernels': True}), True, False),
     'compiled+merge+pdl': (dict(options={'triton.enable_pdl': True}), True, False),
     'compiled+merge+autotune': (dict(mode='max-autotune-no-cudagraphs'), True, False),
-    'compiled+merge+autotune-ar': (dict(by_tokens={1: dict(mode='max-autotune-no-cudagraphs')}), True, False),   # = model.AUTOTUNE_AR
-    # few-row GEMMs as multiply and sum (model.contract, off by default; session 33: slower untuned), then with inductor's
-    # coordinate-descent tuning of every triton kernel, what max-autotune gives the one-row reductions of the AR step
-    'compiled+merge+reduce': ({}, True, False), 'compiled+merge+reduce-cd': (dict(options={'coordinate_descent_tuning': True}), True, False)}   # model.REDUCE_ON
+    'compiled+merge+autotune-ar': (dict(by_tokens={1: dict(mode='max-autotune-no-cudagraphs')}), True, False)}   # = model.AUTOTUNE_AR
 
 def kernels(fn):
     from torch.profiler import profile, ProfilerActivity
@@ -44,11 +41,9 @@ def replay_ms(g, es, reps):
 
 def setup_variant(t, name):
     "The variant on the model's own switches (what `Stages(compile=True, merge=...)` sets): dynamo's caches dropped, then merge, trace, compile."
-    from ddtree_nb import model
     from ddtree_nb.model import merge_projections
     kw, merged, traced = VARIANTS[name]
     torch._dynamo.reset()
-    model.REDUCE_MAX = model.REDUCE_ON if '+reduce' in name else 0
     merge_projections(t, merged)
     t.compiled_layers, t.use_compiled, t.trace_attention = None, kw is not None, traced
     if kw is not None: t.compile_layers(**kw)
@@ -58,8 +53,7 @@ def main():
     ap.add_argument('--reps', type=int, default=200); ap.add_argument('--variants', default=','.join(VARIANTS))
     ap.add_argument('--tokens', default='1,65', help='token counts of the forwards, comma-separated (1 = an AR step, 17 = a DFlash / DDTree B=16 verify, 65 = B=64)')
     ap.add_argument('--draft', action='store_true', help="also the drafter's one draft (a round's front): eager and compiled, merged, kernels in order and replay ms")
-    ap.add_argument('--draft-kernel', default='1', help="with --draft: DDTREE_DRAFT_KERNEL values to run the draft under, comma-separated (0: block_attention under the mask, 1: the draft attention kernel, 2: also norm and RoPE in the kernels)")
-    ap.add_argument('--draft-reduce', default='off', help="with --draft: comma-separated off / on / cd: the compiled draft's few-row GEMMs as multiply and sum (model.REDUCE_MAX), cd with inductor's coordinate-descent tuning"); a = ap.parse_args()
+    ap.add_argument('--draft-kernel', default='1', help="with --draft: DDTREE_DRAFT_KERNEL values to run the draft under, comma-separated (0: block_attention under the mask, 1: the draft attention kernel, 2: also norm and RoPE in the kernels)"); a = ap.parse_args()
     from ddtree_nb.demo import load_demo_pair
     from ddtree_nb.verify import vis_to_bits
     from ddtree_nb.runtime import engine_stream
@@ -75,7 +69,7 @@ def main():
     torch._dynamo.config.cache_size_limit = torch._dynamo.config.accumulated_cache_size_limit = 256   # a graph per layer kind per T
     out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
     meta = dict(date=time.strftime('%Y-%m-%d'), gpu=torch.cuda.get_device_name(), torch=torch.__version__, commit=a.commit,
-                command=f'python benchmarks/bench_compile.py --out {a.out} --commit {a.commit} --reps {a.reps} --variants {a.variants} --tokens {a.tokens}' + (f' --draft --draft-kernel {a.draft_kernel} --draft-reduce {a.draft_reduce}' if a.draft else ''))
+                command=f'python benchmarks/bench_compile.py --out {a.out} --commit {a.commit} --reps {a.reps} --variants {a.variants} --tokens {a.tokens}' + (f' --draft --draft-kernel {a.draft_kernel}' if a.draft else ''))
     res, first_fwd, ref = [], {}, {}
     for variant in a.variants.split(','):
         try: setup_variant(t, variant)
@@ -86,19 +80,15 @@ def main():
             print(json.dumps(r), flush=True); res.append(r)
         (out / 'bench_compile.json').write_text(json.dumps(dict(meta=meta, rows=res), indent=1))   # after each variant: a timeout keeps the rest
     if a.draft:
-        from ddtree_nb import model
-        import torch._inductor.config as ic
-        for dk, rd in ((dk, rd) for dk in a.draft_kernel.split(',') for rd in a.draft_reduce.split(',')):
-            os.environ['DDTREE_DRAFT_KERNEL'] = dk; model.REDUCE_MAX = 0 if rd == 'off' else model.REDUCE_ON
-            ic.coordinate_descent_tuning = rd == 'cd'                        # read when the draft compiles (its first call)
-            d.__dict__.pop('_compiled_draft', None); torch._dynamo.reset()   # the settings are read when the draft is traced
-            for compiled in (False, True) if rd == 'off' else (True,):
-                name = 'draft ' + ('compiled+merge' if compiled else 'eager+merge') + f' kernel={dk}' + {'off': '', 'on': ' reduce', 'cd': ' reduce-cd'}[rd]
+        for dk in a.draft_kernel.split(','):
+            os.environ['DDTREE_DRAFT_KERNEL'] = dk
+            d.__dict__.pop('_compiled_draft', None); torch._dynamo.reset()   # the setting is read when the draft is traced
+            for compiled in (False, True):
+                name = 'draft ' + ('compiled+merge' if compiled else 'eager+merge') + f' kernel={dk}'
                 try: r = dict(variant=name, **measure_draft(d, compiled, es, a.reps))
                 except Exception: r = dict(variant=name, error=traceback.format_exc()[-600:])
                 print(json.dumps(r), flush=True); res.append(r)
-                (out / 'bench_compile.json').write_text(json.dumps(dict(meta=meta, rows=res), indent=1))   # after each row: a timeout keeps the rest
-        ic.coordinate_descent_tuning = False
+        (out / 'bench_compile.json').write_text(json.dumps(dict(meta=meta, rows=res), indent=1))
 
 def measure_draft(d, compiled, es, reps, P=1000):
     "The drafter's one draft as a round runs it (merged; 16 feature rows, a context of P rows): kernels in order (one of them the length reset), replay ms."

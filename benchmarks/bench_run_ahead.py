@@ -106,7 +106,7 @@ def markdown(res) -> str:
     m = res['meta']
     sa = lambda r: '-' if 'same_as_ar' not in r else f"{r['same_as_ar']}/{m['prompts']}" + (f" (first at token {r['first_difference']})" if r['first_difference'] is not None else '')
     lines = [f"# Run-ahead A/B and launch census ({m['date']}, {m['gpu']}, commit {m['commit']})", '',
-             f"Command: `{m['command']}`; demo pair bf16, cuda faces, CUDA graph{', torch.compile' if m.get('compile') else ''}{' (one-token forwards autotuned)' if m.get('compile') is True or isinstance(m.get('compile'), dict) and {1, '1'} & set(m['compile']) else ''}{ {True: ', merged projections', False: ', projections not merged'}.get(m.get('merge'), '') }{', traced attention' if m.get('traced') else ''}{', few-row GEMMs as multiply and sum (model.REDUCE_MAX ' + str(m['reduce_max']) + ')' if m.get('reduce_max') else ''}, {m['prompts']} prompts x {m['max_new']} new tokens, "
+             f"Command: `{m['command']}`; demo pair bf16, cuda faces, CUDA graph{', torch.compile' if m.get('compile') else ''}{' (one-token forwards autotuned)' if m.get('compile') is True or isinstance(m.get('compile'), dict) and {1, '1'} & set(m['compile']) else ''}{ {True: ', merged projections', False: ', projections not merged'}.get(m.get('merge'), '') }{', traced attention' if m.get('traced') else ''}, {m['prompts']} prompts x {m['max_new']} new tokens, "
              f"median of {m['reps']} runs per prompt after a warm-up; rounds 3 onwards (graph replays) only: prefill, the eager round 1 "
              f"and the capture of round 2 excluded.", '',
              '| T | method | B | tau | plain tok/s | ahead tok/s | speed-up | plain ms/round | ahead ms/round | GPU ms/round | same tokens | same as AR (T = 0) |',
@@ -131,7 +131,6 @@ def main(argv=None):
     ap.add_argument('--merge', choices=('on', 'off'), default=None, help="Stages(merge=True / False): the projections of one input as one GEMM each (default: Stages' own, on for cuda)")
     ap.add_argument('--autotune-ar', action=argparse.BooleanOptionalAction, default=None, help="with --compile: Stages(compile=model.AUTOTUNE_AR), the one-token forwards (the AR step) through inductor's max-autotune; --no-autotune-ar: Stages(compile={}); default: Stages(compile=True), which autotunes them")
     ap.add_argument('--autotune-tokens', default=None, help="with --compile: Stages(compile={T: AUTOTUNE_AR's options for each T listed}), e.g. 1,16,17,65: the verify forwards (T = budget + 1) through max-autotune too")
-    ap.add_argument('--reduce-cd', action='store_true', help="with --compile: model.REDUCE_MAX on (every compiled forward's and the draft's few-row GEMMs as multiply and sum) and inductor's coordinate-descent tuning for every compile (the AR step keeps AUTOTUNE_AR)")
     ap.add_argument('--traced', action='store_true', help="target.trace_attention: compiled layers keep the verify kernel inside their graph (a custom op)")
     ap.add_argument('--temps', default='0,0.8', help='temperatures, comma-separated')
     ap.add_argument('--budgets', default='16,64', help="DDTree budgets, comma-separated (AR and DFlash always run; each budget B compiles a verify forward of B + 1 tokens)")
@@ -146,11 +145,6 @@ def main(argv=None):
         if not a.compile or a.autotune_ar is not None: ap.error('--autotune-tokens needs --compile, without --autotune-ar')
         from ddtree_nb.model import AUTOTUNE_AR
         a.compile = {int(x): AUTOTUNE_AR[1] for x in a.autotune_tokens.split(',')}
-    from ddtree_nb import model
-    if a.reduce_cd:
-        if not a.compile or a.autotune_ar is not None or a.autotune_tokens: ap.error('--reduce-cd needs --compile, without the autotune options')
-        import torch._inductor.config as ic
-        model.REDUCE_MAX, ic.coordinate_descent_tuning = model.REDUCE_ON, True
     out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
     logf = open(out / 'run_ahead.log', 'w')
     def log(s): print(s, flush=True); logf.write(s + '\n'); logf.flush()
@@ -160,8 +154,7 @@ def main(argv=None):
     prompts = held_out_prompts(tok, n=a.prompts, prompt_tokens=32)
     res = dict(meta=dict(date=time.strftime('%Y-%m-%d'), gpu=torch.cuda.get_device_name(), commit=a.commit, torch=torch.__version__,
                          command='python benchmarks/bench_run_ahead.py ' + ' '.join(argv or __import__('sys').argv[1:]),
-                         prompts=len(prompts), max_new=a.max_new, reps=a.reps, compile=a.compile, merge=MERGE, traced=a.traced,
-                         reduce_max=model.REDUCE_MAX))
+                         prompts=len(prompts), max_new=a.max_new, reps=a.reps, compile=a.compile, merge=MERGE, traced=a.traced))
     res['ab'] = ab(t, d, prompts, a.max_new, a.reps, log, tuple(float(x) for x in a.temps.split(',')), a.compile)
     res['census'] = []
     for m, B in CASES:          # every method and budget: where a round's GPU time goes, stage by stage

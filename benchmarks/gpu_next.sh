@@ -19,9 +19,6 @@
 #   bash benchmarks/gpu_next.sh compile_ab "$OUT"  # merged projections, traced attention, inductor options: bench_compile's variants, the compiled round with and without them (<= 9 min)
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s31b "$OUT"  # session 31 on an H200: the round at 8 x 512 (shipped), bench_tree + nbs/02, the verify tables (<= 420 s)
-#   bash benchmarks/gpu_next.sh s34a "$OUT"  # what session 33 left of s32a: nbs/05a's cuda cells (the batched-draft check, fixed), the round at 2 x 256 with each stage's GPU ms and B = 4, 8, 16, 64, racecheck of the _tc kernels (<= 500 s)
-#   bash benchmarks/gpu_next.sh s34b "$OUT"  # few-row GEMMs as multiply and sum (model.contract, off by default) with coordinate-descent tuning: the T = 17 / 65 forwards and the draft, then the round with them (<= 550 s)
-#   bash benchmarks/gpu_next.sh s34c "$OUT"  # nbs/05a's cuda cells (the batched-draft check, its _want fixed), then issue 17's round at 8 x 512 with B = 8, 15, 16 and each stage's kernel µs (<= 420 s)
 #   bash benchmarks/gpu_next.sh s34d "$OUT"  # nbs/05a's cuda cells (got / _want no longer rebound), the round at 2 x 256, B = 8, 15, 16, 64, each output checked against AR at T = 0 (<= 300 s)
 #   bash benchmarks/gpu_next.sh s30a "$OUT"  # session 30: the three issues' numbers on this card (an H200 if lent), then the tree fuzzer for the time left (<= 570 s)
 #   bash benchmarks/gpu_next.sh s27b "$OUT"  # tb_tree's threshold from the histogram only, four ranks a thread in flight: tree_quick, then 300 s of the tree fuzzer
@@ -134,27 +131,6 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     bash "$0" tree_quick "$out"
     step bench_verify_cluster 60 python benchmarks/bench_verify_default.py --cluster --out "$out"
     keep_few "$out" gpu_next.log run_ahead_8x512.md bench_tree.md tree_tests.log bench_verify_cluster.log bench_verify_cluster.json ;;
-  s34a)   # session 33's leftovers of s32a (ran on 51e91b5): nbs/05a's cuda cells (the merged drafter's batched draft against fp64, whose check had a test bug), the round at 2 x 256 with bench_run_ahead's new GPU ms by stage (draft / tree / verify / accept) and budgets 4 and 8 beside 16 and 64 (the round's cost falls with B, the acceptance too), then racecheck over the _tc and layered-write kernels, which the 60 s step cut (<= 500 s)
-    export DDTREE_COMMIT=$commit
-    step tests_05a 100 nbdev_test --flags cuda --do_print --path nbs/05a_drafter.ipynb
-    step run_ahead 200 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --compile --merge on --temps 0,1 --reps 2 --budgets 4,8,16,64
-    cp "$out/ra/run_ahead.md" "$out/run_ahead.md" 2>/dev/null
-    KERNELS=draft_attn_tc,draft_kv_layers TOOLS=racecheck TIMEOUT_PLAIN=40 TIMEOUT_RACECHECK=130 step racecheck_tc 195 bash benchmarks/sanitize_kernels.sh "$out/san"
-    cp "$out/san/sanitize_kernels.md" "$out/racecheck_tc.md" 2>/dev/null
-    keep_few "$out" gpu_next.log tests_05a.log run_ahead.md racecheck_tc.md racecheck_tc.log ;;
-  s34b)   # session 33's reductions with coordinate-descent tuning (issue 17: the verify forward's 134 kernels against the AR step's 110): bench_compile's GEMM and reduce-cd variants at T = 17 and 65 (the untuned reduce ran in session 33) and the draft with and without (tuned), in one process; then the round with every compile tuned and reducing (<= 550 s; coordinate-descent tuning lengthens each compile)
-    export DDTREE_COMMIT=$commit
-    step reduce_cd 300 python benchmarks/bench_compile.py --out "$out/bc" --commit "$commit" --variants compiled+merge,compiled+merge+reduce-cd --tokens 17,65 --draft --draft-kernel 4 --draft-reduce off,cd
-    cp "$out/bc/bench_compile.json" "$out/bench_compile_reduce_cd.json" 2>/dev/null
-    step run_ahead_reduce_cd 240 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit-reduce-cd" --compile --merge on --temps 0,1 --reps 2 --reduce-cd
-    cp "$out/ra/run_ahead.md" "$out/run_ahead_reduce_cd.md" 2>/dev/null
-    keep_few "$out" gpu_next.log bench_compile_reduce_cd.json reduce_cd.log run_ahead_reduce_cd.md run_ahead_reduce_cd.log ;;
-  s34c)   # session 34: nbs/05a's cuda cells again (s34a's failure was the test's: a later cell rebinds _want), then issue 17's round at the issue's size with the budgets s34a found cheapest: B = 8 (T = 9), 15 (T = 16: 64 rows of 4 heads, one attention row tile) and 16 (T = 17: two), and the census of every case by stage (<= 420 s)
-    export DDTREE_COMMIT=$commit
-    step tests_05a 100 nbdev_test --flags cuda --do_print --path nbs/05a_drafter.ipynb
-    step run_ahead_8x512 290 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --compile --merge on --temps 0,1 --reps 2 --prompts 8 --max-new 512 --budgets 8,15,16
-    cp "$out/ra/run_ahead.md" "$out/run_ahead_8x512.md" 2>/dev/null; cp "$out/ra/run_ahead.json" "$out/run_ahead_8x512.json" 2>/dev/null
-    keep_few "$out" gpu_next.log tests_05a.log run_ahead_8x512.md run_ahead_8x512.json run_ahead_8x512.log ;;
   s34d)   # session 34: nbs/05a's cuda cells (s34c: a cuda cell rebound `got`, which a CPU cell after it reads), then the round at 2 x 256 with B = 8, 15, 16, 64 and every output compared with AR's at T = 0 (session 33's B = 16 acceptance, 3.90 where sessions 21-31 and 34 measured 3.00-3.06, is the question) (<= 300 s)
     export DDTREE_COMMIT=$commit
     step tests_05a 100 nbdev_test --flags cuda --do_print --path nbs/05a_drafter.ipynb

@@ -328,10 +328,10 @@ class DFlashAttention(model.Mergeable, nn.Module):
         super().__init__()
         self.nh, self.nkv, self.hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
         b = c.attention_bias
-        self.q_proj = model.Linear(c.hidden_size, self.nh * self.hd, bias=b)
-        self.k_proj = model.Linear(c.hidden_size, self.nkv * self.hd, bias=b)
-        self.v_proj = model.Linear(c.hidden_size, self.nkv * self.hd, bias=b)
-        self.o_proj = model.Linear(self.nh * self.hd, c.hidden_size, bias=b)
+        self.q_proj = nn.Linear(c.hidden_size, self.nh * self.hd, bias=b)
+        self.k_proj = nn.Linear(c.hidden_size, self.nkv * self.hd, bias=b)
+        self.v_proj = nn.Linear(c.hidden_size, self.nkv * self.hd, bias=b)
+        self.o_proj = nn.Linear(self.nh * self.hd, c.hidden_size, bias=b)
         self.q_norm, self.k_norm = RMSNorm(self.hd, c.rms_norm_eps), RMSNorm(self.hd, c.rms_norm_eps)
         self.theta = c.rope_theta
     def _linears(self): return self.k_proj, self.v_proj, self.q_proj   # k, v first: the context rows need only those
@@ -420,7 +420,7 @@ class Drafter(model.Mergeable, nn.Module):
         self.config, c = config, config
         self.layers = nn.ModuleList([DFlashLayer(c) for _ in range(c.num_hidden_layers)])
         self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
-        self.fc = model.Linear(len(c.target_layer_ids) * c.hidden_size, c.hidden_size, bias=False)
+        self.fc = nn.Linear(len(c.target_layer_ids) * c.hidden_size, c.hidden_size, bias=False)
         self.hidden_norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self._lent = None
         if target is not None: self.attach(target)

@@ -4,7 +4,7 @@
 
 # %% ../nbs/01a_target_model.ipynb #bb14aee9
 from __future__ import annotations
-import math, os
+import math
 from dataclasses import dataclass, field, fields
 import torch
 import torch.nn.functional as F
@@ -14,11 +14,10 @@ from .verify import tree_visible, tree_attention_torch, bits_to_vis, vis_to_bits
 
 
 # %% auto #0
-__all__ = ['MODEL_TYPES', 'REDUCE_ROWS', 'REDUCE_ON', 'REDUCE_MAX', 'ROUTER_REDUCE_MAX', 'ATTN_BACKENDS', 'AUTOTUNE_AR',
-           'TargetConfig', 'config_from_dict', 'LatentCache', 'rope_inv_freq', 'rope_cos_sin', 'apply_rope', 'RMSNorm',
-           'reduces', 'contract', 'linear', 'Linear', 'merge_params', 'merge_moves', 'views_rows_of', 'linear_parts',
-           'Merged', 'use_merged', 'Mergeable', 'merge_projections', 'MLP', 'Router', 'expert_loop', 'MoE',
-           'attention_fn', 'MLAttention', 'DecoderLayer', 'TargetOutput', 'TargetModel', 'check_forward_inputs',
+__all__ = ['MODEL_TYPES', 'ROUTER_REDUCE_MAX', 'ATTN_BACKENDS', 'AUTOTUNE_AR', 'TargetConfig', 'config_from_dict', 'LatentCache',
+           'rope_inv_freq', 'rope_cos_sin', 'apply_rope', 'RMSNorm', 'merge_params', 'merge_moves', 'views_rows_of',
+           'linear_parts', 'Merged', 'use_merged', 'Mergeable', 'merge_projections', 'MLP', 'Router', 'expert_loop',
+           'MoE', 'attention_fn', 'MLAttention', 'DecoderLayer', 'TargetOutput', 'TargetModel', 'check_forward_inputs',
            'tiny_config', 'kimi_config', 'build_target', 'gemms']
 
 # %% ../nbs/01a_target_model.ipynb #5866f664
@@ -158,55 +157,6 @@ class RMSNorm(nn.Module):
         xf = x.to(torch.promote_types(x.dtype, torch.float32))   # fp32 for bf16/fp32 inputs, fp64 stays fp64
         return self.weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
 
-# %% ../nbs/01a_target_model.ipynb #2df4931c
-REDUCE_ROWS = 65   # rows (tokens) of a compiled forward up to which `contract` multiplies and sums instead of a GEMM: a B = 64 tree and its root
-REDUCE_ON = 1 << 25   # elements of the broadcast product, at most, when on
-REDUCE_MAX = REDUCE_ON if os.environ.get('DDTREE_REDUCE_LINEAR') == '1' else 0   # the limit in force: off (0) unless asked
-
-def _reducing(limit: int|None=None) -> bool:   # checked first, so the off path costs nothing and adds no shape guard
-    return (REDUCE_MAX if limit is None else limit) > 0 and torch.compiler.is_compiling()
-
-def reduces(rows: int, product: int, limit: int|None=None, min_rows: int=2, max_rows: float|None=None) -> bool:
-    "Contract by multiply and sum? Only while `torch.compile` traces, for `min_rows`..`max_rows` (default `REDUCE_ROWS`) rows and a broadcast product of at most `limit` (default `REDUCE_MAX`) elements."
-    return (_reducing(limit) and min_rows <= rows <= (REDUCE_ROWS if max_rows is None else max_rows)
-            and product <= (REDUCE_MAX if limit is None else limit))
-
-def _letters(eq: str, a: torch.Tensor) -> tuple[str, str, str]:
-    "`eq`'s (a, w, output) subscripts, an ellipsis in `a` spelt as letters of its own (one a dim it covers)."
-    (sa, sw), so = eq.split('->')[0].split(','), eq.split('->')[1]
-    e = ''.join([chr(0x391 + i) for i in range(a.ndim - len(sa) + 3)]) if '...' in sa else ''
-    return sa.replace('...', e), sw, so.replace('...', e)
-
-def _reduced(eq: str, a: torch.Tensor, w: torch.Tensor, b: torch.Tensor|None=None) -> torch.Tensor:
-    "`torch.einsum(eq, a, w)` (+ `b`; two operands, no repeated letter in one) as a broadcast multiply and a sum in fp32 (fp64 stays fp64), rounded to `a`'s dtype once."
-    sa, sw, so = _letters(eq, a)
-    order = so + ''.join(dict.fromkeys([c for c in sa + sw if c not in so]))   # the output's letters, then the summed ones
-    def lay(x, s): return x.permute(*[s.index(c) for c in order if c in s])[tuple([slice(None) if c in s else None for c in order])]
-    dt = torch.promote_types(a.dtype, torch.float32)
-    y = (lay(a.to(dt), sa) * lay(w.to(dt), sw)).sum(tuple(range(len(so), len(order))))
-    return (y if b is None else y + b.to(dt)).to(a.dtype)
-
-def _sizes(eq: str, a, w) -> tuple[int, int]:
-    "(rows: the product of `a`'s dims that `w` lacks, the broadcast product's elements) of a contraction."
-    sa, sw, _ = _letters(eq, a)
-    size = {**dict(zip(sw, w.shape)), **dict(zip(sa, a.shape))}
-    return math.prod([size[c] for c in sa if c not in sw]), math.prod(list(size.values()))
-
-# %% ../nbs/01a_target_model.ipynb #36f78860
-def contract(eq: str, a: torch.Tensor, w: torch.Tensor, **rule) -> torch.Tensor:
-    "`torch.einsum(eq, a, w)` of activations `a` and a weight `w`; in a compiled forward of few rows (`reduces(..., **rule)`), a multiply and sum that inductor fuses with the ops around it."
-    return _reduced(eq, a, w) if _reducing(rule.get('limit')) and reduces(*_sizes(eq, a, w), **rule) else torch.einsum(eq, a, w)
-
-def linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor|None=None, **rule) -> torch.Tensor:
-    "`F.linear(x, w, b)`, or in a compiled forward of few rows (`reduces(..., **rule)`) the same as a multiply and sum (`contract`)."
-    if not _reducing(rule.get('limit')): return F.linear(x, w, b)
-    rows = math.prod(x.shape[:-1])
-    return _reduced('...k,nk->...n', x, w, b) if reduces(rows, rows * w.numel(), **rule) else F.linear(x, w, b)
-
-class Linear(nn.Linear):
-    "`nn.Linear` (the same parameters and state dict) whose forward is `linear`."
-    def forward(self, x): return linear(x, self.weight, self.bias)
-
 # %% ../nbs/01a_target_model.ipynb #540a85d3
 def _as_rows(ps) -> list:
     "`ps` as row blocks of one stack: a parameter with one dim fewer than the others is one row (`p[None]`)."
@@ -264,7 +214,7 @@ class Merged:
     def linear(self, x, n: int|None=None) -> tuple:
         "The outputs of the first `n` projections (default all) on `x`, from one GEMM over their rows."
         k = sum(self.sizes[:n])
-        return linear(x, self.weight[:k], None if self.bias is None else self.bias[:k]).split(self.sizes[:n], -1)
+        return F.linear(x, self.weight[:k], None if self.bias is None else self.bias[:k]).split(self.sizes[:n], -1)
     def __reduce__(self): return type(None), ()   # a copy or pickle of the module holds its own parameters: it starts unmerged
 
 def use_merged(m: Merged|None) -> bool:
@@ -305,8 +255,8 @@ class MLP(Mergeable, nn.Module):
     "SwiGLU feed-forward: `down(silu(gate(x)) * up(x))`; `merge()` runs gate and up as one GEMM."
     def __init__(self, dim: int, inter: int):
         super().__init__()
-        self.gate_proj, self.up_proj = Linear(dim, inter, bias=False), Linear(dim, inter, bias=False)
-        self.down_proj = Linear(inter, dim, bias=False)
+        self.gate_proj, self.up_proj = nn.Linear(dim, inter, bias=False), nn.Linear(dim, inter, bias=False)
+        self.down_proj = nn.Linear(inter, dim, bias=False)
     def _linears(self): return self.gate_proj, self.up_proj
     def forward(self, x):
         g, u = self.projections(x)
@@ -325,8 +275,10 @@ class Router(nn.Module):
         "(weights [T, k] fp32, expert indices [T, k]) for tokens x [T, H]; `dense`: the same pick as a gate [T, E] (`select_dense`)."
         return self.select_dense(self.logits(x)) if dense else self.select(self.logits(x))
     def logits(self, x: torch.Tensor) -> torch.Tensor:
-        "[T, E] fp32. Compiled and small (`ROUTER_REDUCE_MAX`, one row too): a multiply and sum, which inductor makes one reduction kernel, where an fp32 GEMM is a SIMT GEMM and a split-K reduction on a GPU (6.4 µs at T = 65, H100)."
-        return linear(x.float(), self.weight.float(), limit=ROUTER_REDUCE_MAX, min_rows=1, max_rows=math.inf)   # any row count, as before `contract`
+        "[T, E] fp32. Compiled and small (`ROUTER_REDUCE_MAX`): a multiply and sum, which inductor makes one reduction kernel."
+        w = self.weight.float()
+        if torch.compiler.is_compiling() and x[..., 0].numel() * w.numel() <= ROUTER_REDUCE_MAX: return (x.float().unsqueeze(-2) * w).sum(-1)
+        return F.linear(x.float(), w)   # an fp32 GEMM: on a GPU a SIMT GEMM + a split-K reduction at T = 65 (6.4 µs, H100)
     @property
     def one_group(self) -> bool: return self.c.topk_group >= self.c.n_group   # no group filter (Kimi K2): what moe_route_group runs
     def select(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -411,14 +363,14 @@ class MoE(Mergeable, nn.Module):
         "Every expert on every token, weighted by the routing `gate [T, E]` (zero off-route): static shapes, no host read; `joined`: the shared expert too, as expert E of weight 1."
         ex, E = self.experts, gate.shape[1]
         if use_merged(self.merged):
-            gu = contract('th,eih->eti', x, self.merged.weight)
+            gu = torch.einsum('th,eih->eti', x, self.merged.weight)
             if joined:   # rows gate_0..E-1, gate_s | up_s, up_0..E-1: the ups rolled into the gates' order
                 g, u = gu[:E + 1], gu[E + 1:].roll(-1, 0)
                 gate = torch.cat([gate, gate.new_ones(gate.shape[0], 1)], 1)
             else: g, u = gu.chunk(2)
-        else: g, u = contract('th,eih->eti', x, ex.gate_proj), contract('th,eih->eti', x, ex.up_proj)
+        else: g, u = torch.einsum('th,eih->eti', x, ex.gate_proj), torch.einsum('th,eih->eti', x, ex.up_proj)
         h = F.silu(g) * u
-        y = contract('eti,ehi->eth', h, self.merged_down.weight if joined else ex.down_proj)
+        y = torch.einsum('eti,ehi->eth', h, self.merged_down.weight if joined else ex.down_proj)
         return (y * gate.T[..., None]).sum(0).to(x.dtype)
     def expert(self, e: int, h: torch.Tensor) -> torch.Tensor:
         "Routed expert `e` of this module's `experts` (SwiGLU) on rows `h [n, hidden]`."
@@ -466,15 +418,15 @@ class MLAttention(Mergeable, nn.Module):
         self.c, self.layer_idx = c, layer_idx
         H, D, bias = c.num_attention_heads, c.hidden_size, c.attention_bias
         qk = c.qk_nope_head_dim + c.qk_rope_head_dim
-        if c.q_lora_rank is None: self.q_proj = Linear(D, H * qk, bias=False)
+        if c.q_lora_rank is None: self.q_proj = nn.Linear(D, H * qk, bias=False)
         else:
-            self.q_a_proj = Linear(D, c.q_lora_rank, bias=bias)
+            self.q_a_proj = nn.Linear(D, c.q_lora_rank, bias=bias)
             self.q_a_layernorm = RMSNorm(c.q_lora_rank)
-            self.q_b_proj = Linear(c.q_lora_rank, H * qk, bias=False)
-        self.kv_a_proj_with_mqa = Linear(D, c.kv_lora_rank + c.qk_rope_head_dim, bias=bias)
+            self.q_b_proj = nn.Linear(c.q_lora_rank, H * qk, bias=False)
+        self.kv_a_proj_with_mqa = nn.Linear(D, c.kv_lora_rank + c.qk_rope_head_dim, bias=bias)
         self.kv_a_layernorm = RMSNorm(c.kv_lora_rank)
-        self.kv_b_proj = Linear(c.kv_lora_rank, H * (c.qk_nope_head_dim + c.v_head_dim), bias=False)
-        self.o_proj = Linear(H * c.v_head_dim, D, bias=bias)
+        self.kv_b_proj = nn.Linear(c.kv_lora_rank, H * (c.qk_nope_head_dim + c.v_head_dim), bias=False)
+        self.o_proj = nn.Linear(H * c.v_head_dim, D, bias=bias)
     def _linears(self): return self.q_proj if self.c.q_lora_rank is None else self.q_a_proj, self.kv_a_proj_with_mqa   # both read the layer's input
 
     def project(self, x, cos, sin):
@@ -487,13 +439,13 @@ class MLAttention(Mergeable, nn.Module):
         c_kv, k_pe = kv.split([Dc, dr], dim=-1)
         rows = torch.cat([self.kv_a_layernorm(c_kv), apply_rope(k_pe, cos, sin, c.rope_interleave)], -1)
         w_uk, _ = split_kv_b(self.kv_b_proj.weight, H, dn, c.v_head_dim)
-        return contract('...hn,hnc->...hc', q_nope, w_uk), apply_rope(q_pe, cos, sin, c.rope_interleave), rows
+        return torch.einsum('...hn,hnc->...hc', q_nope, w_uk), apply_rope(q_pe, cos, sin, c.rope_interleave), rows
 
     def out(self, o):
         "Latent attention output `o [T, ..., H, Dc]` -> `W_UV` per head -> `o_proj`: `[T, ..., D]`."
         c = self.c
         _, w_uv = split_kv_b(self.kv_b_proj.weight, c.num_attention_heads, c.qk_nope_head_dim, c.v_head_dim)
-        return self.o_proj(contract('...hc,hvc->...hv', o, w_uv).flatten(-2))
+        return self.o_proj(torch.einsum('...hc,hvc->...hv', o, w_uv).flatten(-2))
 
 
 # %% ../nbs/01a_target_model.ipynb #a18dc4f9
@@ -566,7 +518,7 @@ class TargetModel(nn.Module):
         self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size)
         self.layers = nn.ModuleList(DecoderLayer(c, i) for i in range(c.num_hidden_layers))
         self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
-        self.lm_head = Linear(c.hidden_size, c.vocab_size, bias=False)
+        self.lm_head = nn.Linear(c.hidden_size, c.vocab_size, bias=False)
         if c.tie_word_embeddings: self.lm_head.weight = self.embed_tokens.weight
         self.attn_backend, self.check_inputs = 'torch', True
         self.compiled_layers, self.use_compiled = None, False    # see `compile_layers`
