@@ -18,7 +18,8 @@ from .budget import AUTO_SIZES, AutoBudget, RoundCost, expected_at
 # %% auto #0
 __all__ = ['METHODS', 'DENSE_MAX_EXPERTS', 'REC', 'REC_STATUS', 'sample_token', 'parse_budget', 'check_decode_params',
            'check_generate_args', 'resolve_backend', 'GenerationConfig', 'Generation', 'Round', 'Decoder', 'generate',
-           'decoder_tokens', 'start_clock', 'generation_of', 'moe_plan', 'write_record', 'fused', 'Stages']
+           'decoder_tokens', 'start_clock', 'generation_of', 'moe_plan', 'chain_fill', 'write_record', 'fused',
+           'Stages']
 
 # %% ../nbs/05_decode.ipynb #ca14f372
 def sample_token(logits: torch.Tensor, temperature: float, generator: torch.Generator|None=None) -> int:
@@ -493,6 +494,12 @@ class _RoundBuffers:
         self.last_read = None
 
 # %% ../nbs/05_decode.ipynb #st0a1b07
+def chain_fill(logits, tokens, scores):
+    "The drafter's top-1 chain from `logits [n, V]`: its tokens into `tokens[1:n+1]`, their path log-probabilities into `scores[1:n+1]`."
+    x = logits.float()                                  # log q of the top token = max - logsumexp: no [n, V] fp64 copy
+    m, top = x.max(-1)
+    tokens[1:len(x) + 1].copy_(top); scores[1:len(x) + 1].copy_((m - torch.logsumexp(x, -1)).double().cumsum(0))
+
 class _RoundTree:
     "The round's tree in `buf`: the drafter's top-1 chain (DFlash, AR's root only) written on the device, or a DDTree tree from the builder."
     def _chain(self, n: int):
@@ -511,10 +518,8 @@ class _RoundTree:
         n = self._chain_nodes(depth)
         if n is not None:
             self._chain(n)
-            if n:                                           # the drafter's top-1 chain and its path log-probabilities
-                x = draft_logits[:n].float()                    # log q of the top token = max - logsumexp: no [n, V] fp64 copy
-                m, top = x.max(-1)
-                buf.tokens[1:n + 1].copy_(top); buf.scores[1:n + 1].copy_((m - torch.logsumexp(x, -1)).double().cumsum(0))
+            if n:                                           # compiled rounds at full depth: one shape, fused (eager: ~15 launches)
+                (fused(chain_fill) if self.compile and depth == dec.L else chain_fill)(draft_logits[:n], buf.tokens, buf.scores)
         elif self.faces == 'cuda':
             fill_tree(buf, draft_logits[:depth].contiguous(), self.nmax, root_token=bonus)
             self.chain_n = None
