@@ -131,7 +131,7 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     bash "$0" tree_quick "$out"
     step bench_verify_cluster 60 python benchmarks/bench_verify_default.py --cluster --out "$out"
     keep_few "$out" gpu_next.log run_ahead_8x512.md bench_tree.md tree_tests.log bench_verify_cluster.log bench_verify_cluster.json ;;
-  s34d)   # session 34: nbs/05a's cuda cells (s34c: a cuda cell rebound `got`, which a CPU cell after it reads), then the round at 2 x 256 with B = 8, 15, 16, 64 and every output compared with AR's at T = 0 (session 33's B = 16 acceptance, 3.90 where sessions 21-31 and 34 measured 3.00-3.06, is the question) (<= 300 s)
+  s34d)   # session 34: nbs/05a's cuda cells (s34c: a cuda cell rebound `got`, which a CPU cell after it reads), then the round at 2 x 256 with B = 8, 15, 16, 64 and every output compared with AR's at T = 0 (session 33's B = 16 acceptance, 3.90 where sessions 21-31 and 34 measured 3.00-3.06, is the question; DFlash's chain now fused in compiled rounds) (<= 300 s)
     export DDTREE_COMMIT=$commit
     step tests_05a 100 nbdev_test --flags cuda --do_print --path nbs/05a_drafter.ipynb
     step run_ahead 190 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --compile --merge on --temps 0,1 --reps 2 --budgets 8,15,16,64
