@@ -19,7 +19,6 @@
 #   bash benchmarks/gpu_next.sh compile_ab "$OUT"  # merged projections, traced attention, inductor options: bench_compile's variants, the compiled round with and without them (<= 9 min)
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s31b "$OUT"  # session 31 on an H200: the round at 8 x 512 (shipped), bench_tree + nbs/02, the verify tables (<= 420 s)
-#   bash benchmarks/gpu_next.sh s34d "$OUT"  # nbs/05a's cuda cells (got / _want no longer rebound), the round at 2 x 256, B = 8, 15, 16, 64, each output checked against AR at T = 0 (<= 300 s)
 #   bash benchmarks/gpu_next.sh s35a "$OUT"  # issue 17: the B = 8 round with its nine-token verify forward through max-autotune too, against the shipped compile, one machine (<= 420 s)
 #   bash benchmarks/gpu_next.sh s30a "$OUT"  # session 30: the three issues' numbers on this card (an H200 if lent), then the tree fuzzer for the time left (<= 570 s)
 #   bash benchmarks/gpu_next.sh s27b "$OUT"  # tb_tree's threshold from the histogram only, four ranks a thread in flight: tree_quick, then 300 s of the tree fuzzer
@@ -132,12 +131,6 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     bash "$0" tree_quick "$out"
     step bench_verify_cluster 60 python benchmarks/bench_verify_default.py --cluster --out "$out"
     keep_few "$out" gpu_next.log run_ahead_8x512.md bench_tree.md tree_tests.log bench_verify_cluster.log bench_verify_cluster.json ;;
-  s34d)   # session 34: nbs/05a's cuda cells (s34c: a cuda cell rebound `got`, which a CPU cell after it reads), then the round at 2 x 256 with B = 8, 15, 16, 64 and every output compared with AR's at T = 0 (session 33's B = 16 acceptance, 3.90 where sessions 21-31 and 34 measured 3.00-3.06, is the question; DFlash's chain now fused in compiled rounds) (<= 300 s)
-    export DDTREE_COMMIT=$commit
-    step tests_05a 100 nbdev_test --flags cuda --do_print --path nbs/05a_drafter.ipynb
-    step run_ahead 190 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --compile --merge on --temps 0,1 --reps 2 --budgets 8,15,16,64
-    cp "$out/ra/run_ahead.md" "$out/run_ahead.md" 2>/dev/null; cp "$out/ra/run_ahead.json" "$out/run_ahead.json" 2>/dev/null
-    keep_few "$out" gpu_next.log tests_05a.log run_ahead.md run_ahead.json run_ahead.log ;;
   s35a)   # issue 17's ratio at T = 0 (0.571 at B = 8, goal 0.6, s34c): max-autotune made the one-token forward ~15% faster (session 21) and a 65-token one 8% slower (session 19); the nine-token forward of B = 8 was never tried. The round at 2 x 256, T = 0, B = 8, shipped (AR autotuned) and with the verify forward autotuned too, in one call (<= 420 s; session 33's four autotuned token counts did not compile in 150 s, this is one)
     export DDTREE_COMMIT=$commit
     step run_ahead_base 120 python benchmarks/bench_run_ahead.py --out "$out/ra0" --commit "$commit" --compile --merge on --temps 0 --reps 2 --budgets 8
