@@ -177,8 +177,7 @@ class Round:
     tree: TreeBuffers|None            # the verified tree, root = node 0 (n_nodes drafted nodes; 0 for 'ar' or depth 0) (*)
     draft_logits: torch.Tensor|None   # [L, V] the drafter's logits (None for 'ar'); static under a graph replay (*)
     logits: torch.Tensor|None         # [n_max+1, V] the target's verify logits, root first; rows past the tree's n_nodes are unused (*)
-    accepted: Accepted                # the accept stage's output, host tensors from the round's record
-    path: torch.Tensor                # accepted node indices, root first (int64, on the host; its length is the acceptance length)
+    nodes: list                       # accepted node indices, root first (its length is the acceptance length)
     bonus: int                        # the target's token after the path: the next round's root
     new_tokens: list                  # tokens this round emitted (drafts on the path + bonus, cut at a stop id / max_new_tokens)
     done: bool                        # generation has ended
@@ -186,6 +185,12 @@ class Round:
     budget: int = 0                      # the tree size verified: the budget, or with budget='auto' the size chosen this round
     # (*) buffers the next round may rewrite: read them (e.g. `tree.to_draft_tree()`) before the next `step()`; None when the
     #     next round was already enqueued (`Decoder(run_ahead=True)`), since it is rewriting them
+    @property
+    def path(self) -> torch.Tensor:   # `nodes` as int64 on the host; made when asked (host tensors a round cost ~20 µs of host time)
+        return torch.tensor(self.nodes, dtype=torch.int64)
+    @property
+    def accepted(self) -> Accepted:   # the accept stage's output as host tensors, from the round's record
+        return make_accepted(self.nodes, self.bonus, 'cpu')
 
 def _untimed(stage, f, *a): return f(*a)
 
@@ -224,9 +229,8 @@ class _DecoderSteps:
             A, bonus, drafted, nodes, keys, size = st.read()
         self.P += A; self.acceptance_lengths.append(A); self.root = bonus; self.budgets.append(size)
         new = self._emit(drafted + [bonus])
-        acc = make_accepted(nodes, bonus, 'cpu')                 # a snapshot: `st.acc` is rewritten by the next round
         buf, dl, logits = (None, None, None) if self.pending else (st.buf, dl, logits)
-        return Round(len(self.acceptance_lengths), P, root, buf, dl, logits, acc, acc.path[:A].long(), bonus, new, self.done, keys, size)
+        return Round(len(self.acceptance_lengths), P, root, buf, dl, logits, nodes, bonus, new, self.done, keys, size)
 
 # %% ../nbs/05_decode.ipynb #203c1021
 class _DecoderLife:
