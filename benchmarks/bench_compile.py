@@ -88,7 +88,7 @@ def main():
                 try: r = dict(variant=name, **measure_draft(d, compiled, es, a.reps))
                 except Exception: r = dict(variant=name, error=traceback.format_exc()[-600:])
                 print(json.dumps(r), flush=True); res.append(r)
-        (out / 'bench_compile.json').write_text(json.dumps(dict(meta=meta, rows=res), indent=1))
+                (out / 'bench_compile.json').write_text(json.dumps(dict(meta=meta, rows=res), indent=1))   # after each row: a timeout keeps the rest
 
 def measure_draft(d, compiled, es, reps, P=1000):
     "The drafter's one draft as a round runs it (merged; 16 feature rows, a context of P rows): kernels in order (one of them the length reset), replay ms."

@@ -3,9 +3,10 @@
 Not a test. For AR, DFlash and DDTree (`--budgets`, default 16 and 64) at T=0 and T=0.8: the same generations with `Decoder(run_ahead=False)`
 (enqueue a round, wait for its record, emit, enqueue the next) and `run_ahead=True` (round k+1 enqueued before round
 k's record is read). Reports decode tokens/s and wall ms per round from round 3 on (prefill, the eager round 1 and the
-round-2 capture excluded: every generation captures its own graph), GPU ms per round and each stage's
-share of it (CUDA events around each stage, a separate run), and checks that both give the same tokens. Then counts the kernels one eager round launches
-(torch.profiler, CUPTI: PyCUDA kernels included), by stage and by name. Writes run_ahead.json and run_ahead.md into --out.
+round-2 capture excluded: every generation captures its own graph), GPU ms per round (CUDA events, a separate run), and
+checks that both give the same tokens and, at T=0, each method's tokens against AR's. Then, for every case, counts the
+kernels one eager round launches (torch.profiler, CUPTI: PyCUDA kernels included) and sums their GPU µs, by stage and by
+name. Writes run_ahead.json and run_ahead.md into --out.
 
     python benchmarks/bench_run_ahead.py --out OUTDIR [--commit HASH] [--max-new 256] [--reps 3]
 """
