@@ -3,7 +3,8 @@
 Not a test. For AR, DFlash and DDTree (`--budgets`, default 16 and 64) at T=0 and T=0.8: the same generations with `Decoder(run_ahead=False)`
 (enqueue a round, wait for its record, emit, enqueue the next) and `run_ahead=True` (round k+1 enqueued before round
 k's record is read). Reports decode tokens/s and wall ms per round from round 3 on (prefill, the eager round 1 and the
-round-2 capture excluded: every generation captures its own graph), GPU ms per round (CUDA events, a separate run), and
+round-2 capture excluded: every generation captures its own graph), the host's own ms per round (wall less its waits for
+the rounds' records: above the GPU ms, the host sets the pace), GPU ms per round (CUDA events, a separate run), and
 checks that both give the same tokens and, at T=0, each method's tokens against AR's. Then, for every case, counts the
 kernels one eager round launches (torch.profiler, CUPTI: PyCUDA kernels included) and sums their GPU µs, by stage and by
 name. Writes run_ahead.json and run_ahead.md into --out.
@@ -19,7 +20,7 @@ MERGE = None    # --merge on|off: Stages(merge=...); None: Stages' default (merg
 
 
 def decode(t, d, p, method, B, T, ahead, n_new, timed=None, seed=0, compile=False):
-    "One generation with a manual round loop; (tokens, acceptance lengths, decode wall s, stage seconds or None)."
+    "One generation with a manual round loop; (tokens, acceptance lengths, decode wall s, stage seconds or None, new tokens, rounds, the host's own seconds: wall less its waits for records)."
     from ddtree_nb.decode import Decoder, Stages, _EventClock
     g = torch.Generator(device='cuda').manual_seed(seed) if T > 0 else None
     dec = Decoder(t, d if method != 'ar' else None, p, method=method, budget=B, temperature=T, max_new_tokens=n_new,
@@ -27,11 +28,11 @@ def decode(t, d, p, method, B, T, ahead, n_new, timed=None, seed=0, compile=Fals
     dec.prefill(); dec.step(); dec.step()          # round 1 (eager, the prompt's features) and round 2 (captured) are not timed:
     n0, r0 = len(dec.tokens), len(dec.acceptance_lengths)   # each generation captures its own graph (tens of ms, noisy)
     if timed: dec.timed = _EventClock(dec.device)
-    torch.cuda.synchronize(); t0 = time.perf_counter()
+    torch.cuda.synchronize(); t0, w0 = time.perf_counter(), dec.stages.host_wait_s
     while not dec.done: dec.step()
-    torch.cuda.synchronize(); wall = time.perf_counter() - t0
+    torch.cuda.synchronize(); wall, wait = time.perf_counter() - t0, dec.stages.host_wait_s - w0
     stages = dec.timed.totals() if timed else None
-    out = (list(dec.tokens), list(dec.acceptance_lengths), wall, stages, len(dec.tokens) - n0, len(dec.acceptance_lengths) - r0)
+    out = (list(dec.tokens), list(dec.acceptance_lengths), wall, stages, len(dec.tokens) - n0, len(dec.acceptance_lengths) - r0, wall - wait)
     dec.close()
     return out
 
@@ -42,17 +43,18 @@ def ab(t, d, prompts, n_new, reps, log, temps=(0.0, 0.8), compile=False):
         for method, B in CASES:
             r = dict(method=method, budget=B, temperature=T)
             for ahead in (False, True):
-                toks, walls, rounds, ntok = [], [], 0, 0
+                toks, walls, busy, rounds, ntok = [], [], [], 0, 0
                 for i, p in enumerate(prompts):
                     decode(t, d, p, method, B, T, ahead, n_new, seed=i, compile=compile)   # warm-up: workspaces, kernels
                     w = []
                     for _ in range(reps):
-                        tk, lens, wall, _, nt, nr = decode(t, d, p, method, B, T, ahead, n_new, seed=i, compile=compile)
-                        w.append(wall)
-                    toks.append(tk); walls.append(statistics.median(w)); rounds += nr; ntok += nt
+                        tk, lens, wall, _, nt, nr, hb = decode(t, d, p, method, B, T, ahead, n_new, seed=i, compile=compile)
+                        w.append((wall, hb))
+                    toks.append(tk); walls.append(statistics.median(x for x, _ in w)); busy.append(statistics.median(h for _, h in w))
+                    rounds += nr; ntok += nt
                 key = 'ahead' if ahead else 'plain'
                 r[key] = dict(tokens_per_s=ntok / sum(walls), ms_per_round=1e3 * sum(walls) / rounds,
-                              rounds=rounds, mean_acceptance=ntok / rounds)
+                              host_ms_per_round=1e3 * sum(busy) / rounds, rounds=rounds, mean_acceptance=ntok / rounds)
                 r[key + '_tokens'] = toks
             plain = r.pop('plain_tokens'); r['same_tokens'] = plain == r.pop('ahead_tokens')
             if method == 'ar': ar = plain
@@ -62,13 +64,13 @@ def ab(t, d, prompts, n_new, reps, log, temps=(0.0, 0.8), compile=False):
                                              for a, b in zip(plain, ar) if a != b), default=None)
             gpu, rounds = 0.0, 0      # CUDA events around each round (a graph replay: one span, so no stage split here; the census has it)
             for i, p in enumerate(prompts):
-                _, _, _, st, _, nr = decode(t, d, p, method, B, T, False, n_new, timed=True, seed=i, compile=compile)
+                _, _, _, st, _, nr, _ = decode(t, d, p, method, B, T, False, n_new, timed=True, seed=i, compile=compile)
                 gpu += sum(v for k, v in st.items() if k != 'prefill'); rounds += nr
             r['gpu_ms_per_round'] = 1e3 * gpu / rounds
             r['speedup'] = r['ahead']['tokens_per_s'] / r['plain']['tokens_per_s']
             rows.append(r)
             log(f"T={T} {method:6s} B={B:3d}  plain {r['plain']['tokens_per_s']:8.1f} tok/s {r['plain']['ms_per_round']:.3f} ms/round | "
-                f"ahead {r['ahead']['tokens_per_s']:8.1f} tok/s {r['ahead']['ms_per_round']:.3f} ms/round | GPU {r['gpu_ms_per_round']:.3f} "
+                f"ahead {r['ahead']['tokens_per_s']:8.1f} tok/s {r['ahead']['ms_per_round']:.3f} ms/round (host {r['ahead']['host_ms_per_round']:.3f}) | GPU {r['gpu_ms_per_round']:.3f} "
                 f"ms/round | x{r['speedup']:.3f} same={r['same_tokens']} same_as_ar={r.get('same_as_ar', '-')} tau={r['plain']['mean_acceptance']:.2f}")
     return rows
 
@@ -110,12 +112,12 @@ def markdown(res) -> str:
              f"Command: `{m['command']}`; demo pair bf16, cuda faces, CUDA graph{', torch.compile' if m.get('compile') else ''}{' (one-token forwards autotuned)' if m.get('compile') is True or isinstance(m.get('compile'), dict) and {1, '1'} & set(m['compile']) else ''}{ {True: ', merged projections', False: ', projections not merged'}.get(m.get('merge'), '') }{', traced attention' if m.get('traced') else ''}, {m['prompts']} prompts x {m['max_new']} new tokens, "
              f"median of {m['reps']} runs per prompt after a warm-up; rounds 3 onwards (graph replays) only: prefill, the eager round 1 "
              f"and the capture of round 2 excluded.", '',
-             '| T | method | B | tau | plain tok/s | ahead tok/s | speed-up | plain ms/round | ahead ms/round | GPU ms/round | same tokens | same as AR (T = 0) |',
-             '|---|---|---|---|---|---|---|---|---|---|---|---|']
+             '| T | method | B | tau | plain tok/s | ahead tok/s | speed-up | plain ms/round | ahead ms/round | GPU ms/round | host ms/round (ahead) | same tokens | same as AR (T = 0) |',
+             '|---|---|---|---|---|---|---|---|---|---|---|---|---|']
     for r in res['ab']:
         lines.append(f"| {r['temperature']} | {r['method']} | {r['budget']} | {r['plain']['mean_acceptance']:.2f} | {r['plain']['tokens_per_s']:.1f} | "
                      f"{r['ahead']['tokens_per_s']:.1f} | {r['speedup']:.3f} | {r['plain']['ms_per_round']:.3f} | {r['ahead']['ms_per_round']:.3f} | "
-                     f"{r['gpu_ms_per_round']:.3f} | {r['same_tokens']} | {sa(r)} |")
+                     f"{r['gpu_ms_per_round']:.3f} | {r['ahead'].get('host_ms_per_round', float('nan')):.3f} | {r['same_tokens']} | {sa(r)} |")
     lines += ['', "## Kernels per eager round (the graphs' kernels: each stage's count and summed GPU µs)", '']
     for c in res['census']:
         lines.append(f"- {c['method']} B={c['budget']}: {c['kernels']} kernels ({c['gpu_us']:.0f} µs summed); by stage {c['by_stage']}, µs {c.get('us_by_stage', {})}")

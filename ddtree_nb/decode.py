@@ -427,6 +427,7 @@ REC_STATUS = 4 + 2 * MAX_PATH   # its accept status word
 
 class _RoundRecord:
     "The round's record: what the host reads of a round, copied to one of two pinned buffers so that the next round may be enqueued first."
+    host_wait_s = 0.0   # seconds the host has waited for records on a GPU, summed: a run's wall time less this is the host's own work
     def _allocate_record(self, dec):
         dev, i32 = dec.device, torch.int32
         self.record = torch.zeros(REC + len(self.sizes), dtype=i32, device=dev)   # [A, bonus, path tokens, path nodes, keys, status, expected]
@@ -438,7 +439,8 @@ class _RoundRecord:
     def read(self) -> tuple[int, int, list, list, torch.Tensor|None, int]:
         "The one host wait of the oldest unread round: (accepted length A incl. the root, bonus, drafted tokens on the path, the path's A node indices, the round's keys or None at T=0, its tree size)."
         slot = self.unread.popleft()
-        if self.readies is not None: self.readies[slot].synchronize()
+        if self.readies is not None:
+            t0 = time.perf_counter(); self.readies[slot].synchronize(); self.host_wait_s += time.perf_counter() - t0
         h = self.hosts[slot]
         v = h[:REC].tolist()
         if v[REC_STATUS] & ERR_PAST_CACHE:   # the kernel compacted nothing and kept prefix_len: the host's P would go wrong
