@@ -105,6 +105,18 @@ def census(t, d, p, method, B, log, compile=False):
     return res
 
 
+def goals(rows) -> list:
+    "Issue 17's figures from the run-ahead rows: each method's tokens/s over AR's at its temperature, that over its acceptance (the ratio), and over DFlash's."
+    ref = {(r['temperature'], r['method']): r['ahead']['tokens_per_s'] for r in rows if r['method'] in ('ar', 'dflash')}
+    out = []
+    for r in rows:
+        tps, tau, ar, df = r['ahead']['tokens_per_s'], r['plain']['mean_acceptance'], ref.get((r['temperature'], 'ar')), ref.get((r['temperature'], 'dflash'))
+        over = tps / ar if ar else None
+        out.append(dict(temperature=r['temperature'], method=r['method'], budget=r['budget'], tau=tau, over_ar=over,
+                        ratio=None if over is None else over / tau, over_dflash=tps / df if df and r['method'] == 'ddtree' else None))
+    return out
+
+
 def markdown(res) -> str:
     m = res['meta']
     sa = lambda r: '-' if 'same_as_ar' not in r else f"{r['same_as_ar']}/{m['prompts']}" + (f" (first at token {r['first_difference']})" if r['first_difference'] is not None else '')
@@ -118,6 +130,10 @@ def markdown(res) -> str:
         lines.append(f"| {r['temperature']} | {r['method']} | {r['budget']} | {r['plain']['mean_acceptance']:.2f} | {r['plain']['tokens_per_s']:.1f} | "
                      f"{r['ahead']['tokens_per_s']:.1f} | {r['speedup']:.3f} | {r['plain']['ms_per_round']:.3f} | {r['ahead']['ms_per_round']:.3f} | "
                      f"{r['gpu_ms_per_round']:.3f} | {r['ahead'].get('host_ms_per_round', float('nan')):.3f} | {r['same_tokens']} | {sa(r)} |")
+    f = lambda x, k=3: '-' if x is None else f"{x:.{k}f}"
+    lines += ['', "## Issue 17's figures (run ahead): tokens/s over AR's, the ratio (that over tau; goals 0.6 at T = 0, 0.5 at T = 1), over DFlash's (goal 1.25)", '',
+              '| T | method | B | tau | over AR | ratio | over DFlash |', '|---|---|---|---|---|---|---|']
+    lines += [f"| {g['temperature']} | {g['method']} | {g['budget']} | {g['tau']:.2f} | {f(g['over_ar'])} | {f(g['ratio'])} | {f(g['over_dflash'])} |" for g in goals(res['ab'])]
     lines += ['', "## Kernels per eager round (the graphs' kernels: each stage's count and summed GPU µs)", '']
     for c in res['census']:
         lines.append(f"- {c['method']} B={c['budget']}: {c['kernels']} kernels ({c['gpu_us']:.0f} µs summed); by stage {c['by_stage']}, µs {c.get('us_by_stage', {})}")
@@ -159,6 +175,7 @@ def main(argv=None):
                          command='python benchmarks/bench_run_ahead.py ' + ' '.join(argv or __import__('sys').argv[1:]),
                          prompts=len(prompts), max_new=a.max_new, reps=a.reps, compile=a.compile, merge=MERGE, traced=a.traced))
     res['ab'] = ab(t, d, prompts, a.max_new, a.reps, log, tuple(float(x) for x in a.temps.split(',')), a.compile)
+    res['goals'] = goals(res['ab'])
     res['census'] = []
     for m, B in CASES:          # every method and budget: where a round's GPU time goes, stage by stage
         try: res['census'].append(census(t, d, prompts[0], m, B, log, a.compile))
