@@ -14,6 +14,7 @@ name. Writes run_ahead.json and run_ahead.md into --out.
 import argparse, json, statistics, time, traceback
 from pathlib import Path
 import torch
+from ddtree_nb.bench import first_difference
 
 CASES = [('ar', 0), ('dflash', 15), ('ddtree', 16), ('ddtree', 64)]
 MERGE = None    # --merge on|off: Stages(merge=...); None: Stages' default (merged on the cuda faces)
@@ -60,8 +61,7 @@ def ab(t, d, prompts, n_new, reps, log, temps=(0.0, 0.8), compile=False):
             if method == 'ar': ar = plain
             if T == 0:          # greedy: every method's output is the AR output (lossless), prompt by prompt
                 r['same_as_ar'] = sum(a == b for a, b in zip(plain, ar))
-                r['first_difference'] = min((next((j for j, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-                                             for a, b in zip(plain, ar) if a != b), default=None)
+                r['first_difference'] = min((first_difference(a, b) for a, b in zip(plain, ar) if a != b), default=None)
             gpu, rounds = 0.0, 0      # CUDA events around each round (a graph replay: one span, so no stage split here; the census has it)
             for i, p in enumerate(prompts):
                 _, _, _, st, _, nr, _ = decode(t, d, p, method, B, T, False, n_new, timed=True, seed=i, compile=compile)
