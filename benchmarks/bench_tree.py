@@ -3,9 +3,9 @@ and the reference path, in one run (nbs/02_tree_builder.ipynb, issue 18). Phase 
 launches), v4 (the default on sm_90+: one cluster launch, candidates above a bound from the thread maxima) and v3 (v4's
 kernel with its histogram path forced).
 
-    python benchmarks/bench_tree.py [--iters 300] [--out results.md] [--commit abc1234]
+    python benchmarks/bench_tree.py [--iters 300] [--out results.md] [--commit abc1234] [--vocab 4096 --budgets 8,16]
 
-L=15, V=163840, bf16 logits randn*scale, B in {16, 64, 256, 1024}. Every tree is checked against `build_tree_ref` first.
+L=15, V=163840 (`--vocab`), bf16 logits randn*scale (`--scales` 1,4), B in {16, 64, 256, 1024} (`--budgets`). Every tree is checked against `build_tree_ref` first.
 Times are CUDA-event medians of CUDA-graph replays, per build: each graph holds `--copies` builds back to back (10), as a
 captured decode round runs its build behind other kernels, so the host's graph launch is not in the time. The whole
 builder (also with tb_tree launched plainly, not as a programmatic dependent of phase 1, and one build a replay, the
@@ -102,18 +102,21 @@ def main():
     ap.add_argument('--out', default=None)
     ap.add_argument('--commit', default=None, help='commit to record (default: git rev-parse HEAD)')
     ap.add_argument('--copies', type=int, default=10, help='builds back to back in each timed graph')
+    ap.add_argument('--vocab', type=int, default=163840, help="V, the logits per depth (Kimi's 163840; the demo pair's 4096)")
+    ap.add_argument('--budgets', default='16,64,256,1024', help='comma-separated B')
+    ap.add_argument('--scales', default='1,4', help='comma-separated logit scales (randn * scale)')
     a = ap.parse_args()
     import pycuda.driver as drv
     es = engine_stream(); s = es.torch
     gt = lambda fn: graph_time(fn, s, a.iters, a.copies)
     clock = drv.Context.get_device().get_attribute(drv.device_attribute.CLOCK_RATE) / 1e3
-    L, V = 15, 163840
+    L, V = 15, a.vocab
     rows = []
     with es:
         old = OldBuilder(torch.bfloat16)
-        for scale in (1.0, 4.0):
+        for scale in (float(v) for v in a.scales.split(',')):
             x = (torch.randn(L, V, device='cuda', generator=torch.Generator('cuda').manual_seed(0)) * scale).bfloat16()
-            for B in (16, 64, 256, 1024):
+            for B in (int(v) for v in a.budgets.split(',')):
                 buf, want = TreeBuffers(B), build_tree_ref(x, B)
                 old(buf, x, B); s.synchronize()
                 check_same_tree(buf.to_draft_tree(), want, x.float())
@@ -141,7 +144,8 @@ def main():
                 print(rows[-1], flush=True)
     commit = a.commit or subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()
     out = [f"date {datetime.date.today()}, GPU {torch.cuda.get_device_name()}, commit {commit}, torch {torch.__version__}, SM clock attribute {clock:.0f} MHz",
-           f"command: python benchmarks/bench_tree.py --iters {a.iters} --copies {a.copies}", "",
+           f"command: python benchmarks/bench_tree.py --iters {a.iters} --copies {a.copies} --vocab {V} --budgets {a.budgets} --scales {a.scales}", "",
+           f"L = {L}, V = {V}, bf16 logits.", "",
            "µs per build, " + (f"{a.copies} builds back to back in each graph" if a.copies > 1 else "one build a graph replay") + "; the column 'shipped, one build a replay': one build in each graph, the graph launch included.", "",
            "| logits | B | before µs | **shipped µs** | shipped, one build a replay µs | shipped, tb_tree plain launch µs | before/shipped | phase 1 before µs | phase 1 v2 / **v4** / v3 µs | v4 path (1 cand, 2 hist), most candidates | phase 2 before → shipped µs | shipped tb_tree stages µs (" + ' / '.join(STAGES) + ") | reference path µs | ref/shipped | phase-2 path |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -19,7 +19,7 @@
 #   bash benchmarks/gpu_next.sh compile_ab "$OUT"  # merged projections, traced attention, inductor options: bench_compile's variants, the compiled round with and without them (<= 9 min)
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s31b "$OUT"  # session 31 on an H200: the round at 8 x 512 (shipped), bench_tree + nbs/02, the verify tables (<= 420 s)
-#   bash benchmarks/gpu_next.sh s35a "$OUT"  # issue 17: the B = 8 round with its nine-token verify forward through max-autotune too, against the shipped compile, one machine (<= 420 s)
+#   bash benchmarks/gpu_next.sh s35a "$OUT"  # issue 17: the B = 8 round with its nine-token verify forward through max-autotune too, against the shipped compile, one machine; first bench_tree at the demo pair's V = 4096 (<= 520 s)
 #   bash benchmarks/gpu_next.sh s30a "$OUT"  # session 30: the three issues' numbers on this card (an H200 if lent), then the tree fuzzer for the time left (<= 570 s)
 #   bash benchmarks/gpu_next.sh s27b "$OUT"  # tb_tree's threshold from the histogram only, four ranks a thread in flight: tree_quick, then 300 s of the tree fuzzer
 #   bash benchmarks/gpu_next.sh s26b "$OUT"  # issue 19 on an H200: the T = 1 timeline, the verify tables, 300 s of fuzz
@@ -133,11 +133,12 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     keep_few "$out" gpu_next.log run_ahead_8x512.md bench_tree.md tree_tests.log bench_verify_cluster.log bench_verify_cluster.json ;;
   s35a)   # issue 17's ratio at T = 0 (0.571 at B = 8, goal 0.6, s34c): max-autotune made the one-token forward ~15% faster (session 21) and a 65-token one 8% slower (session 19); the nine-token forward of B = 8 was never tried. The round at 2 x 256, T = 0, B = 8, shipped (AR autotuned) and with the verify forward autotuned too, in one call (<= 420 s; session 33's four autotuned token counts did not compile in 150 s, this is one)
     export DDTREE_COMMIT=$commit
+    step bench_tree_v4096 100 python benchmarks/bench_tree.py --iters 60 --vocab 4096 --budgets 8,15,16,64 --scales 1,4 --commit "$commit" --out "$out/bench_tree_v4096.md"
     step run_ahead_base 120 python benchmarks/bench_run_ahead.py --out "$out/ra0" --commit "$commit" --compile --merge on --temps 0 --reps 2 --budgets 8
     cp "$out/ra0/run_ahead.md" "$out/run_ahead_base.md" 2>/dev/null
     step run_ahead_at9 280 python benchmarks/bench_run_ahead.py --out "$out/ra9" --commit "$commit-at9" --compile --merge on --temps 0 --reps 2 --budgets 8 --autotune-tokens 1,9
     cp "$out/ra9/run_ahead.md" "$out/run_ahead_at9.md" 2>/dev/null
-    keep_few "$out" gpu_next.log run_ahead_base.md run_ahead_at9.md run_ahead_base.log run_ahead_at9.log ;;
+    keep_few "$out" gpu_next.log run_ahead_base.md run_ahead_at9.md run_ahead_base.log run_ahead_at9.log bench_tree_v4096.md ;;
   s30a)   # session 30's first call, the issues' numbers on this card (meant for an H200): bench_tree and nbs/02 (issue 18), the T = 1 timeline, the verify tables and a plain read of T = 1, P = 32k's bytes (issue 19), the compiled round at T = 0 / 1 (issue 17), then the tree fuzzer for the time left (<= 570 s)
     t_start=$(date +%s); export DDTREE_COMMIT=$commit
     bash "$0" tree_quick "$out"
