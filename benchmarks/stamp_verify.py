@@ -35,7 +35,7 @@ def launchers(T, H, P, ql, qp, bits, scale, out, lse, stamped: bool, cluster=Non
     k.set_max_dynamic_shared(plan['smem'])
     W = bits.shape[1]
     def split(kv, st=None):
-        args = (ql, qp, kv, bits, W, T, H, P, 0, kv.shape[0], float(scale), out, lse, ws_o, ws_lse, plan['splits'])
+        args = (ql, qp, kv, bits, W, T, H, P, 0, kv.shape[0], float(scale), out, lse, ws_o, ws_lse, plan['splits'], 0)   # token-major rows
         k(*(args + ((st,) if stamped else ())), grid=plan['grid'], block=(256,), shared=plan['smem'])
     def combine():
         if n == 1: return

@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from .reference import mla_softmax_scale, split_kv_b, yarn_mscale
-from .verify import tree_visible, tree_attention_torch, bits_to_vis, vis_to_bits, mla_tree_attention, mla_tree_attention_op
+from .verify import (tree_visible, tree_attention_torch, bits_to_vis, vis_to_bits, mla_tree_attention, mla_tree_attention_op,
+                              kernel_rows, as_head_major)
 
 
 # %% auto #0
@@ -407,7 +408,7 @@ def attention_fn(backend: str,
     if backend == 'cuda':
         bits = visibility if packed else vis_to_bits(visibility)
         def _cuda(q_latent, q_pe, kv, prefix_len, scale):
-            return mla_tree_attention(q_latent.contiguous(), q_pe.contiguous(), kv, prefix_len, bits, scale)[0]
+            return mla_tree_attention(*kernel_rows(q_latent, q_pe), kv, prefix_len, bits, scale)[0]
         return _cuda
     raise ValueError(f"attn_backend must be one of {ATTN_BACKENDS}, got {backend!r}")
 
@@ -458,7 +459,7 @@ def _mla_write(self: MLAttention, x, cos, sin,
     if isinstance(start, torch.Tensor):   # prefix length on the device: scatter the rows (no host read)
         kv.index_copy_(0, start.long() + torch.arange(T, device=x.device), rows.to(kv.dtype))
     else: kv[start:start + T] = rows
-    return q_latent.contiguous(), q_pe.contiguous()   # the kernel's layout, made here: inside a compiled layer's graph, not as an eager copy after it
+    return as_head_major(q_latent), as_head_major(q_pe)   # head-major rows, the W_UK product's own: no copy (the kernel reads them as they are)
 MLAttention.write = _mla_write
 
 

@@ -16,7 +16,7 @@ from .bench import first_difference
 from .drafter import Drafter, DrafterConfig, save_drafter
 from .model import build_target, tiny_config
 from .checkpoint import save_target
-from .verify import DC, DR, DQK, IMPLS, mla_tree_attention
+from .verify import DC, DR, DQK, IMPLS, mla_tree_attention, as_head_major
 from .moe import PackedExperts, KINDS
 
 # %% auto #0
@@ -578,25 +578,27 @@ def _verify_case(g, small: bool):
     ql, qp = torch.randn(T, H, DC, generator=g), torch.randn(T, H, DR, generator=g)
     words = vis_words(T) + _pick(g, [0, 0, 1, 3])
     return dict(q_latent=ql, q_pe=qp, kv=kv, prefix_len=P, visibility=vis, vis_bits=pack_visibility(vis, words=words),
-                scale=(DC + DR) ** -0.5 * float(torch.rand(1, generator=g) + 0.5), tensor_prefix=bool(_int(g, 0, 1)))
+                scale=(DC + DR) ** -0.5 * float(torch.rand(1, generator=g) + 0.5), tensor_prefix=bool(_int(g, 0, 1)),
+                head_major=bool(_int(g, 0, 1)))   # the queries and outputs in head-major row order (what a compiled layer passes)
 
 # %% ../nbs/08_reliability.ipynb #c78495e9
 def _check_verify(case, backend):
     ql, qp, kv, P, vis, bits, scale = (case[k] for k in ('q_latent', 'q_pe', 'kv', 'prefix_len', 'visibility', 'vis_bits', 'scale'))
+    rows = as_head_major if case.get('head_major') else (lambda t: t)   # cases saved before the field: token-major
     if backend == 'ref':
         ro, rl = brute_verify(ql, qp, kv, P, vis, scale)
         dt = torch.float64 if case['tensor_prefix'] else torch.float32
         Parg = torch.tensor([P], dtype=torch.int32) if case['tensor_prefix'] else P
-        o, l = mla_tree_attention(ql.to(dt), qp.to(dt), kv.to(dt), Parg, bits, scale, backend='torch')
+        o, l = mla_tree_attention(rows(ql.to(dt)), rows(qp.to(dt)), kv.to(dt), Parg, bits, scale, backend='torch')
         tol = 1e-10 if dt == torch.float64 else 1e-4
     else:
         b = lambda t: t.to('cuda', torch.bfloat16)
         ql, qp, kv = b(ql), b(qp), b(kv)
         ro, rl = mla_tree_attention(ql.double(), qp.double(), kv.double(), P, bits.cuda(), scale, backend='torch')   # fp64 oracle
         Parg = torch.tensor([P], dtype=torch.int32, device='cuda') if case['tensor_prefix'] else P
-        out = torch.full(ql.shape, float('nan'), dtype=torch.bfloat16, device='cuda')
-        lse = torch.full(ql.shape[:2], float('nan'), dtype=torch.float32, device='cuda')
-        o, l = mla_tree_attention(ql, qp, kv, Parg, bits.cuda(), scale, out=out, lse=lse, impl=case.get('impl', 'v2'))
+        out = rows(torch.full(ql.shape, float('nan'), dtype=torch.bfloat16, device='cuda'))
+        lse = rows(torch.full(ql.shape[:2], float('nan'), dtype=torch.float32, device='cuda'))
+        o, l = mla_tree_attention(rows(ql), rows(qp), kv, Parg, bits.cuda(), scale, out=out, lse=lse, impl=case.get('impl', 'v2'))
         tol = 1e-2
     return compare_verify(o, l, ro, rl, tol)
 

@@ -12,9 +12,10 @@ from .runtime import load_kernel, require_cuda, engine_stream, device_arch, devi
 # %% auto #0
 __all__ = ['DC', 'DR', 'DQK', 'MAX_SPLITS', 'H200_BW', 'H200_BF16', 'V2_CONFIGS', 'SM90_KERNELS', 'SM90_CLUSTERS', 'SM90_PV_N',
            'SM90_MIN_CUDA', 'IMPLS', 'SIG_V1', 'SIG_V2', 'SIG_COMBINE', 'mla_tree_attention_op', 'verify_cost',
-           'check_aligned', 'check_verify_inputs', 'tree_visible', 'tree_attention_torch', 'v2_smem', 'pick_config',
-           'choose_splits', 'sm90_smem', 'sm90_fits', 'check_cluster', 'cluster_splits', 'default_cluster',
-           'combine_shape', 'verify_plan', 'verify_workspace', 'pdl_pays', 'check_workspace', 'mla_tree_attention']
+           'check_aligned', 'head_major', 'as_head_major', 'kernel_rows', 'empty_rows', 'check_verify_inputs',
+           'tree_visible', 'tree_attention_torch', 'v2_smem', 'pick_config', 'choose_splits', 'sm90_smem', 'sm90_fits',
+           'check_cluster', 'cluster_splits', 'default_cluster', 'combine_shape', 'verify_plan', 'verify_workspace',
+           'pdl_pays', 'check_workspace', 'mla_tree_attention']
 
 # %% ../nbs/03_verify.ipynb #2e46cf25
 DC, DR = 512, 64                      # latent and rope widths the kernel is built for
@@ -40,6 +41,24 @@ def check_aligned(name: str, t: torch.Tensor, nbytes: int=16):
         raise ValueError(f"{name} must start on a {nbytes}-byte boundary for the cuda kernel, its data_ptr is {t.data_ptr() % nbytes} bytes past one "
                          f"(a view at an offset of {t.storage_offset()} elements?); pass an aligned tensor, e.g. {name}.clone()")
 
+# %% ../nbs/03_verify.ipynb #9acab172
+def head_major(x: torch.Tensor) -> bool:
+    "True when `x [T, H, ...]` is laid out head by head (a `transpose(0, 1)` of a contiguous `[H, T, ...]`, not also contiguous)."
+    return not x.is_contiguous() and x.transpose(0, 1).is_contiguous()
+
+def as_head_major(x: torch.Tensor) -> torch.Tensor:
+    "`x [T, H, ...]` laid out head by head (no copy where it already is, or where T = 1 or H = 1)."
+    return x.transpose(0, 1).contiguous().transpose(0, 1)
+
+def kernel_rows(q_latent: torch.Tensor, q_pe: torch.Tensor) -> tuple:
+    "`q_latent`, `q_pe` in one row order the kernel reads: head-major where `q_latent` is, else contiguous (copies only where needed)."
+    if head_major(q_latent): return q_latent, as_head_major(q_pe)
+    return q_latent.contiguous(), q_pe.contiguous()
+
+def empty_rows(T: int, H: int, *rest, head: bool=False, **kw) -> torch.Tensor:
+    "An empty `[T, H, *rest]` tensor in token-major or (`head`) head-major row order."
+    return torch.empty(H, T, *rest, **kw).transpose(0, 1) if head else torch.empty(T, H, *rest, **kw)
+
 # %% ../nbs/03_verify.ipynb #683af053
 def _check_prefix_and_scale(prefix_len, scale, S: int, T: int, dev):
     "`prefix_len` (an int in [0, S - T], or an int32 [1] tensor on `dev`) and `scale` (finite, > 0) of `check_verify_inputs`."
@@ -55,14 +74,15 @@ def _check_prefix_and_scale(prefix_len, scale, S: int, T: int, dev):
         raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
 
 # %% ../nbs/03_verify.ipynb #e7d06c9b
-def _check_outputs(out, lse, T: int, H: int, dt, dev):
-    "The optional `out [T, H, 512]` (q's dtype) and `lse [T, H]` (fp32) of `check_verify_inputs`: contiguous, on `dev`."
+def _check_outputs(out, lse, T: int, H: int, dt, dev, head: bool=False):
+    "The optional `out [T, H, 512]` (q's dtype) and `lse [T, H]` (fp32) of `check_verify_inputs`: on `dev`, in q's row order (`head`: head-major, else contiguous)."
     for k, v, shape, want in (('out', out, (T, H, DC), dt), ('lse', lse, (T, H), torch.float32)):
         if v is None: continue
         if not isinstance(v, torch.Tensor) or _shape(v) != shape or v.dtype != want:
             raise ValueError(f"{k} must be a {want} tensor of shape {list(shape)}, got {getattr(v, 'dtype', type(v).__name__)} {_shape(v) if isinstance(v, torch.Tensor) else ''}")
         if v.device != dev: raise ValueError(f"{k} is on {v.device} but q_latent is on {dev}")
-        if not v.is_contiguous(): raise ValueError(f"{k} must be contiguous")
+        if head and not head_major(v): raise ValueError(f"{k} must be head-major as q_latent is (a transpose(0, 1) of a contiguous [H, T, ...]), got stride {v.stride()}")
+        if not head and not v.is_contiguous(): raise ValueError(f"{k} must be contiguous as q_latent is, got stride {v.stride()}")
 
 # %% ../nbs/03_verify.ipynb #8cb6e518
 def check_verify_inputs(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out=None, lse=None, backend='cuda'):
@@ -92,12 +112,15 @@ def check_verify_inputs(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out=Non
         if isinstance(prefix_len, torch.Tensor): check_aligned('prefix_len', prefix_len, 4)   # one int32, read as such
     dev = q_latent.device
     if backend == 'cuda' and dev.type != 'cuda': raise ValueError(f"backend='cuda' needs CUDA tensors, q_latent is on {dev}")
+    head = head_major(q_latent)
     for k, v in named.items():
         if v.device != dev: raise ValueError(f"{k} is on {v.device} but q_latent is on {dev}")
-        if not v.is_contiguous(): raise ValueError(f"{k} must be contiguous, got shape {_shape(v)} stride {v.stride()}")
+        if k == 'q_pe' and head and not head_major(v): raise ValueError(f"q_pe must be head-major as q_latent is, got stride {v.stride()}")
+        if not (v.is_contiguous() or head and k in ('q_latent', 'q_pe')):
+            raise ValueError(f"{k} must be contiguous{' or head-major' if k == 'q_latent' else ''}, got shape {_shape(v)} stride {v.stride()}")
     if S < T: raise ValueError(f"kv has S = {S} rows, fewer than the T = {T} tree tokens")
     _check_prefix_and_scale(prefix_len, scale, S, T, dev)
-    _check_outputs(out, lse, T, H, dt, dev)
+    _check_outputs(out, lse, T, H, dt, dev, head)
     return T, H, S, W
 
 # %% ../nbs/03_verify.ipynb #feb50f7e
@@ -197,7 +220,7 @@ def default_cluster(impl: str, pv_n: int, M: int, splits: int) -> int:
     return 2 if impl == 'sm90' and pv_n == 256 and M >= 64 and splits == 2 else 1
 
 # %% ../nbs/03_verify.ipynb #d373a7e1
-SIG_V1, SIG_V2, SIG_COMBINE = 'PPPPiiiiPifPP', 'PPPPiiiiPifPPPPi', 'PPiiPP'
+SIG_V1, SIG_V2, SIG_COMBINE = 'PPPPiiiiPifPP', 'PPPPiiiiPifPPPPii', 'PPiiPP'
 _KERNEL_LIMITS = {'verify_attn.cu': dict(DC=DC, DR=DR, DQK=DQK, MAX_SPLITS=MAX_SPLITS),    # the kernels' #defines and constexprs
                   'dev/verify_attn_v1.cu': dict(DC=DC, DR=DR, DQK=DQK),                      # v1: history, from a checkout
                   'verify_attn_sm90.cu': dict(DC=DC, DR=DR, DQK=DQK, SMEM=sm90_smem())}   # (with their headers'), checked on load
@@ -290,13 +313,14 @@ def _verify_cuda(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, vers
     "Cuda face: launch v1, v2 or the sm_90a kernel (+ the split combine, with `pdl` as its programmatic dependent) on the engine stream, with the tensors' GPU current."
     require_cuda()
     T, H, _ = q_latent.shape
-    S, W, M = kv.shape[0], vis_bits.shape[1], T * H
+    S, W, M, head = kv.shape[0], vis_bits.shape[1], T * H, int(head_major(q_latent))
     dev = q_latent.device.index if q_latent.device.index is not None else torch.cuda.current_device()
     if isinstance(prefix_len, torch.Tensor): P_arg, p_ptr, P_bound = 0, prefix_len, S - T
     else: P_arg, p_ptr, P_bound = int(prefix_len), 0, int(prefix_len)
     with torch.cuda.device(dev):
         impl = _pick_impl(impl, dev, version, config)   # before v1, so impl='sm90' with version=1 is refused, not ignored
         if version == 1:
+            if head: raise ValueError("version=1 reads token-major rows only: pass q_latent and q_pe contiguous")
             _kernel('verify_attn_v1', SIG_V1, source='dev/verify_attn_v1.cu')(q_latent, q_pe, kv, vis_bits, W, T, H, P_arg, p_ptr, S, float(scale),
                                               out, lse, grid=(M,), block=(128,))
             return
@@ -312,7 +336,7 @@ def _verify_cuda(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, vers
             if workspace is None: workspace = verify_workspace(T, H, n, q_latent.device)
             else: check_workspace(workspace, n, M, q_latent.device)
             ws_o, ws_lse = workspace
-        k(q_latent, q_pe, kv, vis_bits, W, T, H, P_arg, p_ptr, S, float(scale), out, lse, ws_o, ws_lse, s,
+        k(q_latent, q_pe, kv, vis_bits, W, T, H, P_arg, p_ptr, S, float(scale), out, lse, ws_o, ws_lse, s, head,
           grid=plan['grid'], block=(256,), shared=plan['smem'])
         if n > 1:
             L, G = plan['combine']
@@ -331,10 +355,11 @@ def mla_tree_attention(q_latent: torch.Tensor,  # [T, H, 512] queries with W_UK 
                        backend: str='cuda',     # 'cuda' (the kernel) or 'torch' (the reference)
                        **kw,                    # cuda only: version=2 (1 = CUDA-core kernel), config=(BM, BN, stages), splits, workspace, impl='auto' (the sm_90a wgmma kernel on an sm_90 GPU, else v2; or 'v2', 'sm90'), pv_n, pdl=None (the split combine as a programmatic dependent: True, False, or None = where `pdl_pays`), cluster (sm_90a: splits merged in clusters of 2, 4 or 8 blocks)
                       ) -> tuple:               # (out [T, H, 512], lse [T, H] fp32, natural log)
-    "Tree-masked absorbed-MLA attention of `T` tree tokens over the latent cache layer `kv`."
+    "Tree-masked absorbed-MLA attention of `T` tree tokens over the latent cache layer `kv`; q, out and lse contiguous, or all head-major (`head_major`)."
     T, H, S, W = check_verify_inputs(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, backend)
-    if out is None: out = torch.empty(T, H, DC, dtype=q_latent.dtype, device=q_latent.device)
-    if lse is None: lse = torch.empty(T, H, dtype=torch.float32, device=q_latent.device)
+    head = head_major(q_latent)
+    if out is None: out = empty_rows(T, H, DC, head=head, dtype=q_latent.dtype, device=q_latent.device)
+    if lse is None: lse = empty_rows(T, H, head=head, dtype=torch.float32, device=q_latent.device)
     if backend == 'torch': _verify_torch(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse)
     else: _verify_cuda(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, **kw)
     return out, lse
@@ -343,11 +368,14 @@ def mla_tree_attention(q_latent: torch.Tensor,  # [T, H, 512] queries with W_UK 
 def _attention_op(q_latent: torch.Tensor, q_pe: torch.Tensor, kv: torch.Tensor, prefix_len: torch.Tensor,
                   vis_bits: torch.Tensor, scale: float, backend: str) -> torch.Tensor:
     "`mla_tree_attention(...)[0]` as one custom op; `prefix_len` an int32 [1] tensor. The torch face takes any latent width (the model's) and reads no host value."
-    if backend == 'cuda': return mla_tree_attention(q_latent.contiguous(), q_pe.contiguous(), kv, prefix_len, vis_bits, scale)[0]
+    if backend == 'cuda': return mla_tree_attention(*kernel_rows(q_latent, q_pe), kv, prefix_len, vis_bits, scale)[0]
     see = tree_visible(prefix_len, bits_to_vis(vis_bits, q_latent.shape[0]), kv.shape[0])   # the whole layer, masked (P clamped)
-    return tree_attention_torch(q_latent, q_pe, kv, see, scale)[0].to(q_latent.dtype)
+    o = tree_attention_torch(q_latent, q_pe, kv, see, scale)[0].to(q_latent.dtype)
+    return as_head_major(o) if head_major(q_latent) else o.contiguous()   # the fake's layout, on both faces
 
-def _attention_op_fake(q_latent, q_pe, kv, prefix_len, vis_bits, scale, backend): return torch.empty_like(q_latent, memory_format=torch.contiguous_format)
+def _attention_op_fake(q_latent, q_pe, kv, prefix_len, vis_bits, scale, backend):
+    "The output's shape and row order: q_latent's (head-major where it is, else contiguous), as the kernel writes it."
+    return empty_rows(*q_latent.shape, head=head_major(q_latent), dtype=q_latent.dtype, device=q_latent.device)
 
 # Defined once a process: defining a custom op again destroys the first definition's dispatcher entry under every graph and
 # op handle that still holds it (a notebook's export cell after the package's import did that: a use after free in CI).

@@ -1,6 +1,8 @@
 // verify_attn.cu: tree-masked absorbed-MLA verify attention over the latent cache (nbs/03_verify).
 //
-// Queries: q_latent [T, H, 512], q_pe [T, H, 64] (bf16), flattened to M = T*H rows r = t*H + h.
+// Queries: q_latent [T, H, 512], q_pe [T, H, 64] (bf16), flattened to M = T*H rows: r = t*H + h (token-major, the
+// tensors contiguous) or, with head_major = 1, r = h*T + t (each a transpose(0, 1) of a contiguous [H, T, ...], as
+// the W_UK product leaves q_latent). out and lse take the same row order.
 // Cache layer kv [S, 576] (bf16): columns 0..511 = c_kv (keys AND values), 512..575 = k_pe (keys only).
 // Key s < P is seen by every row; key P + j (tree slot j) is seen by row r iff bit j of vis[t, :] is set.
 // Outputs: out [M, 512] bf16 = softmax(scale * q.k) . c_kv, lse [M] fp32 (natural log).
@@ -65,7 +67,7 @@ __device__ __forceinline__ void verify_v2(const bf16 *__restrict__ q_lat, const 
                                           const bf16 *__restrict__ kv, const uint32_t *__restrict__ vis, int W,
                                           int T, int H, int P, const int *__restrict__ p_dev, int S, float scale,
                                           bf16 *__restrict__ out, float *__restrict__ lse, bf16 *__restrict__ ws_o,
-                                          float *__restrict__ ws_lse, int splits) {
+                                          float *__restrict__ ws_lse, int splits, int head_major) {
     using C = Cfg<BM, BN, NS>;
     extern __shared__ __align__(128) unsigned char smem[];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3, x7 = lane & 7;
@@ -101,7 +103,7 @@ __device__ __forceinline__ void verify_v2(const bf16 *__restrict__ q_lat, const 
     const uint32_t aP = sPb + ((lane & 15) * C::PST + (lane >> 4) * 8) * 2;
     int tq[2];
 #pragma unroll
-    for (int e = 0; e < 2; ++e) { const int gr = m0 + lr0 + 8 * e; tq[e] = gr < M ? gr / H : -1; }
+    for (int e = 0; e < 2; ++e) { const int gr = m0 + lr0 + 8 * e; tq[e] = gr >= M ? -1 : head_major ? gr % T : gr / H; }
 
     float o[C::MT][8][4];
 #pragma unroll
@@ -269,9 +271,10 @@ __device__ __forceinline__ void verify_v2(const bf16 *__restrict__ q_lat, const 
     NAME(const bf16 *__restrict__ q_lat, const bf16 *__restrict__ q_pe, const bf16 *__restrict__ kv,             \
          const uint32_t *__restrict__ vis, int W, int T, int H, int P, const int *__restrict__ p_dev, int S,      \
          float scale, bf16 *__restrict__ out, float *__restrict__ lse, bf16 *__restrict__ ws_o,                  \
-         float *__restrict__ ws_lse, int splits) {                                                               \
+         float *__restrict__ ws_lse, int splits, int head_major) {                                               \
         pdl_launch_dependents();   /* a PDL combine's blocks may wait on idle SMs (a no-op for a plain one) */    \
-        verify_v2<BM, BN, NS>(q_lat, q_pe, kv, vis, W, T, H, P, p_dev, S, scale, out, lse, ws_o, ws_lse, splits); \
+        verify_v2<BM, BN, NS>(q_lat, q_pe, kv, vis, W, T, H, P, p_dev, S, scale, out, lse, ws_o, ws_lse, splits,   \
+                              head_major);                                                                       \
     }
 
 VERIFY_V2(verify_attn_v2_64x64x2, 64, 64, 2)  // 231,944 B smem: H100/H200 (227 KB opt-in)

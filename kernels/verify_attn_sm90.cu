@@ -1,7 +1,7 @@
 // verify_attn_sm90.cu: the Hopper (sm_90a) version of the tree-masked absorbed-MLA verify attention (issue 19).
 //
 // Same contract as kernels/verify_attn.cu (read its header): queries q_latent [T, H, 512] and q_pe [T, H, 64] (bf16),
-// flattened to M = T*H rows r = t*H + h; cache layer kv [S, 576] (c_kv = keys AND values | k_pe = keys only);
+// flattened to M = T*H rows r = t*H + h (or h*T + t with head_major); cache layer kv [S, 576] (c_kv = keys AND values | k_pe = keys only);
 // key s < P seen by every row, key P + j seen by row r iff bit j of vis[t, :]; out [M, 512] bf16, lse [M] fp32.
 // Same edge cases: a row that sees nothing gets out 0 / lse -inf; a non-finite c_kv value poisons exactly the rows
 // that see its key (masked keys' V chunks are zeroed in shared memory and the key marked, as in v2). Same split-KV
@@ -220,7 +220,7 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
                                             const bf16 *__restrict__ kv, const uint32_t *__restrict__ vis, int W,
                                             int T, int H, int P, const int *__restrict__ p_dev, int S, float scale,
                                             bf16 *__restrict__ out, float *__restrict__ lse, bf16 *__restrict__ ws_o,
-                                            float *__restrict__ ws_lse, int splits VSTAMPS_PARAM) {
+                                            float *__restrict__ ws_lse, int splits, int head_major VSTAMPS_PARAM) {
     static_assert(PVN == 64 || PVN == 256, "PV wgmma width");
     extern __shared__ __align__(16) unsigned char smem_raw[];  // only 16 B promised: the base is aligned by hand below
     const uint32_t raw = smem_u32(smem_raw), base = (raw + 1023u) & ~1023u;
@@ -254,7 +254,7 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
     const int lr0 = wq * 16 + g;  // this thread's accumulator rows: lr0 and lr0 + 8 (wgmma D fragment)
     int tq[2];
 #pragma unroll
-    for (int e = 0; e < 2; ++e) { const int gr = m0 + lr0 + 8 * e; tq[e] = gr < M ? gr / H : -1; }
+    for (int e = 0; e < 2; ++e) { const int gr = m0 + lr0 + 8 * e; tq[e] = gr >= M ? -1 : head_major ? gr % T : gr / H; }
     float o[128];  // O[64 x 256]: n8 block j = i / 4, element (row lr0 + 8 * ((i >> 1) & 1), col 256 wg + 8 j + 2 t4 + (i & 1))
 #pragma unroll
     for (int i = 0; i < 128; ++i) o[i] = 0.f;
@@ -407,12 +407,13 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
     const bf16 *__restrict__ q_lat, const bf16 *__restrict__ q_pe, const bf16 *__restrict__ kv,                 \
         const uint32_t *__restrict__ vis, int W, int T, int H, int P, const int *__restrict__ p_dev, int S,     \
         float scale, bf16 *__restrict__ out, float *__restrict__ lse, bf16 *__restrict__ ws_o,                  \
-        float *__restrict__ ws_lse, int splits VSTAMPS_PARAM
+        float *__restrict__ ws_lse, int splits, int head_major VSTAMPS_PARAM
 // pdl_launch_dependents first, as verify_attn.cu's split kernels: a PDL combine may wait on idle SMs
 #define VERIFY_SM90_BODY(PVN, CS)                                                                               \
     {                                                                                                           \
         pdl_launch_dependents();                                                                                \
-        verify_sm90<PVN, CS>(q_lat, q_pe, kv, vis, W, T, H, P, p_dev, S, scale, out, lse, ws_o, ws_lse, splits VSTAMPS_ARG); \
+        verify_sm90<PVN, CS>(q_lat, q_pe, kv, vis, W, T, H, P, p_dev, S, scale, out, lse, ws_o, ws_lse, splits, head_major \
+                             VSTAMPS_ARG);                                                                      \
     }
 #define VERIFY_SM90(NAME, PVN) \
     extern "C" __global__ void __launch_bounds__(256, 1) NAME(VERIFY_SM90_PARAMS) VERIFY_SM90_BODY(PVN, 1)
