@@ -20,6 +20,7 @@
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s31b "$OUT"  # session 31 on an H200: the round at 8 x 512 (shipped), bench_tree + nbs/02, the verify tables (<= 420 s)
 #   bash benchmarks/gpu_next.sh s35a "$OUT"  # issue 17: the B = 8 round with its nine-token verify forward through max-autotune too, against the shipped compile, one machine; first bench_tree at the demo pair's V = 4096 (<= 520 s)
+#   bash benchmarks/gpu_next.sh s35b "$OUT"  # tb_small and the verify kernel's head-major rows: checked (nbs/02, nbs/03, fuzzers), then bench_tree at V = 4096 and the round (<= 560 s)
 #   bash benchmarks/gpu_next.sh s30a "$OUT"  # session 30: the three issues' numbers on this card (an H200 if lent), then the tree fuzzer for the time left (<= 570 s)
 #   bash benchmarks/gpu_next.sh s27b "$OUT"  # tb_tree's threshold from the histogram only, four ranks a thread in flight: tree_quick, then 300 s of the tree fuzzer
 #   bash benchmarks/gpu_next.sh s26b "$OUT"  # issue 19 on an H200: the T = 1 timeline, the verify tables, 300 s of fuzz
@@ -139,6 +140,16 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     step run_ahead_at9 280 python benchmarks/bench_run_ahead.py --out "$out/ra9" --commit "$commit-at9" --compile --merge on --temps 0 --reps 2 --budgets 8 --autotune-tokens 1,9
     cp "$out/ra9/run_ahead.md" "$out/run_ahead_at9.md" 2>/dev/null
     keep_few "$out" gpu_next.log run_ahead_base.md run_ahead_at9.md run_ahead_base.log run_ahead_at9.log bench_tree_v4096.md ;;
+  s35b)   # session 35's two changes, checked then timed (<= 560 s): tb_small (both tree phases in one launch for V <= 8192, B <= 32) and the verify kernel's head-major rows: nbs/02 and nbs/03's cuda cells, bench_tree at V = 4096 (tb_small beside the general pair), the tree and verify fuzzers, then the round at 2 x 256 (T = 0 and 1, B = 8 and 16) with its census
+    export DDTREE_COMMIT=$commit
+    step tree_tests 150 nbdev_test --flags cuda --do_print --path nbs/02_tree_builder.ipynb
+    step verify_tests 100 nbdev_test --flags cuda --do_print --path nbs/03_verify.ipynb
+    step bench_tree_v4096 90 python benchmarks/bench_tree.py --iters 60 --vocab 4096 --budgets 8,15,16,32 --scales 1,4 --commit "$commit" --out "$out/bench_tree_v4096.md"
+    fuzz_gpu fuzz_tree 70 tree 40 35
+    fuzz_gpu fuzz_verify 70 verify 40 35 auto
+    step run_ahead 200 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --compile --merge on --temps 0,1 --reps 2 --budgets 8,16
+    cp "$out/ra/run_ahead.md" "$out/run_ahead.md" 2>/dev/null
+    keep_few "$out" gpu_next.log tree_tests.log verify_tests.log bench_tree_v4096.md run_ahead.md run_ahead.log fuzz_tree.log ;;
   s30a)   # session 30's first call, the issues' numbers on this card (meant for an H200): bench_tree and nbs/02 (issue 18), the T = 1 timeline, the verify tables and a plain read of T = 1, P = 32k's bytes (issue 19), the compiled round at T = 0 / 1 (issue 17), then the tree fuzzer for the time left (<= 570 s)
     t_start=$(date +%s); export DDTREE_COMMIT=$commit
     bash "$0" tree_quick "$out"

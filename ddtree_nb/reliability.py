@@ -481,7 +481,7 @@ def _tree_case(g, small: bool):
     kind = _pick(g, LOGIT_KINDS)
     x = random_logits(g, L, V, kind)
     cap = min(MAX_BUDGET, sum(V ** d for d in range(1, L + 1)) if small else MAX_BUDGET)
-    budget = _pick(g, [0, 1, _int(g, 0, cap), cap, MAX_BUDGET if not small else cap])
+    budget = _pick(g, [0, 1, _int(g, 0, cap), cap, MAX_BUDGET if not small else cap, min(cap, _int(g, 1, 32))])   # <= 32: tb_small's trees
     return dict(draft_logits=x, budget=budget, kind=kind, dtype=_pick(g, ['float32', 'bfloat16']), force_heap=bool(_int(g, 0, 3) == 0))
 
 def _check_tree_ref(case):

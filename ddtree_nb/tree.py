@@ -13,10 +13,11 @@ from .runtime import load_kernel, require_cuda, device_limits, unfinished_droppe
 
 # %% auto #0
 __all__ = ['MAX_DEPTH', 'MAX_VOCAB', 'MAX_BUDGET', 'UCAP', 'SORTCAP', 'KMAX', 'NBINS', 'CAND', 'CHUNK', 'MAXC', 'ROW_E',
-           'CLUSTER', 'ROW_THREADS', 'CAND4', 'TB_THREADS', 'ROW_KERNELS', 'PHASE1', 'DraftTree', 'vis_words',
-           'pack_visibility', 'unpack_visibility', 'check_draft_inputs', 'ranked_lists', 'tree_from_ranked',
-           'build_tree_ref', 'TreeBuffers', 'load_tree', 'write_chain', 'truncate_tree', 'rows_shape', 'tree_smem',
-           'launch_rows', 'launch_tree', 'fill_tree', 'build_tree']
+           'CLUSTER', 'ROW_THREADS', 'CAND4', 'TB_THREADS', 'SMALL_T', 'SMALL_B', 'SMALL_E', 'ROW_KERNELS', 'PHASE1',
+           'DraftTree', 'vis_words', 'pack_visibility', 'unpack_visibility', 'check_draft_inputs', 'ranked_lists',
+           'tree_from_ranked', 'build_tree_ref', 'TreeBuffers', 'load_tree', 'write_chain', 'truncate_tree',
+           'rows_shape', 'small_e', 'tree_smem', 'launch_rows', 'launch_tree', 'launch_small', 'fill_tree',
+           'build_tree']
 
 # %% ../nbs/02_tree_builder.ipynb #7db52c54
 @dataclass
@@ -159,7 +160,7 @@ class TreeBuffers:
             self.vis_bits = i32(n, self.W)
             self.scores = torch.zeros(n, dtype=torch.float64, device=self.device)
             f64 = lambda *s: torch.zeros(s, dtype=torch.float64, device=self.device)
-            self.ws = dict(hist=i32(MAX_DEPTH * NBINS), stat=f64(MAX_DEPTH * MAXC * 2),
+            self.ws = dict(hist=i32(MAX_DEPTH * NBINS), stat=f64(MAX_DEPTH * MAXC * 2), ticket=i32(1),
                            row_done=i32(MAX_DEPTH), rowinfo=i32(MAX_DEPTH * 8), rowlse=f64(MAX_DEPTH * 2),
                            cand=torch.zeros(MAX_DEPTH * CAND, dtype=torch.int64, device=self.device),
                            lq=f64(MAX_DEPTH * KMAX), ltok=i32(MAX_DEPTH * KMAX), kd=i32(MAX_DEPTH),
@@ -221,10 +222,12 @@ def truncate_tree(buf: TreeBuffers, b: int):
 # %% ../nbs/02_tree_builder.ipynb #6dd28112
 ROW_E, CLUSTER, ROW_THREADS, CAND4 = (4, 8, 16, 32), 8, 1024, 2048   # phase 1 v4: logits per thread, blocks per long row, threads per block, fast-path candidates
 TB_THREADS = 1024   # tb_tree's one block (phase 2): the kernel's loops take it as a constant, so it must be launched with exactly this
+SMALL_T, SMALL_B, SMALL_E = 512, 32, (4, 8, 16)   # tb_small: threads a block (one a depth), the largest budget, logits per thread
 ROW_KERNELS = ((1, 4), (1, 8), (1, 16), (1, 32), (8, 8), (8, 16), (8, 32))   # the (blocks per row, E) pairs tree_build.cu instantiates
 PHASE1 = ('v2', 'v3', 'v4')
 _KERNEL_LIMITS = dict(MAX_DEPTH=MAX_DEPTH, MAX_BUDGET=MAX_BUDGET, MAX_VOCAB=MAX_VOCAB, MAXC=MAXC, KMAX=KMAX, NBINS=NBINS,
-                      CAND=CAND, CHUNK=CHUNK, UCAP=UCAP, SORTCAP=SORTCAP, RT=ROW_THREADS, CAND4=CAND4, TB_THREADS=TB_THREADS)   # tree_build.cu's #defines, checked on load
+                      CAND=CAND, CHUNK=CHUNK, UCAP=UCAP, SORTCAP=SORTCAP, RT=ROW_THREADS, CAND4=CAND4, TB_THREADS=TB_THREADS,
+                      SMALL_T=SMALL_T, SMALL_B=SMALL_B)   # tree_build.cu's #defines, checked on load
 
 def rows_shape(V: int) -> tuple[int, int, int]:
     "Phase 1 v4 for rows of `V` logits: (blocks per row, logits per thread, threads per block that hold logits)."
@@ -246,9 +249,16 @@ def _tree_kernels(dtype):
         _kcache[key] = dict(hist=load_kernel('tree_build.cu', f'tb_hist_{sfx}', 'PiiPPPPP'), collect=load_kernel('tree_build.cu', f'tb_collect_{sfx}', 'PiPP'),
                             rowsort=load_kernel('tree_build.cu', f'tb_rowsort_{sfx}', 'PiPPPPPP'), tree=tree, limit=limit,
                             rows={(c, E): load_kernel('tree_build.cu', f'tb_rows_{sfx}_c{c}_e{E}', 'PiiiiiPPPPPP')
-                                  for c, E in ROW_KERNELS} if cluster else {})
+                                  for c, E in ROW_KERNELS} if cluster else {},
+                            small={E: load_kernel('tree_build.cu', f'tb_small_{sfx}_e{E}', 'P' + 'i' * 7 + 'P' * 14) for E in SMALL_E})
     return _kcache[key]
 
+
+# %% ../nbs/02_tree_builder.ipynb #4cf7792b
+def small_e(V: int, budget: int) -> int|None:
+    "tb_small's logits per thread for rows of `V` logits and a tree of `budget` nodes, or None: it takes 1 <= budget <= SMALL_B and V <= SMALL_T * 16."
+    if not 1 <= budget <= SMALL_B: return None
+    return next((e for e in SMALL_E if SMALL_T * e >= V), None)
 
 # %% ../nbs/02_tree_builder.ipynb #94166f3f
 _TREE_SMEM = 4 * (KMAX + 1) * 4 + UCAP * 4
@@ -306,12 +316,28 @@ def launch_tree(buf, dtype, L, V, budget, root_token=None, force_heap=False, pdl
          grid=1, block=TB_THREADS, shared=nb, pdl=pdl)
 
 
+def launch_small(buf, draft_logits, budget, root_token=None):
+    "Both phases in one launch (`tb_small`, one block a depth; the last block to finish builds the tree), for `small_e(V, budget)` shapes."
+    ks, (L, V), w = _tree_kernels(draft_logits.dtype), draft_logits.shape, buf.ws
+    E = small_e(V, budget)
+    per = 16 // draft_logits.element_size()
+    vec = int(draft_logits.data_ptr() % 16 == 0 and V % per == 0)
+    ks['small'][E](draft_logits, L, V, min(budget, V), vec, budget, buf.max_budget, buf.W, buf.root_token if root_token is None else root_token,
+                   w['lq'], w['ltok'], w['kd'], w['ticket'], w['stats'], buf.n_nodes, buf.tokens, buf.depths, buf.parents,
+                   buf.first_child, buf.next_sibling, buf.vis_bits, buf.scores, grid=L, block=SMALL_T)
+
 # %% ../nbs/02_tree_builder.ipynb #3334dfac
 def fill_tree(buf: TreeBuffers, draft_logits: torch.Tensor, budget: int, root_token: torch.Tensor|None=None,
-              validate: bool=False, force_heap: bool=False, phase1: str|None=None, pdl: bool=True) -> TreeBuffers:
-    "Build the draft tree of `draft_logits` [L, V] (bf16/fp32, on the GPU) into `buf`: kernel launches only, no host sync (CUDA-graph capturable) unless `validate` (NaN/inf checks read the GPU); `pdl`: phase 2 launched as a programmatic dependent of phase 1 (sm_90+)."
+              validate: bool=False, force_heap: bool=False, phase1: str|None=None, pdl: bool=True, small: bool|None=None) -> TreeBuffers:
+    "Build the draft tree of `draft_logits` [L, V] (bf16/fp32, on the GPU) into `buf`: kernel launches only, no host sync (CUDA-graph capturable) unless `validate` (NaN/inf checks read the GPU); `pdl`: phase 2 launched as a programmatic dependent of phase 1 (sm_90+); `small`: `tb_small` (None: wherever `small_e` fits and neither `phase1` nor `force_heap` is asked for)."
     _check_fill(buf, draft_logits, budget, root_token, validate)
+    fits = small_e(draft_logits.shape[1], budget) is not None
+    if small and not fits: raise ValueError(f"small=True takes 1 <= budget <= {SMALL_B} and V <= {SMALL_T * SMALL_E[-1]}, got budget {budget}, V {draft_logits.shape[1]}")
+    if small and (phase1 or force_heap): raise ValueError("small=True builds both phases in one kernel: leave phase1 and force_heap unset")
     with torch.cuda.device(draft_logits.device):   # PyCUDA loads modules and launches in the current context: the tensors' GPU
+        if small or (small is None and fits and phase1 is None and not force_heap):
+            launch_small(buf, draft_logits, budget, root_token)
+            return buf
         if budget > 0: launch_rows(buf, draft_logits, budget, phase1)
         launch_tree(buf, draft_logits.dtype, *draft_logits.shape, budget, root_token, force_heap, pdl)
     return buf

@@ -339,13 +339,8 @@ extern "C" __global__ void __launch_bounds__(1024) tb_rowsort_f32(const float *l
 // Fallback (more candidates than CAND4, or force_hist: what v3 did): three histogram levels (key bits 31..20, 19..10,
 // 9..0) summed over the cluster through distributed shared memory give the exact key K of the k-th best and how many
 // of its ties to take (smallest token first); the k candidates are ranked the same way.
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-#include <cooperative_groups.h>
-namespace cg = cooperative_groups;
-#define RT 1024   // threads per block
-
 // A thread's E contiguous logits of its row, held in registers as loaded: bf16 stays packed two to a register (E = 32
-// floats would not fit the 64 registers a 1024-thread block leaves), read back as float by v[e].
+// floats would not fit the 64 registers a 1024-thread block leaves), read back as float by v[e]. (v4 and tb_small.)
 template <typename T, int E> struct Vals;
 template <int E> struct Vals<float, E> {
     float x[E];
@@ -386,6 +381,11 @@ template <int E> struct Vals<__nv_bfloat16, E> {
         }
     }
 };
+
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+#define RT 1024   // threads per block
 
 template <int CLN> __device__ __forceinline__ int cluster_bin(cg::cluster_group &cl, int *h, int b) {
     int t = 0;
@@ -810,6 +810,49 @@ __device__ __forceinline__ double select_kth(const double *sc, int N, int B, int
     return keyd(pre);
 }
 
+// The tree's output arrays from its node lists (1-based; node i's parent npar[i], rank nrank[i] among its siblings, depth
+// ndepth[i], previous sibling nprev[i]; nscore[i] already written), n nodes of at most Bmax: the node arrays, then the
+// visibility rows (zeroed coalesced first, then each row's ancestor bits), then the child links. All NT threads of the
+// block; contains __syncthreads. *stamp (thread 0, if given): clock64 before the links. ltok is read past L1 (__ldcg):
+// in tb_small other blocks of the same launch wrote it.
+template <int NT>
+__device__ void emit_tree(int n, int Bmax, int W, const int *root_token, const int *ltok, const int *npar, const int *nrank,
+                          const int *ndepth, const int *nprev, int *tokens, int *depths, int *parents, int *first_child,
+                          int *next_sibling, unsigned *vis, double *nscore, long long *stamp) {
+    const int tid = threadIdx.x;
+    constexpr int nt = NT;
+    for (int q = tid; q < (Bmax + 1) * W; q += nt) vis[q] = 0u;
+    for (int i = tid; i <= Bmax; i += nt) {
+        bool in = i >= 1 && i <= n;
+        tokens[i] = i == 0 ? root_token[0] : in ? __ldcg(ltok + (ndepth[i] - 1) * KMAX + nrank[i]) : 0;
+        depths[i] = in ? ndepth[i] : 0;
+        parents[i] = in ? npar[i] : -1;
+        first_child[i] = -1; next_sibling[i] = -1;
+        if (!in && i) nscore[i] = 0.0;
+    }
+    __syncthreads();
+    // self + ancestors. Ancestors come in decreasing index order, so their words too: accumulate one word in a
+    // register and store it when the walk moves to a lower word.
+    for (int i = tid; i <= n; i += nt) {
+        unsigned *row = vis + (size_t)i * W;
+        int a = i, q = i >> 5;
+        unsigned word = 0;
+        for (;;) {
+            if ((a >> 5) != q) { row[q] = word; word = 0; q = a >> 5; }
+            word |= 1u << (a & 31);
+            if (a == 0) break;
+            a = npar[a];
+        }
+        row[q] = word;
+    }
+    __syncthreads();
+    if (stamp && tid == 0) *stamp = clock64();
+    for (int i = tid + 1; i <= n; i += nt) {
+        if (nrank[i] == 0) first_child[npar[i]] = i;
+        else next_sibling[nprev[i]] = i;
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(TB_THREADS) tb_tree(
         const double *lq_g, const int *ltok, const int *kd_g, int L, int B, int Bmax, int W, int force_heap, int ks, int smem_flags,
         const int *root_token, double *u_score_g, int *u_par_g, int *u_rank, int *u_depth, int *slot_idx_g,
@@ -1103,38 +1146,10 @@ extern "C" __global__ void __launch_bounds__(TB_THREADS) tb_tree(
     if (Leff > 0 && sh_i[1] && tid == 0) sh_i[2] = heap_tree(lq, LS, kd, Leff, B, w, npar, nrank, ndepth, nprev, nscore);
     if (tid == 0 && Leff == 0) { sh_i[2] = 0; npar[0] = -1; nscore[0] = 0.0; }
     __syncthreads();
-    // ---- emit: the node arrays, then the visibility rows (zeroed coalesced first, then each row's ancestor bits)
+    // ---- emit: the node arrays, the visibility rows, the child links
     int n = sh_i[2];
-    for (int q = tid; q < (Bmax + 1) * W; q += nt) vis[q] = 0u;
-    for (int i = tid; i <= Bmax; i += nt) {
-        bool in = i >= 1 && i <= n;
-        tokens[i] = i == 0 ? root_token[0] : in ? ltok[(ndepth[i] - 1) * KMAX + nrank[i]] : 0;
-        depths[i] = in ? ndepth[i] : 0;
-        parents[i] = in ? npar[i] : -1;
-        first_child[i] = -1; next_sibling[i] = -1;
-        if (!in && i) nscore[i] = 0.0;
-    }
-    __syncthreads();
-    // self + ancestors. Ancestors come in decreasing index order, so their words too: accumulate one word in a
-    // register and store it when the walk moves to a lower word.
-    for (int i = tid; i <= n; i += nt) {
-        unsigned *row = vis + (size_t)i * W;
-        int a = i, q = i >> 5;
-        unsigned word = 0;
-        for (;;) {
-            if ((a >> 5) != q) { row[q] = word; word = 0; q = a >> 5; }
-            word |= 1u << (a & 31);
-            if (a == 0) break;
-            a = npar[a];
-        }
-        row[q] = word;
-    }
-    __syncthreads();
-    STAMP(7);
-    for (int i = tid + 1; i <= n; i += nt) {
-        if (nrank[i] == 0) first_child[npar[i]] = i;
-        else next_sibling[nprev[i]] = i;
-    }
+    emit_tree<nt>(n, Bmax, W, root_token, ltok, npar, nrank, ndepth, nprev, tokens, depths, parents, first_child, next_sibling,
+                  vis, nscore, &tst[7]);
     if (tid == 0) {
         n_nodes[0] = n; stats[0] = sh_i[1] ? 0 : path; stats[1] = tries; stats[2] = sh_i[1];
         tst[8] = clock64();
@@ -1142,3 +1157,166 @@ extern "C" __global__ void __launch_bounds__(TB_THREADS) tb_tree(
     }
 #undef STAMP
 }
+
+// ---------------------------------------------------------------- tb_small: short rows and small trees, one launch
+// For V <= SMALL_T * E (E = 4, 8, 16: V <= 8192) and 1 <= B <= SMALL_B (k = min(B, V) <= 32), as the demo pair's drafter
+// (V = 4096) drafts: the general pair (tb_rows + tb_tree) spends 19-24 µs there on a tree of 8-16 nodes (phase 2 alone 11-15,
+// its BFS, histograms and ~40 barriers sized for B = 1024; bench_tree --vocab 4096, session 35). Grid L (one block a depth),
+// SMALL_T threads, each holding E contiguous logits of its row.
+// Phase 1 (every block, its depth): (max, sum-exp) as v4 computes them; each warp's k-th largest key t_w by bisection over
+// the key bits (one __reduce_add_sync a bit: 16 bits for bf16, 32 for float); t = max_w t_w, so one warp alone holds >= k
+// logits at or above t and every other warp fewer than k above it: at most SMALL_T / 32 * (k - 1) logits lie strictly above
+// t, and the ties at t are taken smallest token first (a block prefix count) until kd = min(k, finite logits) are in hand.
+// The candidates are ranked by counting (value desc, token asc), written as tb_rows writes its lists.
+// Phase 2 (the last block to finish, by an atomic ticket; it resets the ticket): the literal best-first heap of the
+// reference, its frontier (at most B + 1 entries) in shared memory, each pop a warp's argmax (equal scores by rank tuple,
+// lex_less, the reference's order), then emit_tree with the whole block. No host read, graph-capturable.
+#define SMALL_T 512
+#define SMALL_B 32
+#define SMALL_F 64   // frontier slots: B + 1 <= 33 used
+template <typename T, int E>
+__device__ void small_body(const T *__restrict__ logits, int L, int V, int k, int vec, int B, int Bmax, int W, const int *root_token,
+                           double *lq_g, int *ltok_g, int *kd_g, int *ticket, int *stats, int *n_nodes, int *tokens, int *depths,
+                           int *parents, int *first_child, int *next_sibling, unsigned *vis, double *nscore) {
+    constexpr int NW = SMALL_T / 32, KB = sizeof(T) == 2 ? 16 : 32;   // bf16: its 16-bit key (fkey >> 16) orders it exactly
+    __shared__ unsigned long long cand[NW * (SMALL_B - 1) + SMALL_B];
+    __shared__ float wm[NW]; __shared__ double wsum[NW]; __shared__ int wn[NW], wtot[NW]; __shared__ uint32_t wt[NW];
+    __shared__ float rM; __shared__ double rL; __shared__ int rtot, last;
+    const int row = blockIdx.x, tid = threadIdx.x, lane = tid & 31, wid = tid >> 5, i0 = tid * E;
+    Vals<T, E> v;
+    v.load(logits + (size_t)row * V, i0, V, vec);
+    uint32_t kk[E];
+    float m = -INFINITY, sf = 0.f;
+    int nf = 0;
+#pragma unroll
+    for (int e = 0; e < E; ++e) { m = fmaxf(m, v[e]); kk[e] = v[e] == -INFINITY ? 0u : fkey(v[e]) >> (32 - KB); }
+#pragma unroll
+    for (int e = 0; e < E; ++e) if (v[e] != -INFINITY) { sf += __expf(v[e] - m); ++nf; }
+    {   // the warp's (max, sum-exp) merged in float64, finite count, and k-th largest key (0: fewer than k finite)
+        float a = m; double b = sf; int n = nf;
+        for (int o = 16; o; o >>= 1) { lse_merge(a, b, __shfl_xor_sync(FULL, a, o), __shfl_xor_sync(FULL, b, o)); n += __shfl_xor_sync(FULL, n, o); }
+        uint32_t t = 0;
+        for (int bit = KB - 1; bit >= 0; --bit) {
+            const uint32_t c = t | (1u << bit);
+            unsigned cnt = 0;
+#pragma unroll
+            for (int e = 0; e < E; ++e) cnt += kk[e] >= c;
+            if (__reduce_add_sync(FULL, cnt) >= (unsigned)k) t = c;
+        }
+        if (lane == 0) { wm[wid] = a; wsum[wid] = b; wn[wid] = n; wt[wid] = t; }
+    }
+    __syncthreads();                                                   // 1: the warps' partials
+    uint32_t t = lane < NW ? wt[lane] : 0u;
+    for (int o = 16; o; o >>= 1) t = max(t, __shfl_xor_sync(FULL, t, o));
+    if (wid == 0) {   // the row's (max, log sum-exp) and finite count
+        float a = lane < NW ? wm[lane] : -INFINITY; double b = lane < NW ? wsum[lane] : 0.0; int n = lane < NW ? wn[lane] : 0;
+        for (int o = 16; o; o >>= 1) { lse_merge(a, b, __shfl_xor_sync(FULL, a, o), __shfl_xor_sync(FULL, b, o)); n += __shfl_xor_sync(FULL, n, o); }
+        if (lane == 0) { rM = a; rL = log(b); rtot = n; }
+    }
+    // strictly above t (at most NW * (k - 1) in all), and ties at t (t > 0), counted as (above << 16) | ties
+    int cs = 0, ct = 0;
+#pragma unroll
+    for (int e = 0; e < E; ++e) { cs += kk[e] > t; ct += t > 0 && kk[e] == t; }
+    int pk = (cs << 16) | ct, inc = pk;
+    for (int o = 1; o < 32; o <<= 1) { int u = __shfl_up_sync(FULL, inc, o); if (lane >= o) inc += u; }
+    if (lane == 31) wtot[wid] = inc;
+    __syncthreads();                                                   // 2: warp totals, the row's lse and count
+    int wb = lane < NW ? wtot[lane] : 0, tot = wb;
+    for (int o = 1; o < 32; o <<= 1) { int u = __shfl_up_sync(FULL, tot, o); if (lane >= o) tot += u; }
+    const int base = __shfl_sync(FULL, tot - wb, wid), all = __shfl_sync(FULL, tot, 31);   // warps before this one; the block
+    const int ex = base + inc - pk, S = all >> 16, kd = min(k, rtot), need = max(0, kd - S);
+    int sp = ex >> 16, tp = ex & 0xffff;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+        const unsigned long long cv = ((unsigned long long)fkey(v[e]) << 32) | (uint32_t)~(uint32_t)(i0 + e);
+        if (kk[e] > t) cand[sp++] = cv;
+        else if (t > 0 && kk[e] == t) { if (tp < need) cand[S + tp] = cv; ++tp; }
+    }
+    const int C = S + min(need, all & 0xffff);
+    __syncthreads();                                                   // 3: the candidates
+    const double mx = (double)rM, lsum = rL;
+    for (int i = tid; i < C; i += SMALL_T) {
+        const unsigned long long x = cand[i];
+        int r = 0;
+        for (int j = 0; j < C; ++j) r += cand[j] > x;
+        if (r < kd) {
+            lq_g[row * KMAX + r] = ((double)keyf((uint32_t)(x >> 32)) - mx) - lsum;   // log_softmax's order, as tb_rows
+            ltok_g[row * KMAX + r] = (int)~(uint32_t)x;
+        }
+    }
+    if (tid == 0) kd_g[row] = kd;
+    __threadfence();
+    __syncthreads();                                                   // 4: this row's list written
+    if (tid == 0) last = atomicAdd(ticket, 1) == L - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    // ---- phase 2 in the last block: the lists (read past L1: other blocks wrote them), then the heap on warp 0
+    __shared__ double slq[MAX_DEPTH * SMALL_B], fsc[SMALL_F], nsc[SMALL_B + 1];
+    __shared__ int skd[MAX_DEPTH], fpar[SMALL_F], frank[SMALL_F], fdep[SMALL_F], fprev[SMALL_F];
+    __shared__ int npar[SMALL_B + 1], nrank[SMALL_B + 1], ndepth[SMALL_B + 1], nprev[SMALL_B + 1], sn;
+    if (tid < L) skd[tid] = __ldcg(kd_g + tid);
+    if (tid == 0) *ticket = 0;                                         // every block has taken its ticket: ready for the next launch
+    __syncthreads();
+    for (int i = tid; i < L * SMALL_B; i += SMALL_T) { const int d = i / SMALL_B, r = i % SMALL_B; if (r < skd[d]) slq[i] = __ldcg(lq_g + d * KMAX + r); }
+    __syncthreads();
+    if (wid == 0) {
+        int Leff = L;
+        for (int d = 0; d < L; ++d) if (skd[d] == 0) { Leff = d; break; }
+        int nfr = 0, n = 0;
+        if (lane == 0) { npar[0] = -1; nrank[0] = 0; ndepth[0] = 0; nprev[0] = 0; nsc[0] = 0.0; nscore[0] = 0.0; }
+        if (Leff > 0 && B > 0 && lane == 0) { fsc[0] = 0.0 + slq[0]; fpar[0] = 0; frank[0] = 0; fdep[0] = 1; fprev[0] = 0; }
+        nfr = Leff > 0 && B > 0;
+        __syncwarp();
+        // is frontier slot a before slot b? higher score first, equal scores by rank tuple (the reference heap's order)
+        auto before = [&](int a, int b) {
+            if (fsc[a] != fsc[b]) return fsc[a] > fsc[b];
+            return lex_less(fpar[a], frank[a], fdep[a], fpar[b], frank[b], fdep[b], npar, nrank);
+        };
+        while (nfr > 0 && n < B) {
+            int best = lane < nfr ? lane : -1;
+            if (lane + 32 < nfr && before(lane + 32, best)) best = lane + 32;
+            for (int o = 16; o; o >>= 1) {
+                const int other = __shfl_xor_sync(FULL, best, o);
+                if (other >= 0 && (best < 0 || before(other, best))) best = other;
+            }
+            if (lane == 0) {
+                const double sc = fsc[best];
+                const int p = fpar[best], r = frank[best], d = fdep[best];
+                ++n;
+                npar[n] = p; nrank[n] = r; ndepth[n] = d; nprev[n] = fprev[best]; nsc[n] = sc; nscore[n] = sc;
+                if (r + 1 < skd[d - 1]) {   // the next-rank sibling takes the popped slot
+                    fsc[best] = nsc[p] + slq[(d - 1) * SMALL_B + r + 1]; frank[best] = r + 1; fprev[best] = n;
+                } else {                    // else the last slot moves into it
+                    --nfr;
+                    fsc[best] = fsc[nfr]; fpar[best] = fpar[nfr]; frank[best] = frank[nfr]; fdep[best] = fdep[nfr]; fprev[best] = fprev[nfr];
+                }
+                if (d < Leff) { fsc[nfr] = sc + slq[d * SMALL_B]; fpar[nfr] = n; frank[nfr] = 0; fdep[nfr] = d + 1; fprev[nfr] = 0; ++nfr; }
+            }
+            nfr = __shfl_sync(FULL, nfr, 0);
+            n = __shfl_sync(FULL, n, 0);
+            __syncwarp();
+        }
+        if (lane == 0) sn = n;
+    }
+    __syncthreads();
+    const int n = sn;
+    emit_tree<SMALL_T>(n, Bmax, W, root_token, ltok_g, npar, nrank, ndepth, nprev, tokens, depths, parents, first_child,
+                       next_sibling, vis, nscore, nullptr);
+    if (tid == 0) {
+        n_nodes[0] = n; stats[0] = 3; stats[1] = 0; stats[2] = 0;   // path 3: tb_small
+        for (int i = 4; i < 16; ++i) stats[i] = -1;
+    }
+}
+#define SMALL(name, T, E) extern "C" __global__ void __launch_bounds__(SMALL_T) \
+    name(const T *logits, int L, int V, int k, int vec, int B, int Bmax, int W, const int *root_token, double *lq, int *ltok,  \
+         int *kd, int *ticket, int *stats, int *n_nodes, int *tokens, int *depths, int *parents, int *first_child,             \
+         int *next_sibling, unsigned *vis, double *nscore) {                                                                   \
+        small_body<T, E>(logits, L, V, k, vec, B, Bmax, W, root_token, lq, ltok, kd, ticket, stats, n_nodes, tokens, depths,  \
+                         parents, first_child, next_sibling, vis, nscore); }
+SMALL(tb_small_bf16_e4, __nv_bfloat16, 4)
+SMALL(tb_small_bf16_e8, __nv_bfloat16, 8)
+SMALL(tb_small_bf16_e16, __nv_bfloat16, 16)
+SMALL(tb_small_f32_e4, float, 4)
+SMALL(tb_small_f32_e8, float, 8)
+SMALL(tb_small_f32_e16, float, 16)
