@@ -83,6 +83,13 @@ def stages(buf, clock_mhz):
     return out
 
 V4_STAGES = ['load', 'sort', 'A', 'B', 'cand', 'C', 'rank']
+SMALL_STAGES = ['load', 't_w', 'lists', 'merge', 'ticket', 'heap', 'emit']
+
+def small_stages(buf, clock_mhz):
+    "tb_small's stage times (µs) in the block that built the tree, from its clock64 stamps (stats[4..10])."
+    cyc, prev, out = buf.ws['stats'][4:11].tolist(), 0, []
+    for v in cyc: out.append(f"{(v - prev) / clock_mhz:.1f}"); prev = v
+    return out
 
 def v4_stages(buf, L, clock_mhz):
     "Phase 1 v4's stage times (µs, median over rows, from the first block of each row) and the spread of the rows' start times (µs)."
@@ -127,6 +134,7 @@ def main():
                 fill_tree(buf, x, B); s.synchronize()
                 check_same_tree(buf.to_draft_tree(), want, x.float())
                 path, st = buf.ws['stats'][:3].tolist(), stages(buf, clock)
+                sst = small_stages(buf, clock) if path[0] == 3 else None
                 t_new = gt(lambda: fill_tree(buf, x, B))
                 t_gen = t_new
                 if path[0] == 3:   # tb_small took it: the general pair too, checked, and its tb_tree stages
@@ -146,7 +154,7 @@ def main():
                 for _ in range(15):
                     s.synchronize(); t0 = time.perf_counter(); ref_path(x, B); ts.append((time.perf_counter() - t0) * 1e6)
                 ref = statistics.median(ts)
-                rows.append((scale, B, t_old, t_new, t_gen, t_one, t_plain, p1_old, p1_v2, p1, v4path, p1_v3, p2_old, p2, st, ref, path, v4st, tau))
+                rows.append((scale, B, t_old, t_new, t_gen, t_one, t_plain, p1_old, p1_v2, p1, v4path, p1_v3, p2_old, p2, st, ref, path, v4st, tau, sst))
                 print(rows[-1], flush=True)
     commit = a.commit or subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()
     out = [f"date {datetime.date.today()}, GPU {torch.cuda.get_device_name()}, commit {commit}, torch {torch.__version__}, SM clock attribute {clock:.0f} MHz",
@@ -155,13 +163,17 @@ def main():
            "µs per build, " + (f"{a.copies} builds back to back in each graph" if a.copies > 1 else "one build a graph replay") + "; the column 'shipped, one build a replay': one build in each graph, the graph launch included.", "",
            "| logits | B | before µs | **shipped µs** | tb_rows + tb_tree µs (where tb_small ships) | shipped, one build a replay µs | shipped, tb_tree plain launch µs | before/shipped | phase 1 before µs | phase 1 v2 / **v4** / v3 µs | v4 path (1 cand, 2 hist), most candidates | phase 2 before → shipped µs | shipped tb_tree stages µs (" + ' / '.join(STAGES) + ") | reference path µs | ref/shipped | phase-2 path |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for sc, B, to, tn, tg, t1, tpl, p1o, p1v2, p1, v4p, p13, p2o, p2, st, r, path, v4st, tau in rows:
+    for sc, B, to, tn, tg, t1, tpl, p1o, p1v2, p1, v4p, p13, p2o, p2, st, r, path, v4st, tau, sst in rows:
         out.append(f"| randn*{sc:g} | {B} | {to:.1f} | **{tn:.1f}** | {tg:.1f} | {t1:.1f} | {tpl:.1f} | {to / tn:.1f}x | {p1o:.1f} | {p1v2:.1f} / **{p1:.1f}** / {p13:.1f} | {v4p[0]}, {v4p[1]} | {p2o:.1f} → {p2:.1f} | {' / '.join(st)} | {r:.0f} | {r / tn:.0f}x | {path} |")
     out += ["", "Phase 1 v4 by stage (µs, clock64 of each row's first block, median over rows; " + ' / '.join(V4_STAGES) +
             "), the spread of the rows' start times (µs, global timer), and tb_tree's threshold search (µs: range / histogram / bin / min):", "",
             "| logits | B | v4 stages µs | row start spread µs | tau detail µs |", "|---|---|---|---|---|"]
-    for sc, B, *_, v4st, tau in rows:
+    for sc, B, *_, v4st, tau, sst in rows:
         out.append(f"| randn*{sc:g} | {B} | {' / '.join(v4st[0])} | {v4st[1]:.1f} | {tau} |")
+    if any(r[-1] for r in rows):
+        out += ["", "tb_small by stage in the block that built the tree (µs, its clock64 stamps: " + ' / '.join(SMALL_STAGES) + "):", "",
+                "| logits | B | tb_small stages µs |", "|---|---|---|"]
+        out += [f"| randn*{r[0]:g} | {r[1]} | {' / '.join(r[-1])} |" for r in rows if r[-1]]
     text = '\n'.join(out)
     print(text)
     if a.out: open(a.out, 'w').write(text + '\n')

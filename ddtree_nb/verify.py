@@ -336,11 +336,12 @@ def _verify_cuda(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, vers
             if workspace is None: workspace = verify_workspace(T, H, n, q_latent.device)
             else: check_workspace(workspace, n, M, q_latent.device)
             ws_o, ws_lse = workspace
-        k(q_latent, q_pe, kv, vis_bits, W, T, H, P_arg, p_ptr, S, float(scale), out, lse, ws_o, ws_lse, s, head,
+        flat = (lambda t: t.transpose(0, 1)) if head else (lambda t: t)   # head-major: the contiguous [H, T, ...] under the view
+        k(flat(q_latent), flat(q_pe), kv, vis_bits, W, T, H, P_arg, p_ptr, S, float(scale), flat(out), flat(lse), ws_o, ws_lse, s, head,
           grid=plan['grid'], block=(256,), shared=plan['smem'])
         if n > 1:
             L, G = plan['combine']
-            _kernel('verify_attn_combine_pdl' if pdl else 'verify_attn_combine', SIG_COMBINE)(ws_o, ws_lse, n, M, out, lse,
+            _kernel('verify_attn_combine_pdl' if pdl else 'verify_attn_combine', SIG_COMBINE)(ws_o, ws_lse, n, M, flat(out), flat(lse),
                                                                                       grid=(M, DC // (8 * L)), block=(L, G), pdl=pdl)
 
 # %% ../nbs/03_verify.ipynb #66a5af22

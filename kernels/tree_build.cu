@@ -1163,26 +1163,54 @@ extern "C" __global__ void __launch_bounds__(TB_THREADS) tb_tree(
 // (V = 4096) drafts: the general pair (tb_rows + tb_tree) spends 19-24 µs there on a tree of 8-16 nodes (phase 2 alone 11-15,
 // its BFS, histograms and ~40 barriers sized for B = 1024; bench_tree --vocab 4096, session 35). Grid L (one block a depth),
 // SMALL_T threads, each holding E contiguous logits of its row.
-// Phase 1 (every block, its depth): (max, sum-exp) as v4 computes them; each warp's k-th largest key t_w by bisection over
-// the key bits (one __reduce_add_sync a bit: 16 bits for bf16, 32 for float); t = max_w t_w, so one warp alone holds >= k
-// logits at or above t and every other warp fewer than k above it: at most SMALL_T / 32 * (k - 1) logits lie strictly above
-// t, and the ties at t are taken smallest token first (a block prefix count) until kd = min(k, finite logits) are in hand.
-// The candidates are ranked by counting (value desc, token asc), written as tb_rows writes its lists.
-// Phase 2 (the last block to finish, by an atomic ticket; it resets the ticket): the literal best-first heap of the
-// reference, its frontier (at most B + 1 entries) in shared memory, each pop a warp's argmax (equal scores by rank tuple,
-// lex_less, the reference's order), then emit_tree with the whole block. No host read, graph-capturable.
+// Phase 1 (every block, its depth): (max, sum-exp) as v4 computes them. Each warp finds its k-th largest key t_w by bisection
+// over the key bits (one __reduce_add_sync a bit: 16 bits for bf16, 32 for float) and lists its own top k: the keys above
+// t_w (fewer than k), then its ties at t_w smallest token first; a bitonic sort across the lanes orders the list (value
+// desc, token asc, as 64-bit keys). Four levels of pairwise bitonic merges keep the best 32 of the 16 lists: the row's
+// top k. (The first version took every logit above max_w t_w, up to 16 (k - 1) of them, and ranked them by counting: O(C^2),
+// 37-39 µs a build at B = 32.)
+// Phase 2 (the last block to finish, by an atomic ticket; it resets the ticket): the reference's best-first heap on one
+// warp, its frontier (at most B + 1 entries) in registers, two slots a lane; each pop an argmax by shuffles (equal scores
+// by rank tuple, lex_less: the reference's order). Then emit_tree with the whole block. No host read, graph-capturable.
+// stats[4..10]: the last block's clock64 at its stage ends since its start (loaded, t_w, lists sorted, merged, ticket,
+// heap, emitted).
 #define SMALL_T 512
 #define SMALL_B 32
-#define SMALL_F 64   // frontier slots: B + 1 <= 33 used
+__device__ __forceinline__ unsigned long long shfl_xor64(unsigned long long x, int o) {
+    return ((unsigned long long)__shfl_xor_sync(FULL, (uint32_t)(x >> 32), o) << 32) | __shfl_xor_sync(FULL, (uint32_t)x, o);
+}
+// 32 keys, one a lane, sorted descending across the warp (lane 0 the largest): a bitonic network of shuffles
+__device__ __forceinline__ unsigned long long warp_sort_desc(unsigned long long x) {
+    const int lane = threadIdx.x & 31;
+    for (int s = 2; s <= 32; s <<= 1)
+        for (int j = s >> 1; j; j >>= 1) {
+            const unsigned long long y = shfl_xor64(x, j);
+            const bool up = ((lane & s) == 0) == ((lane & j) == 0);   // this lane keeps the larger of the pair
+            x = up ? (x > y ? x : y) : (x < y ? x : y);
+        }
+    return x;
+}
+// a bitonic sequence across the warp, sorted descending
+__device__ __forceinline__ unsigned long long warp_merge_desc(unsigned long long x) {
+    const int lane = threadIdx.x & 31;
+    for (int j = 16; j; j >>= 1) {
+        const unsigned long long y = shfl_xor64(x, j);
+        x = (lane & j) == 0 ? (x > y ? x : y) : (x < y ? x : y);
+    }
+    return x;
+}
 template <typename T, int E>
 __device__ void small_body(const T *__restrict__ logits, int L, int V, int k, int vec, int B, int Bmax, int W, const int *root_token,
                            double *lq_g, int *ltok_g, int *kd_g, int *ticket, int *stats, int *n_nodes, int *tokens, int *depths,
                            int *parents, int *first_child, int *next_sibling, unsigned *vis, double *nscore) {
     constexpr int NW = SMALL_T / 32, KB = sizeof(T) == 2 ? 16 : 32;   // bf16: its 16-bit key (fkey >> 16) orders it exactly
-    __shared__ unsigned long long cand[NW * (SMALL_B - 1) + SMALL_B];
-    __shared__ float wm[NW]; __shared__ double wsum[NW]; __shared__ int wn[NW], wtot[NW]; __shared__ uint32_t wt[NW];
-    __shared__ float rM; __shared__ double rL; __shared__ int rtot, last;
+    __shared__ unsigned long long lst[NW][32];                         // each warp's sorted top k (0: none), then the merges
+    __shared__ float wm[NW]; __shared__ double wsum[NW]; __shared__ int wn[NW];
+    __shared__ int last;
+    __shared__ long long tst[8];
+    const long long t0 = clock64();
     const int row = blockIdx.x, tid = threadIdx.x, lane = tid & 31, wid = tid >> 5, i0 = tid * E;
+#define SSTAMP(i) do { if (tid == 0) tst[i] = clock64() - t0; } while (0)
     Vals<T, E> v;
     v.load(logits + (size_t)row * V, i0, V, vec);
     uint32_t kk[E];
@@ -1192,121 +1220,138 @@ __device__ void small_body(const T *__restrict__ logits, int L, int V, int k, in
     for (int e = 0; e < E; ++e) { m = fmaxf(m, v[e]); kk[e] = v[e] == -INFINITY ? 0u : fkey(v[e]) >> (32 - KB); }
 #pragma unroll
     for (int e = 0; e < E; ++e) if (v[e] != -INFINITY) { sf += __expf(v[e] - m); ++nf; }
-    {   // the warp's (max, sum-exp) merged in float64, finite count, and k-th largest key (0: fewer than k finite)
+    SSTAMP(0);
+    {   // the warp's (max, sum-exp) merged in float64 and its finite count, for warp 0 after the barrier
         float a = m; double b = sf; int n = nf;
         for (int o = 16; o; o >>= 1) { lse_merge(a, b, __shfl_xor_sync(FULL, a, o), __shfl_xor_sync(FULL, b, o)); n += __shfl_xor_sync(FULL, n, o); }
-        uint32_t t = 0;
-        for (int bit = KB - 1; bit >= 0; --bit) {
-            const uint32_t c = t | (1u << bit);
-            unsigned cnt = 0;
-#pragma unroll
-            for (int e = 0; e < E; ++e) cnt += kk[e] >= c;
-            if (__reduce_add_sync(FULL, cnt) >= (unsigned)k) t = c;
-        }
-        if (lane == 0) { wm[wid] = a; wsum[wid] = b; wn[wid] = n; wt[wid] = t; }
+        if (lane == 0) { wm[wid] = a; wsum[wid] = b; wn[wid] = n; }
     }
-    __syncthreads();                                                   // 1: the warps' partials
-    uint32_t t = lane < NW ? wt[lane] : 0u;
-    for (int o = 16; o; o >>= 1) t = max(t, __shfl_xor_sync(FULL, t, o));
-    if (wid == 0) {   // the row's (max, log sum-exp) and finite count
+    uint32_t t = 0;   // the warp's k-th largest key (0: it has fewer than k finite logits)
+    for (int bit = KB - 1; bit >= 0; --bit) {
+        const uint32_t c = t | (1u << bit);
+        unsigned cnt = 0;
+#pragma unroll
+        for (int e = 0; e < E; ++e) cnt += kk[e] >= c;
+        if (__reduce_add_sync(FULL, cnt) >= (unsigned)k) t = c;
+    }
+    SSTAMP(1);
+    {   // the warp's list: its keys above t (fewer than k), then ties at t smallest token first, up to k; then sorted
+        int cs = 0, ct = 0;
+#pragma unroll
+        for (int e = 0; e < E; ++e) { cs += kk[e] > t; ct += t > 0 && kk[e] == t; }
+        int pk = (cs << 16) | ct, inc = pk;
+        for (int o = 1; o < 32; o <<= 1) { const int u = __shfl_up_sync(FULL, inc, o); if (lane >= o) inc += u; }
+        const int all = __shfl_sync(FULL, inc, 31), S = all >> 16, room = k - S;
+        int sp = (inc - pk) >> 16, tp = (inc - pk) & 0xffff;
+        lst[wid][lane] = 0ull;
+        __syncwarp();
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+            const unsigned long long cv = ((unsigned long long)fkey(v[e]) << 32) | (uint32_t)~(uint32_t)(i0 + e);
+            if (kk[e] > t) lst[wid][sp++] = cv;
+            else if (t > 0 && kk[e] == t) { if (tp < room) lst[wid][S + tp] = cv; ++tp; }
+        }
+        __syncwarp();
+        lst[wid][lane] = warp_sort_desc(lst[wid][lane]);
+    }
+    SSTAMP(2);
+    for (int s = 1; s < NW; s <<= 1) {   // pairwise merges: warp w takes lists w and w + s, keeps the best 32
+        __syncthreads();
+        if ((wid & (2 * s - 1)) == 0) {
+            const unsigned long long a = lst[wid][lane], b = lst[wid + s][31 - lane];
+            lst[wid][lane] = warp_merge_desc(a > b ? a : b);
+        }
+    }
+    if (wid == 0) {   // the row's (max, log sum-exp), finite count, and its top kd written as tb_rows writes them
         float a = lane < NW ? wm[lane] : -INFINITY; double b = lane < NW ? wsum[lane] : 0.0; int n = lane < NW ? wn[lane] : 0;
         for (int o = 16; o; o >>= 1) { lse_merge(a, b, __shfl_xor_sync(FULL, a, o), __shfl_xor_sync(FULL, b, o)); n += __shfl_xor_sync(FULL, n, o); }
-        if (lane == 0) { rM = a; rL = log(b); rtot = n; }
-    }
-    // strictly above t (at most NW * (k - 1) in all), and ties at t (t > 0), counted as (above << 16) | ties
-    int cs = 0, ct = 0;
-#pragma unroll
-    for (int e = 0; e < E; ++e) { cs += kk[e] > t; ct += t > 0 && kk[e] == t; }
-    int pk = (cs << 16) | ct, inc = pk;
-    for (int o = 1; o < 32; o <<= 1) { int u = __shfl_up_sync(FULL, inc, o); if (lane >= o) inc += u; }
-    if (lane == 31) wtot[wid] = inc;
-    __syncthreads();                                                   // 2: warp totals, the row's lse and count
-    int wb = lane < NW ? wtot[lane] : 0, tot = wb;
-    for (int o = 1; o < 32; o <<= 1) { int u = __shfl_up_sync(FULL, tot, o); if (lane >= o) tot += u; }
-    const int base = __shfl_sync(FULL, tot - wb, wid), all = __shfl_sync(FULL, tot, 31);   // warps before this one; the block
-    const int ex = base + inc - pk, S = all >> 16, kd = min(k, rtot), need = max(0, kd - S);
-    int sp = ex >> 16, tp = ex & 0xffff;
-#pragma unroll
-    for (int e = 0; e < E; ++e) {
-        const unsigned long long cv = ((unsigned long long)fkey(v[e]) << 32) | (uint32_t)~(uint32_t)(i0 + e);
-        if (kk[e] > t) cand[sp++] = cv;
-        else if (t > 0 && kk[e] == t) { if (tp < need) cand[S + tp] = cv; ++tp; }
-    }
-    const int C = S + min(need, all & 0xffff);
-    __syncthreads();                                                   // 3: the candidates
-    const double mx = (double)rM, lsum = rL;
-    for (int i = tid; i < C; i += SMALL_T) {
-        const unsigned long long x = cand[i];
-        int r = 0;
-        for (int j = 0; j < C; ++j) r += cand[j] > x;
-        if (r < kd) {
-            lq_g[row * KMAX + r] = ((double)keyf((uint32_t)(x >> 32)) - mx) - lsum;   // log_softmax's order, as tb_rows
-            ltok_g[row * KMAX + r] = (int)~(uint32_t)x;
+        const double mx = (double)a, lsum = log(b);
+        const int kd = min(k, n);
+        __syncwarp();
+        const unsigned long long x = lst[0][lane];
+        if (lane < kd) {
+            lq_g[row * KMAX + lane] = ((double)keyf((uint32_t)(x >> 32)) - mx) - lsum;   // log_softmax's order, as tb_rows
+            ltok_g[row * KMAX + lane] = (int)~(uint32_t)x;
         }
+        if (lane == 0) kd_g[row] = kd;
     }
-    if (tid == 0) kd_g[row] = kd;
+    SSTAMP(3);
     __threadfence();
-    __syncthreads();                                                   // 4: this row's list written
+    __syncthreads();                                                   // this row's list written
     if (tid == 0) last = atomicAdd(ticket, 1) == L - 1;
     __syncthreads();
     if (!last) return;
     __threadfence();
+    SSTAMP(4);
     // ---- phase 2 in the last block: the lists (read past L1: other blocks wrote them), then the heap on warp 0
-    __shared__ double slq[MAX_DEPTH * SMALL_B], fsc[SMALL_F], nsc[SMALL_B + 1];
-    __shared__ int skd[MAX_DEPTH], fpar[SMALL_F], frank[SMALL_F], fdep[SMALL_F], fprev[SMALL_F];
-    __shared__ int npar[SMALL_B + 1], nrank[SMALL_B + 1], ndepth[SMALL_B + 1], nprev[SMALL_B + 1], sn;
+    __shared__ double slq[MAX_DEPTH * SMALL_B], nsc[SMALL_B + 1];
+    __shared__ int skd[MAX_DEPTH], npar[SMALL_B + 1], nrank[SMALL_B + 1], ndepth[SMALL_B + 1], nprev[SMALL_B + 1], sn;
     if (tid < L) skd[tid] = __ldcg(kd_g + tid);
     if (tid == 0) *ticket = 0;                                         // every block has taken its ticket: ready for the next launch
     __syncthreads();
-    for (int i = tid; i < L * SMALL_B; i += SMALL_T) { const int d = i / SMALL_B, r = i % SMALL_B; if (r < skd[d]) slq[i] = __ldcg(lq_g + d * KMAX + r); }
+    for (int i = tid; i < L * SMALL_B; i += SMALL_T) { const int d = i >> 5, r = i & 31; if (r < skd[d]) slq[i] = __ldcg(lq_g + d * KMAX + r); }
     __syncthreads();
     if (wid == 0) {
         int Leff = L;
         for (int d = 0; d < L; ++d) if (skd[d] == 0) { Leff = d; break; }
-        int nfr = 0, n = 0;
+        // frontier slot s = lane + 32 j in lane `lane`'s register j: score, and (parent | rank << 8 | depth << 16 | prev node << 24), -1 empty
+        double s0 = -INFINITY, s1 = -INFINITY;
+        int m0 = -1, m1 = -1, nfr = 0, n = 0;
+        if (Leff > 0 && B > 0) { nfr = 1; if (lane == 0) { s0 = 0.0 + slq[0]; m0 = 1 << 16; } }
         if (lane == 0) { npar[0] = -1; nrank[0] = 0; ndepth[0] = 0; nprev[0] = 0; nsc[0] = 0.0; nscore[0] = 0.0; }
-        if (Leff > 0 && B > 0 && lane == 0) { fsc[0] = 0.0 + slq[0]; fpar[0] = 0; frank[0] = 0; fdep[0] = 1; fprev[0] = 0; }
-        nfr = Leff > 0 && B > 0;
         __syncwarp();
-        // is frontier slot a before slot b? higher score first, equal scores by rank tuple (the reference heap's order)
-        auto before = [&](int a, int b) {
-            if (fsc[a] != fsc[b]) return fsc[a] > fsc[b];
-            return lex_less(fpar[a], frank[a], fdep[a], fpar[b], frank[b], fdep[b], npar, nrank);
+        // is (sa, ma) popped before (sb, mb)? a higher score first; equal scores by rank tuple; an empty slot never
+        auto before = [&](double sa, int ma, double sb, int mb) {
+            if (ma < 0) return false;
+            if (mb < 0) return true;
+            if (sa != sb) return sa > sb;
+            return lex_less(ma & 255, (ma >> 8) & 255, (ma >> 16) & 255, mb & 255, (mb >> 8) & 255, (mb >> 16) & 255, npar, nrank);
         };
         while (nfr > 0 && n < B) {
-            int best = lane < nfr ? lane : -1;
-            if (lane + 32 < nfr && before(lane + 32, best)) best = lane + 32;
+            double bs = s0; int bm = m0, bslot = lane;
+            if (before(s1, m1, bs, bm)) { bs = s1; bm = m1; bslot = lane + 32; }
             for (int o = 16; o; o >>= 1) {
-                const int other = __shfl_xor_sync(FULL, best, o);
-                if (other >= 0 && (best < 0 || before(other, best))) best = other;
+                const double os = __shfl_xor_sync(FULL, bs, o);
+                const int om = __shfl_xor_sync(FULL, bm, o), oslot = __shfl_xor_sync(FULL, bslot, o);
+                if (before(os, om, bs, bm)) { bs = os; bm = om; bslot = oslot; }
             }
-            if (lane == 0) {
-                const double sc = fsc[best];
-                const int p = fpar[best], r = frank[best], d = fdep[best];
-                ++n;
-                npar[n] = p; nrank[n] = r; ndepth[n] = d; nprev[n] = fprev[best]; nsc[n] = sc; nscore[n] = sc;
-                if (r + 1 < skd[d - 1]) {   // the next-rank sibling takes the popped slot
-                    fsc[best] = nsc[p] + slq[(d - 1) * SMALL_B + r + 1]; frank[best] = r + 1; fprev[best] = n;
-                } else {                    // else the last slot moves into it
-                    --nfr;
-                    fsc[best] = fsc[nfr]; fpar[best] = fpar[nfr]; frank[best] = frank[nfr]; fdep[best] = fdep[nfr]; fprev[best] = fprev[nfr];
-                }
-                if (d < Leff) { fsc[nfr] = sc + slq[d * SMALL_B]; fpar[nfr] = n; frank[nfr] = 0; fdep[nfr] = d + 1; fprev[nfr] = 0; ++nfr; }
-            }
-            nfr = __shfl_sync(FULL, nfr, 0);
-            n = __shfl_sync(FULL, n, 0);
+            const int p = bm & 255, r = (bm >> 8) & 255, d = (bm >> 16) & 255;
+            ++n;
+            if (lane == 0) { npar[n] = p; nrank[n] = r; ndepth[n] = d; nprev[n] = (bm >> 24) & 255; nsc[n] = bs; nscore[n] = bs; }
             __syncwarp();
+            const int own = bslot & 31, oj = bslot >> 5;
+            if (r + 1 < skd[d - 1]) {   // the next-rank sibling takes the popped slot
+                const double ss = nsc[p] + slq[(d - 1) * SMALL_B + r + 1];
+                const int sm = p | (r + 1) << 8 | d << 16 | n << 24;
+                if (lane == own) { if (oj) { s1 = ss; m1 = sm; } else { s0 = ss; m0 = sm; } }
+            } else {                    // else the last slot moves into it
+                --nfr;
+                const int ll = nfr & 31, lj = nfr >> 5;
+                const double ms = __shfl_sync(FULL, lj ? s1 : s0, ll);
+                const int mm = __shfl_sync(FULL, lj ? m1 : m0, ll);
+                if (lane == ll) { if (lj) { s1 = -INFINITY; m1 = -1; } else { s0 = -INFINITY; m0 = -1; } }
+                if (lane == own && bslot != nfr) { if (oj) { s1 = ms; m1 = mm; } else { s0 = ms; m0 = mm; } }
+            }
+            if (d < Leff) {             // the first child joins at the end
+                const double cs = bs + slq[d * SMALL_B];
+                const int cm = n | (d + 1) << 16;
+                if (lane == (nfr & 31)) { if (nfr >> 5) { s1 = cs; m1 = cm; } else { s0 = cs; m0 = cm; } }
+                ++nfr;
+            }
         }
         if (lane == 0) sn = n;
     }
+    SSTAMP(5);
     __syncthreads();
     const int n = sn;
     emit_tree<SMALL_T>(n, Bmax, W, root_token, ltok_g, npar, nrank, ndepth, nprev, tokens, depths, parents, first_child,
                        next_sibling, vis, nscore, nullptr);
+    SSTAMP(6);
     if (tid == 0) {
         n_nodes[0] = n; stats[0] = 3; stats[1] = 0; stats[2] = 0;   // path 3: tb_small
-        for (int i = 4; i < 16; ++i) stats[i] = -1;
+        for (int i = 0; i < 12; ++i) stats[4 + i] = i < 7 ? (int)tst[i] : -1;
     }
+#undef SSTAMP
 }
 #define SMALL(name, T, E) extern "C" __global__ void __launch_bounds__(SMALL_T) \
     name(const T *logits, int L, int V, int k, int vec, int B, int Bmax, int W, const int *root_token, double *lq, int *ltok,  \
