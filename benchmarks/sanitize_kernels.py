@@ -158,8 +158,8 @@ for _dt in ('bf16', 'f32'):
     for _E, _V in ((4, 2000), (8, 4096), (16, 8000)):
         case(f'tree_{_dt}_small_e{_E}', 'tree', (f'tb_small_{_dt}_e{_E}',), f'tb_small: L=7 V={_V} B=16, randn, root token given')(
             lambda _t=_t, _V=_V: _tree_run(7, _V, 16, _t, 13, root=11, phase1=None))
-        case(f'tree_{_dt}_small_ties_e{_E}', 'tree', (f'tb_small_{_dt}_e{_E}',), f'tb_small: L=7 V={_V} B=32, ties')(
-            lambda _t=_t, _V=_V: _tree_run(7, _V, 32, _t, 14, kind='ties', phase1=None))
+        case(f'tree_{_dt}_small_ties_e{_E}', 'tree', (f'tb_small_{_dt}_e{_E}',), f'tb_small: L=7 V={_V} B=16, ties')(
+            lambda _t=_t, _V=_V: _tree_run(7, _V, 16, _t, 14, kind='ties', phase1=None))
 case('tree_heap', 'tree', _tree_kernels('f32'), 'force_heap: L=7 V=4096 B=256 (the one-thread heap)')(
     lambda: _tree_run(7, 4096, 256, 'float32', 5, force_heap=True))
 case('tree_heap_ties', 'tree', _tree_kernels('bf16'), 'force_heap on massive exact ties: L=7 V=4096 B=64')(

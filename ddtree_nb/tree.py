@@ -13,11 +13,11 @@ from .runtime import load_kernel, require_cuda, device_limits, unfinished_droppe
 
 # %% auto #0
 __all__ = ['MAX_DEPTH', 'MAX_VOCAB', 'MAX_BUDGET', 'UCAP', 'SORTCAP', 'KMAX', 'NBINS', 'CAND', 'CHUNK', 'MAXC', 'ROW_E',
-           'CLUSTER', 'ROW_THREADS', 'CAND4', 'TB_THREADS', 'SMALL_T', 'SMALL_B', 'SMALL_E', 'ROW_KERNELS', 'PHASE1',
-           'DraftTree', 'vis_words', 'pack_visibility', 'unpack_visibility', 'check_draft_inputs', 'ranked_lists',
-           'tree_from_ranked', 'build_tree_ref', 'TreeBuffers', 'load_tree', 'write_chain', 'truncate_tree',
-           'rows_shape', 'small_e', 'tree_smem', 'launch_rows', 'launch_tree', 'launch_small', 'fill_tree',
-           'build_tree']
+           'CLUSTER', 'ROW_THREADS', 'CAND4', 'TB_THREADS', 'SMALL_T', 'SMALL_B', 'SMALL_E', 'SMALL_AUTO_B',
+           'ROW_KERNELS', 'PHASE1', 'DraftTree', 'vis_words', 'pack_visibility', 'unpack_visibility',
+           'check_draft_inputs', 'ranked_lists', 'tree_from_ranked', 'build_tree_ref', 'TreeBuffers', 'load_tree',
+           'write_chain', 'truncate_tree', 'rows_shape', 'small_e', 'tree_smem', 'launch_rows', 'launch_tree',
+           'launch_small', 'fill_tree', 'build_tree']
 
 # %% ../nbs/02_tree_builder.ipynb #7db52c54
 @dataclass
@@ -223,6 +223,7 @@ def truncate_tree(buf: TreeBuffers, b: int):
 ROW_E, CLUSTER, ROW_THREADS, CAND4 = (4, 8, 16, 32), 8, 1024, 2048   # phase 1 v4: logits per thread, blocks per long row, threads per block, fast-path candidates
 TB_THREADS = 1024   # tb_tree's one block (phase 2): the kernel's loops take it as a constant, so it must be launched with exactly this
 SMALL_T, SMALL_B, SMALL_E = 512, 32, (4, 8, 16)   # tb_small: threads a block (one a depth), the largest budget, logits per thread
+SMALL_AUTO_B = 16   # fill_tree's default takes tb_small up to this budget (H100, V = 4096: faster at B = 8, even at 15-16, slower at 32)
 ROW_KERNELS = ((1, 4), (1, 8), (1, 16), (1, 32), (8, 8), (8, 16), (8, 32))   # the (blocks per row, E) pairs tree_build.cu instantiates
 PHASE1 = ('v2', 'v3', 'v4')
 _KERNEL_LIMITS = dict(MAX_DEPTH=MAX_DEPTH, MAX_BUDGET=MAX_BUDGET, MAX_VOCAB=MAX_VOCAB, MAXC=MAXC, KMAX=KMAX, NBINS=NBINS,
@@ -329,13 +330,13 @@ def launch_small(buf, draft_logits, budget, root_token=None):
 # %% ../nbs/02_tree_builder.ipynb #3334dfac
 def fill_tree(buf: TreeBuffers, draft_logits: torch.Tensor, budget: int, root_token: torch.Tensor|None=None,
               validate: bool=False, force_heap: bool=False, phase1: str|None=None, pdl: bool=True, small: bool|None=None) -> TreeBuffers:
-    "Build the draft tree of `draft_logits` [L, V] (bf16/fp32, on the GPU) into `buf`: kernel launches only, no host sync (CUDA-graph capturable) unless `validate` (NaN/inf checks read the GPU); `pdl`: phase 2 launched as a programmatic dependent of phase 1 (sm_90+); `small`: `tb_small` (None: wherever `small_e` fits and neither `phase1` nor `force_heap` is asked for)."
+    "Build the draft tree of `draft_logits` [L, V] (bf16/fp32, on the GPU) into `buf`: kernel launches only, no host sync (CUDA-graph capturable) unless `validate` (NaN/inf checks read the GPU); `pdl`: phase 2 launched as a programmatic dependent of phase 1 (sm_90+); `small`: `tb_small` (None: wherever `small_e` fits, up to `SMALL_AUTO_B` nodes, and neither `phase1` nor `force_heap` is asked for)."
     _check_fill(buf, draft_logits, budget, root_token, validate)
     fits = small_e(draft_logits.shape[1], budget) is not None
     if small and not fits: raise ValueError(f"small=True takes 1 <= budget <= {SMALL_B} and V <= {SMALL_T * SMALL_E[-1]}, got budget {budget}, V {draft_logits.shape[1]}")
     if small and (phase1 or force_heap): raise ValueError("small=True builds both phases in one kernel: leave phase1 and force_heap unset")
     with torch.cuda.device(draft_logits.device):   # PyCUDA loads modules and launches in the current context: the tensors' GPU
-        if small or (small is None and fits and phase1 is None and not force_heap):
+        if small or (small is None and fits and budget <= SMALL_AUTO_B and phase1 is None and not force_heap):
             launch_small(buf, draft_logits, budget, root_token)
             return buf
         if budget > 0: launch_rows(buf, draft_logits, budget, phase1)
