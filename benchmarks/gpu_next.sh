@@ -160,7 +160,7 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     step run_ahead 240 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --compile --merge on --temps 0,1 --reps 2 --prompts 8 --max-new 512 --budgets 8,16
     cp "$out/ra/run_ahead.md" "$out/run_ahead_8x512.md" 2>/dev/null; cp "$out/ra/run_ahead.json" "$out/run_ahead_8x512.json" 2>/dev/null
     rm -rf "$out/ra" "$out/fuzz_repro" ;;
-  s36a)   # first thing next session (<= 560 s): what merged after the last GPU run of session 35 (tb_small with v2's one-bit bisection and v3's heap; the round with head-major verify rows and tb_small, whose nbs/05 cuda cells never ran): nbs/02, bench_tree at V = 4096, the sanitizer over the tb_small cases, then nbs/05's cuda cells
+  s36a)   # first thing next session (<= 560 s): what merged after the last GPU run of session 35 (tb_small with v2's one-bit bisection and lane-0 node writes, v3's heap without the global store; the round with head-major verify rows and tb_small, whose nbs/05 cuda cells never ran): nbs/02, bench_tree at V = 4096, the sanitizer over the tb_small cases, then nbs/05's cuda cells
     export DDTREE_COMMIT=$commit
     step tree_tests 120 nbdev_test --flags cuda --do_print --path nbs/02_tree_builder.ipynb
     step bench_tree_v4096 60 python benchmarks/bench_tree.py --iters 60 --vocab 4096 --budgets 8,16,32 --scales 1,4 --commit "$commit" --out "$out/bench_tree_v4096.md"

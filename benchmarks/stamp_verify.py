@@ -104,7 +104,7 @@ def shape(T, H, P, calls, cluster=None, against=None):
 if __name__ == '__main__':
     ap = argparse.ArgumentParser(); ap.add_argument('--H', default='64'); ap.add_argument('--P', default='4096,32768,131072')
     ap.add_argument('--T', type=int, default=1); ap.add_argument('--calls', type=int, default=20); ap.add_argument('--clusters', default='default'); ap.add_argument('--out', default=None)
-    ap.add_argument('--against', default=None, help='a folder with earlier copies of verify_attn_sm90.cu and verify_attn.cu: check the shipped outputs equal theirs, bit for bit')
+    ap.add_argument('--against', default=None, help='a folder with earlier copies of verify_attn_sm90.cu and verify_attn.cu: check the shipped outputs equal theirs, bit for bit (copies from session 35 on: the launch passes their head_major argument)')
     a = ap.parse_args()
     res = []
     clusters = [None if c == 'default' else int(c) for c in a.clusters.split(',')]

@@ -8,7 +8,7 @@ import io, os, sys, math, json, time, subprocess, contextlib
 from pathlib import Path
 import torch
 from .tree import DraftTree, TreeBuffers, MAX_DEPTH, MAX_BUDGET, UCAP, SORTCAP, build_tree, build_tree_ref, check_draft_inputs
-from .tree import ranked_lists, tree_from_ranked, pack_visibility, unpack_visibility, vis_words
+from .tree import ranked_lists, tree_from_ranked, pack_visibility, unpack_visibility, vis_words, fill_tree, small_e
 from .reference import ancestor_mask, mla_tree_attention_ref, mla_tree_attention_brute
 from .accept import MAX_PATH, accept_compact, log_exp_noise
 from .decode import Stages, generate
@@ -482,7 +482,8 @@ def _tree_case(g, small: bool):
     x = random_logits(g, L, V, kind)
     cap = min(MAX_BUDGET, sum(V ** d for d in range(1, L + 1)) if small else MAX_BUDGET)
     budget = _pick(g, [0, 1, _int(g, 0, cap), cap, MAX_BUDGET if not small else cap, min(cap, _int(g, 1, 32))])   # <= 32: tb_small's trees
-    return dict(draft_logits=x, budget=budget, kind=kind, dtype=_pick(g, ['float32', 'bfloat16']), force_heap=bool(_int(g, 0, 3) == 0))
+    return dict(draft_logits=x, budget=budget, kind=kind, dtype=_pick(g, ['float32', 'bfloat16']), force_heap=bool(_int(g, 0, 3) == 0),
+                small=bool(_int(g, 0, 1)))   # cuda: tb_small wherever it fits (budgets up to 32; the default takes it up to 16)
 
 def _check_tree_ref(case):
     x, B = case['draft_logits'], case['budget']
@@ -495,7 +496,11 @@ def _check_tree_ref(case):
 def _check_tree_cuda(case):
     x = case['draft_logits'].to('cuda', getattr(torch, case['dtype']))
     if torch.isinf(x).all(-1).any(): return None                 # bf16 rounding can't make -inf; guard anyway
-    check_same_tree(build_tree(x, case['budget'], backend='cuda'), build_tree_ref(x, case['budget']), x.float())
+    B = case['budget']
+    if case.get('small') and small_e(x.shape[1], B) is not None:
+        got = fill_tree(TreeBuffers(B), x.contiguous(), B, small=True).to_draft_tree()
+    else: got = build_tree(x, B, backend='cuda')
+    check_same_tree(got, build_tree_ref(x, B), x.float())
 
 def fuzz_tree(seconds: float=5.0, seed: int=0, backend: str='ref', out_dir=None, max_cases: int|None=None) -> dict:
     "Fuzz the tree builder: `backend='ref'` checks the torch reference (and the CPU mirror of the GPU algorithm) against brute force; `'cuda'` checks the kernel against the reference."

@@ -321,6 +321,8 @@ def launch_small(buf, draft_logits, budget, root_token=None):
     "Both phases in one launch (`tb_small`, one block a depth; the last block to finish builds the tree), for `small_e(V, budget)` shapes."
     ks, (L, V), w = _tree_kernels(draft_logits.dtype), draft_logits.shape, buf.ws
     E = small_e(V, budget)
+    if E is None or budget > buf.max_budget:
+        raise ValueError(f"tb_small takes 1 <= budget <= min({SMALL_B}, max_budget {buf.max_budget}) and V <= {SMALL_T * SMALL_E[-1]}, got budget {budget}, V {V}")
     per = 16 // draft_logits.element_size()
     vec = int(draft_logits.data_ptr() % 16 == 0 and V % per == 0)
     ks['small'][E](draft_logits, L, V, min(budget, V), vec, budget, buf.max_budget, buf.W, buf.root_token if root_token is None else root_token,
