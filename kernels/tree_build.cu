@@ -1178,6 +1178,7 @@ extern "C" __global__ void __launch_bounds__(TB_THREADS) tb_tree(
 // heap, emitted).
 #define SMALL_T 512
 #define SMALL_B 32
+static_assert(SMALL_B == 32, "tb_small: a depth's list is one warp wide (a key a lane: lst, slq's rows, the heap's slots)");
 __device__ __forceinline__ unsigned long long shfl_xor64(unsigned long long x, int o) {
     return ((unsigned long long)__shfl_xor_sync(FULL, (uint32_t)(x >> 32), o) << 32) | __shfl_xor_sync(FULL, (uint32_t)x, o);
 }
