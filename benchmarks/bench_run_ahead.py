@@ -75,6 +75,14 @@ def ab(t, d, prompts, n_new, reps, log, temps=(0.0, 0.8), compile=False):
     return rows
 
 
+def kernel_kind(name: str) -> str:
+    "A kernel's family for the census: cuBLAS GEMM, inductor's triton, ours (PyCUDA), or torch's own (at::)."
+    if name.startswith(('nvjet', 'sm90_xmma', 'cutlass', 'gemm', 'ampere_', 'sm80_')) or 'gemm' in name.lower(): return 'gemm'
+    if name.startswith('triton_'): return 'triton_' + name.split('_')[1]     # per (one reduction a row), red, poi (pointwise)
+    if 'at::native' in name or name.startswith('void at::'): return 'torch'
+    return 'ours'
+
+
 def census(t, d, p, method, B, log, compile=False):
     "Kernels launched by one eager round (round 3 of a generation; compiled as the graphs are, so the same kernels), counted and their GPU µs summed by stage, and counted by name."
     from torch.profiler import profile, ProfilerActivity, record_function
@@ -92,15 +100,18 @@ def census(t, d, p, method, B, log, compile=False):
     spans = [(e['name'][6:], e['ts'], e['ts'] + e.get('dur', 0)) for e in evs if e.get('name', '').startswith('stage:') and e.get('cat') == 'user_annotation']
     launch = {e['args']['correlation']: e['ts'] for e in evs if e.get('cat') in ('cuda_runtime', 'cuda_driver') and 'correlation' in e.get('args', {})}
     kern = [e for e in evs if e.get('cat') == 'kernel']
-    by_stage, us_by_stage, by_name, gpu_us = {}, {}, {}, 0.0
+    by_stage, us_by_stage, by_name, by_kind, gpu_us = {}, {}, {}, {}, 0.0
     for k in kern:      # a kernel belongs to the stage whose host span holds its launch call
         ts = launch.get(k.get('args', {}).get('correlation'))
         s = next((n for n, a, b in spans if ts is not None and a <= ts <= b), '?')
-        by_stage[s] = by_stage.get(s, 0) + 1; us_by_stage[s] = us_by_stage.get(s, 0.0) + k.get('dur', 0)
+        us = k.get('dur', 0)
+        by_stage[s] = by_stage.get(s, 0) + 1; us_by_stage[s] = us_by_stage.get(s, 0.0) + us
         nm = k['name'][:60]; by_name[nm] = by_name.get(nm, 0) + 1
-        gpu_us += k.get('dur', 0)
+        e = by_kind.setdefault(f'{s}:{kernel_kind(k["name"])}', [0, 0.0]); e[0] += 1; e[1] += us
+        gpu_us += us
     res = dict(method=method, budget=B, kernels=len(kern), by_stage=by_stage, us_by_stage={k: round(v, 1) for k, v in us_by_stage.items()}, gpu_us=gpu_us,
-               top=sorted(by_name.items(), key=lambda x: -x[1])[:25])
+               top=sorted(by_name.items(), key=lambda x: -x[1])[:25],
+               by_kind={k: [n, round(v, 1)] for k, (n, v) in sorted(by_kind.items())})
     log(f"census {method} B={B}: {len(kern)} kernels, {gpu_us:.0f} us summed; by stage {by_stage}, us {res['us_by_stage']}")
     return res
 
@@ -138,6 +149,7 @@ def markdown(res) -> str:
     for c in res['census']:
         lines.append(f"- {c['method']} B={c['budget']}: {c['kernels']} kernels ({c['gpu_us']:.0f} µs summed); by stage {c['by_stage']}, µs {c.get('us_by_stage', {})}")
         lines.append('  - top names: ' + ', '.join(f"{n} x{k}" for n, k in c['top'][:12]))
+        if c.get('by_kind'): lines.append('  - by stage and kind (count, µs): ' + ', '.join(f"{k} {n} / {v}" for k, (n, v) in c['by_kind'].items()))
     return '\n'.join(lines) + '\n'
 
 
