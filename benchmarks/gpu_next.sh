@@ -19,6 +19,7 @@
 #   bash benchmarks/gpu_next.sh compile_ab "$OUT"  # merged projections, traced attention, inductor options: bench_compile's variants, the compiled round with and without them (<= 9 min)
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s31b "$OUT"  # session 31 on an H200: the round at 8 x 512 (shipped), bench_tree + nbs/02, the verify tables (<= 420 s)
+#   bash benchmarks/gpu_next.sh s36c "$OUT"  # after s36b: nbs/05's cuda cells, then the census alone (each stage's kernels by family) at T = 0, B = 8, 16 (<= 560 s)
 #   bash benchmarks/gpu_next.sh s36a "$OUT"  # what merged after session 35's last GPU run: nbs/02, bench_tree at V = 4096, sanitizer over tb_small, nbs/05's cuda cells (<= 560 s)
 #   bash benchmarks/gpu_next.sh s30a "$OUT"  # session 30: the three issues' numbers on this card (an H200 if lent), then the tree fuzzer for the time left (<= 570 s)
 #   bash benchmarks/gpu_next.sh s27b "$OUT"  # tb_tree's threshold from the histogram only, four ranks a thread in flight: tree_quick, then 300 s of the tree fuzzer
@@ -131,6 +132,11 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     bash "$0" tree_quick "$out"
     step bench_verify_cluster 60 python benchmarks/bench_verify_default.py --cluster --out "$out"
     keep_few "$out" gpu_next.log run_ahead_8x512.md bench_tree.md tree_tests.log bench_verify_cluster.log bench_verify_cluster.json ;;
+  s36c)   # session 36 after s36b: nbs/05's cuda cells (the round with head-major verify rows and tb_small: never run), then the census alone at T = 0 (AR, DFlash, DDTree B = 8, 16; one prompt x 64 tokens), each stage's kernels by family (<= 560 s)
+    export DDTREE_COMMIT=$commit
+    step decode_tests 260 nbdev_test --flags cuda --do_print --path nbs/05_decode.ipynb
+    step census 240 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --compile --merge on --temps 0 --reps 1 --prompts 1 --max-new 64 --budgets 8,16
+    cp "$out/ra/run_ahead.md" "$out/census.md" 2>/dev/null; cp "$out/ra/run_ahead.json" "$out/census.json" 2>/dev/null; rm -rf "$out/ra" ;;
   s36a)   # first thing next session (<= 560 s): what merged after the last GPU run of session 35 (tb_small with v2's one-bit bisection and lane-0 node writes, v3's heap without the global store; the round with head-major verify rows and tb_small, whose nbs/05 cuda cells never ran): nbs/02, bench_tree at V = 4096, the sanitizer over the tb_small cases, then nbs/05's cuda cells
     export DDTREE_COMMIT=$commit
     step tree_tests 120 nbdev_test --flags cuda --do_print --path nbs/02_tree_builder.ipynb
