@@ -19,9 +19,6 @@
 #   bash benchmarks/gpu_next.sh compile_ab "$OUT"  # merged projections, traced attention, inductor options: bench_compile's variants, the compiled round with and without them (<= 9 min)
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s31b "$OUT"  # session 31 on an H200: the round at 8 x 512 (shipped), bench_tree + nbs/02, the verify tables (<= 420 s)
-#   bash benchmarks/gpu_next.sh s35a "$OUT"  # issue 17: the B = 8 round with its nine-token verify forward through max-autotune too, against the shipped compile, one machine; first bench_tree at the demo pair's V = 4096 (<= 520 s)
-#   bash benchmarks/gpu_next.sh s35b "$OUT"  # tb_small and the verify kernel's head-major rows: checked (nbs/02, nbs/03, fuzzers), then bench_tree at V = 4096 and the round (<= 560 s)
-#   bash benchmarks/gpu_next.sh s35c "$OUT"  # tb_small v3 checked (nbs/02, fuzzer, bench_tree at V = 4096), then issue 17 at 8 x 512, B = 8 and 16 (<= 420 s)
 #   bash benchmarks/gpu_next.sh s36a "$OUT"  # what merged after session 35's last GPU run: nbs/02, bench_tree at V = 4096, sanitizer over tb_small, nbs/05's cuda cells (<= 560 s)
 #   bash benchmarks/gpu_next.sh s36b "$OUT"  # branch s36-heap-keys: tb_small's branch-free heap checked and timed, then issue 17 at 8 x 512, B = 8, 15, 16 (<= 600 s)
 #   bash benchmarks/gpu_next.sh s30a "$OUT"  # session 30: the three issues' numbers on this card (an H200 if lent), then the tree fuzzer for the time left (<= 570 s)
@@ -135,32 +132,6 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     bash "$0" tree_quick "$out"
     step bench_verify_cluster 60 python benchmarks/bench_verify_default.py --cluster --out "$out"
     keep_few "$out" gpu_next.log run_ahead_8x512.md bench_tree.md tree_tests.log bench_verify_cluster.log bench_verify_cluster.json ;;
-  s35a)   # issue 17's ratio at T = 0 (0.571 at B = 8, goal 0.6, s34c): max-autotune made the one-token forward ~15% faster (session 21) and a 65-token one 8% slower (session 19); the nine-token forward of B = 8 was never tried. The round at 2 x 256, T = 0, B = 8, shipped (AR autotuned) and with the verify forward autotuned too, in one call (<= 420 s; session 33's four autotuned token counts did not compile in 150 s, this is one)
-    export DDTREE_COMMIT=$commit
-    step bench_tree_v4096 100 python benchmarks/bench_tree.py --iters 60 --vocab 4096 --budgets 8,15,16,64 --scales 1,4 --commit "$commit" --out "$out/bench_tree_v4096.md"
-    step run_ahead_base 120 python benchmarks/bench_run_ahead.py --out "$out/ra0" --commit "$commit" --compile --merge on --temps 0 --reps 2 --budgets 8
-    cp "$out/ra0/run_ahead.md" "$out/run_ahead_base.md" 2>/dev/null
-    step run_ahead_at9 280 python benchmarks/bench_run_ahead.py --out "$out/ra9" --commit "$commit-at9" --compile --merge on --temps 0 --reps 2 --budgets 8 --autotune-tokens 1,9
-    cp "$out/ra9/run_ahead.md" "$out/run_ahead_at9.md" 2>/dev/null
-    keep_few "$out" gpu_next.log run_ahead_base.md run_ahead_at9.md run_ahead_base.log run_ahead_at9.log bench_tree_v4096.md ;;
-  s35b)   # session 35's two changes, checked then timed (<= 560 s): tb_small (both tree phases in one launch for V <= 8192, B <= 32) and the verify kernel's head-major rows: nbs/02 and nbs/03's cuda cells, bench_tree at V = 4096 (tb_small beside the general pair), the tree and verify fuzzers, then the round at 2 x 256 (T = 0 and 1, B = 8 and 16) with its census
-    export DDTREE_COMMIT=$commit
-    step tree_tests 150 nbdev_test --flags cuda --do_print --path nbs/02_tree_builder.ipynb
-    step verify_tests 100 nbdev_test --flags cuda --do_print --path nbs/03_verify.ipynb
-    step bench_tree_v4096 90 python benchmarks/bench_tree.py --iters 60 --vocab 4096 --budgets 8,15,16,32 --scales 1,4 --commit "$commit" --out "$out/bench_tree_v4096.md"
-    fuzz_gpu fuzz_tree 70 tree 40 35
-    fuzz_gpu fuzz_verify 70 verify 40 35 auto
-    step run_ahead 200 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --compile --merge on --temps 0,1 --reps 2 --budgets 8,16
-    cp "$out/ra/run_ahead.md" "$out/run_ahead.md" 2>/dev/null
-    keep_few "$out" gpu_next.log tree_tests.log verify_tests.log bench_tree_v4096.md run_ahead.md run_ahead.log fuzz_tree.log ;;
-  s35c)   # tb_small v3 (no global store or warp barrier in the heap, two key bits a bisection step), checked, then issue 17 at 8 x 512 (<= 420 s)
-    export DDTREE_COMMIT=$commit
-    step tree_tests 120 nbdev_test --flags cuda --do_print --path nbs/02_tree_builder.ipynb
-    step bench_tree_v4096 60 python benchmarks/bench_tree.py --iters 60 --vocab 4096 --budgets 8,15,16,32 --scales 1,4 --commit "$commit" --out "$out/bench_tree_v4096.md"
-    fuzz_gpu fuzz_tree 60 tree 35 36
-    step run_ahead 240 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --compile --merge on --temps 0,1 --reps 2 --prompts 8 --max-new 512 --budgets 8,16
-    cp "$out/ra/run_ahead.md" "$out/run_ahead_8x512.md" 2>/dev/null; cp "$out/ra/run_ahead.json" "$out/run_ahead_8x512.json" 2>/dev/null
-    rm -rf "$out/ra" "$out/fuzz_repro" ;;
   s36a)   # first thing next session (<= 560 s): what merged after the last GPU run of session 35 (tb_small with v2's one-bit bisection and lane-0 node writes, v3's heap without the global store; the round with head-major verify rows and tb_small, whose nbs/05 cuda cells never ran): nbs/02, bench_tree at V = 4096, the sanitizer over the tb_small cases, then nbs/05's cuda cells
     export DDTREE_COMMIT=$commit
     step tree_tests 120 nbdev_test --flags cuda --do_print --path nbs/02_tree_builder.ipynb
