@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 from .tree import DraftTree, TreeBuffers, MAX_DEPTH, MAX_BUDGET, UCAP, SORTCAP, build_tree, build_tree_ref, check_draft_inputs
 from .tree import ranked_lists, tree_from_ranked, pack_visibility, unpack_visibility, vis_words, fill_tree, small_e
+from .tree import SMALL_T, SMALL_B, SMALL_E
 from .reference import ancestor_mask, mla_tree_attention_ref, mla_tree_attention_brute
 from .accept import MAX_PATH, accept_compact, log_exp_noise
 from .decode import Stages, generate
@@ -22,11 +23,12 @@ from .moe import PackedExperts, KINDS
 # %% auto #0
 __all__ = ['VERIFY_CASES', 'SM90_CASES', 'SM90_BRUTE_CASES', 'LOGIT_KINDS', 'TREE_KINDS', 'char_tokenizer', 'save_tiny_pair',
            'variant', 'edit_json', 'run_cli', 'run_cli_subprocess', 'assert_one_line_error', 'tree_paths',
-           'path_scores', 'check_same_tree', 'threshold_tree_sim', 'check_tree_buffers', 'verify_error',
-           'first_mismatch', 'brute_verify', 'compare_verify', 'edge_case_inputs', 'check_edge_case', 'tree_parents',
-           'verify_selftest_case', 'brute_case', 'chi2_pvalue', 'random_packed_experts', 'check_router_picks', 'report',
-           'random_logits', 'random_parents', 'random_tree', 'brute_force_tree', 'fuzz_tree', 'brute_accept',
-           'fuzz_accept', 'fuzz_verify', 'NoisyOracleDrafter', 'fuzz_generate', 'replay', 'long_run', 'long_run_pair']
+           'path_scores', 'check_same_tree', 'threshold_tree_sim', 'small_lists_sim', 'check_tree_buffers',
+           'verify_error', 'first_mismatch', 'brute_verify', 'compare_verify', 'edge_case_inputs', 'check_edge_case',
+           'tree_parents', 'verify_selftest_case', 'brute_case', 'chi2_pvalue', 'random_packed_experts',
+           'check_router_picks', 'report', 'random_logits', 'random_parents', 'random_tree', 'brute_force_tree',
+           'fuzz_tree', 'brute_accept', 'fuzz_accept', 'fuzz_verify', 'NoisyOracleDrafter', 'fuzz_generate', 'replay',
+           'long_run', 'long_run_pair']
 
 # %% ../nbs/08_reliability.ipynb #b1bb0795
 def char_tokenizer(path, vocab_size: int):
@@ -222,6 +224,34 @@ def threshold_tree_sim(draft_logits: torch.Tensor, budget: int, ucap: int=UCAP, 
     tokens = [0] + [ranked[len(k) - 1][1][k[-1]] for k in keys]
     tree = DraftTree.of(parents, tokens, [0.0] + [sc[s] for s in top])
     return tree, ('sort' if tries == 0 else f'sort after {tries} retries')
+
+# %% ../nbs/08_reliability.ipynb #f97592cf
+def _small_keys(x: torch.Tensor) -> torch.Tensor:
+    "tb_small's key of each logit (int64): the order-preserving bits of its value (bf16: the top 16), -0 as +0, 0 for -inf."
+    f = x.float()
+    u = f.contiguous().view(torch.int32).to(torch.int64) & 0xffffffff
+    u = torch.where(f == 0, torch.zeros_like(u), u)
+    k = torch.where(u >= 0x80000000, ~u & 0xffffffff, u | 0x80000000)
+    if x.dtype == torch.bfloat16: k = k >> 16
+    return torch.where(f == float('-inf'), torch.zeros_like(k), k)
+
+def small_lists_sim(draft_logits: torch.Tensor, k: int) -> list[list[int]]:
+    "CPU mirror of tb_small's phase 1: per depth, its top-min(k, finite) tokens in rank order, from the warps' own top-k lists."
+    L, V = draft_logits.shape
+    E = small_e(V, k)
+    if E is None: raise ValueError(f"tb_small takes V <= {SMALL_T * SMALL_E[-1]} and 1 <= k <= {SMALL_B}, got V {V}, k {k}")
+    keys, vals, out = _small_keys(draft_logits), draft_logits.float(), []
+    for d in range(L):
+        cand = []
+        for w0 in range(0, V, 32 * E):                     # a warp's logits: 32 threads x E contiguous
+            kk = keys[d, w0:w0 + 32 * E]
+            t = int(kk.sort(descending=True).values[k - 1]) if int((kk > 0).sum()) >= k else 0
+            above = torch.nonzero(kk > t).flatten()        # fewer than k
+            ties = torch.nonzero(kk == t).flatten()[:k - len(above)] if t > 0 else above[:0]
+            cand += (w0 + torch.cat([above, ties])).tolist()
+        kd = min(k, int((keys[d] > 0).sum()))
+        out.append(sorted(cand, key=lambda i: (-vals[d, i].item(), i))[:kd])
+    return out
 
 # %% ../nbs/08_reliability.ipynb #c8d9e9af
 def check_tree_buffers(buf: TreeBuffers):
