@@ -249,8 +249,8 @@ def small_lists_sim(draft_logits: torch.Tensor, k: int) -> list[list[int]]:
             above = torch.nonzero(kk > t).flatten()        # fewer than k
             ties = torch.nonzero(kk == t).flatten()[:k - len(above)] if t > 0 else above[:0]
             cand += (w0 + torch.cat([above, ties])).tolist()
-        kd = min(k, int((keys[d] > 0).sum()))
-        out.append(sorted(cand, key=lambda i: (-vals[d, i].item(), i))[:kd])
+        c = torch.tensor(sorted(cand), dtype=torch.long)   # by token, so the stable sort below breaks value ties by token
+        out.append(c[torch.sort(vals[d, c], descending=True, stable=True).indices][:min(k, int((keys[d] > 0).sum()))].tolist())
     return out
 
 # %% ../nbs/08_reliability.ipynb #c8d9e9af

@@ -1179,6 +1179,7 @@ extern "C" __global__ void __launch_bounds__(TB_THREADS) tb_tree(
 // heap, emitted).
 #define SMALL_T 512
 #define SMALL_B 32
+static_assert(SMALL_B == 32, "tb_small: a depth's list is one warp wide (a key a lane: lst, slq's rows, the heap's slots)");
 // a score's order-preserving key, -0 folded to +0 so that equal scores tie (as their float64 compare does)
 __device__ __forceinline__ unsigned long long skey(double x) { return dkey(x == 0.0 ? 0.0 : x); }
 __device__ __forceinline__ unsigned long long shfl_xor64(unsigned long long x, int o) {
