@@ -21,6 +21,7 @@
 #   bash benchmarks/gpu_next.sh s31b "$OUT"  # session 31 on an H200: the round at 8 x 512 (shipped), bench_tree + nbs/02, the verify tables (<= 420 s)
 #   bash benchmarks/gpu_next.sh s36c "$OUT"  # after s36b: nbs/05's cuda cells, then the census alone (each stage's kernels by family) at T = 0, B = 8, 16 (<= 560 s)
 #   bash benchmarks/gpu_next.sh s36a "$OUT"  # what merged after session 35's last GPU run: nbs/02, bench_tree at V = 4096, sanitizer over tb_small, nbs/05's cuda cells (<= 560 s)
+#   bash benchmarks/gpu_next.sh s36b "$OUT"  # branch s36-heap-keys: tb_small's branch-free heap checked and timed, then issue 17 at 8 x 512, B = 8, 15, 16 (<= 600 s)
 #   bash benchmarks/gpu_next.sh s30a "$OUT"  # session 30: the three issues' numbers on this card (an H200 if lent), then the tree fuzzer for the time left (<= 570 s)
 #   bash benchmarks/gpu_next.sh s27b "$OUT"  # tb_tree's threshold from the histogram only, four ranks a thread in flight: tree_quick, then 300 s of the tree fuzzer
 #   bash benchmarks/gpu_next.sh s26b "$OUT"  # issue 19 on an H200: the T = 1 timeline, the verify tables, 300 s of fuzz
@@ -143,6 +144,15 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     step bench_tree_v4096 60 python benchmarks/bench_tree.py --iters 60 --vocab 4096 --budgets 8,16,32 --scales 1,4 --commit "$commit" --out "$out/bench_tree_v4096.md"
     KERNELS=tb_small_bf16_e4,tb_small_bf16_e8,tb_small_bf16_e16,tb_small_f32_e4,tb_small_f32_e8,tb_small_f32_e16 TIMEOUT_RACECHECK=60 step sanitize_small 120 bash benchmarks/sanitize_kernels.sh "$out/sanitize_small"
     step decode_tests 250 nbdev_test --flags cuda --do_print --path nbs/05_decode.ipynb ;;
+  s36b)   # branch s36-heap-keys: tb_small's heap as a branch-free max over 64-bit score keys (written in session 35, not run): nbs/02, the tree fuzzer, bench_tree at V = 4096 against s35c's, the sanitizer over tb_small, then issue 17 at 8 x 512, B = 8, 15, 16 (<= 600 s)
+    export DDTREE_COMMIT=$commit
+    step tree_tests 120 nbdev_test --flags cuda --do_print --path nbs/02_tree_builder.ipynb
+    fuzz_gpu fuzz_tree 70 tree 45 37
+    step bench_tree_v4096 60 python benchmarks/bench_tree.py --iters 60 --vocab 4096 --budgets 8,15,16,32 --scales 1,4 --commit "$commit" --out "$out/bench_tree_v4096.md"
+    KERNELS=tb_small_bf16_e4,tb_small_bf16_e8,tb_small_bf16_e16,tb_small_f32_e4,tb_small_f32_e8,tb_small_f32_e16 TIMEOUT_RACECHECK=60 step sanitize_small 120 bash benchmarks/sanitize_kernels.sh "$out/sanitize_small"
+    step run_ahead 260 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --compile --merge on --temps 0,1 --reps 2 --prompts 8 --max-new 512 --budgets 8,15,16
+    cp "$out/ra/run_ahead.md" "$out/run_ahead_8x512.md" 2>/dev/null; cp "$out/ra/run_ahead.json" "$out/run_ahead_8x512.json" 2>/dev/null
+    rm -rf "$out/ra" "$out/fuzz_repro" ;;
   s30a)   # session 30's first call, the issues' numbers on this card (meant for an H200): bench_tree and nbs/02 (issue 18), the T = 1 timeline, the verify tables and a plain read of T = 1, P = 32k's bytes (issue 19), the compiled round at T = 0 / 1 (issue 17), then the tree fuzzer for the time left (<= 570 s)
     t_start=$(date +%s); export DDTREE_COMMIT=$commit
     bash "$0" tree_quick "$out"

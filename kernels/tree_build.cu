@@ -1171,14 +1171,17 @@ extern "C" __global__ void __launch_bounds__(TB_THREADS) tb_tree(
 // top k. (The first version took every logit above max_w t_w, up to 16 (k - 1) of them, and ranked them by counting: O(C^2),
 // 37-39 µs a build at B = 32.)
 // Phase 2 (the last block to finish, by an atomic ticket; it resets the ticket): the reference's best-first heap on one
-// warp, its frontier (at most B + 1 entries) in registers, two slots a lane; each pop an argmax by shuffles (equal scores
-// by rank tuple, lex_less: the reference's order), ~0.7 µs a node on an H100 (tree_build.md, "Session 35": the branchy
-// argmax). Then emit_tree with the whole block. No host read, graph-capturable.
+// warp, its frontier (at most B + 1 entries) in registers, two slots a lane, scores as order-preserving 64-bit keys; each
+// pop a branch-free max by shuffles and two ballots for its holder (equal scores by rank tuple, lex_less: the reference's
+// order, on the rare path). v3's argmax compared scores in a chain of branches: ~0.7 µs a node (tree_build.md, "Session
+// 35"). Then emit_tree with the whole block. No host read, graph-capturable.
 // stats[4..10]: the last block's clock64 at its stage ends since its start (loaded, t_w, lists sorted, merged, ticket,
 // heap, emitted).
 #define SMALL_T 512
 #define SMALL_B 32
 static_assert(SMALL_B == 32, "tb_small: a depth's list is one warp wide (a key a lane: lst, slq's rows, the heap's slots)");
+// a score's order-preserving key, -0 folded to +0 so that equal scores tie (as their float64 compare does)
+__device__ __forceinline__ unsigned long long skey(double x) { return dkey(x == 0.0 ? 0.0 : x); }
 __device__ __forceinline__ unsigned long long shfl_xor64(unsigned long long x, int o) {
     return ((unsigned long long)__shfl_xor_sync(FULL, (uint32_t)(x >> 32), o) << 32) | __shfl_xor_sync(FULL, (uint32_t)x, o);
 }
@@ -1297,50 +1300,53 @@ __device__ void small_body(const T *__restrict__ logits, int L, int V, int k, in
     if (wid == 0) {
         int Leff = L;
         for (int d = 0; d < L; ++d) if (skd[d] == 0) { Leff = d; break; }
-        // frontier slot s = lane + 32 j in lane `lane`'s register j: score, and (parent | rank << 8 | depth << 16 | prev node << 24), -1 empty
-        double s0 = -INFINITY, s1 = -INFINITY;
-        int m0 = -1, m1 = -1, nfr = 0, n = 0;
-        if (Leff > 0 && B > 0) { nfr = 1; if (lane == 0) { s0 = 0.0 + slq[0]; m0 = 1 << 16; } }
-        // lane 0 writes the node lists, a warp barrier publishes them (v3 wrote them from every lane with no barrier and no
-        // global store: no faster, ~0.7 µs a node either way; one writer keeps the lanes free of shared-memory races)
+        // frontier slot s = lane + 32 j in lane `lane`'s registers k<j>, m<j>: its score as an order-preserving 64-bit key (0:
+        // empty; finite scores have keys > 0) and (parent | rank << 8 | depth << 16 | prev node << 24)
+        unsigned long long k0 = 0, k1 = 0;
+        int m0 = 0, m1 = 0, nfr = 0, n = 0;
+        if (Leff > 0 && B > 0) { nfr = 1; if (lane == 0) { k0 = skey(0.0 + slq[0]); m0 = 1 << 16; } }
+        // lane 0 writes the node lists, a warp barrier publishes them
         if (lane == 0) { npar[0] = -1; nrank[0] = 0; ndepth[0] = 0; nprev[0] = 0; nsc[0] = 0.0; }
         __syncwarp();
-        // is (sa, ma) popped before (sb, mb)? a higher score first; equal scores by rank tuple; an empty slot never
-        auto before = [&](double sa, int ma, double sb, int mb) {
-            if (ma < 0) return false;
-            if (mb < 0) return true;
-            if (sa != sb) return sa > sb;
-            return lex_less(ma & 255, (ma >> 8) & 255, (ma >> 16) & 255, mb & 255, (mb >> 8) & 255, (mb >> 16) & 255, npar, nrank);
-        };
         while (nfr > 0 && n < B) {
-            double bs = s0; int bm = m0, bslot = lane;
-            if (before(s1, m1, bs, bm)) { bs = s1; bm = m1; bslot = lane + 32; }
-            for (int o = 16; o; o >>= 1) {
-                const double os = __shfl_xor_sync(FULL, bs, o);
-                const int om = __shfl_xor_sync(FULL, bm, o), oslot = __shfl_xor_sync(FULL, bslot, o);
-                if (before(os, om, bs, bm)) { bs = os; bm = om; bslot = oslot; }
+            // the best key by a branch-free max (v3's argmax compared scores, emptiness and ties in a chain of branches the
+            // lanes took apart: ~0.7 µs a node); then who holds it, from two ballots
+            unsigned long long K = k0 > k1 ? k0 : k1;
+            for (int o = 16; o; o >>= 1) { const unsigned long long y = shfl_xor64(K, o); K = K > y ? K : y; }
+            const unsigned b0 = __ballot_sync(FULL, k0 == K), b1 = __ballot_sync(FULL, k1 == K);
+            int wslot = b0 ? __ffs(b0) - 1 : 32 + __ffs(b1) - 1;
+            if (__popc(b0) + __popc(b1) > 1) {   // equal scores (rare): the smallest rank tuple, the reference heap's order
+                int wmeta = __shfl_sync(FULL, (wslot >> 5) ? m1 : m0, wslot & 31);
+                for (int j = 0; j < 2; ++j)
+                    for (unsigned bb = j ? b1 : b0; bb; bb &= bb - 1) {
+                        const int sl = 32 * j + __ffs(bb) - 1, mm = __shfl_sync(FULL, j ? m1 : m0, sl & 31);
+                        if (lex_less(mm & 255, (mm >> 8) & 255, (mm >> 16) & 255, wmeta & 255, (wmeta >> 8) & 255, (wmeta >> 16) & 255,
+                                     npar, nrank)) { wslot = sl; wmeta = mm; }
+                    }
             }
+            const int bm = __shfl_sync(FULL, (wslot >> 5) ? m1 : m0, wslot & 31);
+            const double bs = keyd(K);
             const int p = bm & 255, r = (bm >> 8) & 255, d = (bm >> 16) & 255;
             ++n;
             if (lane == 0) { npar[n] = p; nrank[n] = r; ndepth[n] = d; nprev[n] = (bm >> 24) & 255; nsc[n] = bs; }
             __syncwarp();
-            const int own = bslot & 31, oj = bslot >> 5;
+            const int own = wslot & 31, oj = wslot >> 5;
             if (r + 1 < skd[d - 1]) {   // the next-rank sibling takes the popped slot
-                const double ss = nsc[p] + slq[(d - 1) * SMALL_B + r + 1];
+                const unsigned long long sk = skey(nsc[p] + slq[(d - 1) * SMALL_B + r + 1]);
                 const int sm = p | (r + 1) << 8 | d << 16 | n << 24;
-                if (lane == own) { if (oj) { s1 = ss; m1 = sm; } else { s0 = ss; m0 = sm; } }
+                if (lane == own) { if (oj) { k1 = sk; m1 = sm; } else { k0 = sk; m0 = sm; } }
             } else {                    // else the last slot moves into it
                 --nfr;
                 const int ll = nfr & 31, lj = nfr >> 5;
-                const double ms = __shfl_sync(FULL, lj ? s1 : s0, ll);
+                const unsigned long long mk = __shfl_sync(FULL, lj ? k1 : k0, ll);
                 const int mm = __shfl_sync(FULL, lj ? m1 : m0, ll);
-                if (lane == ll) { if (lj) { s1 = -INFINITY; m1 = -1; } else { s0 = -INFINITY; m0 = -1; } }
-                if (lane == own && bslot != nfr) { if (oj) { s1 = ms; m1 = mm; } else { s0 = ms; m0 = mm; } }
+                if (lane == ll) { if (lj) k1 = 0; else k0 = 0; }
+                if (lane == own && wslot != nfr) { if (oj) { k1 = mk; m1 = mm; } else { k0 = mk; m0 = mm; } }
             }
             if (d < Leff) {             // the first child joins at the end
-                const double cs = bs + slq[d * SMALL_B];
+                const unsigned long long ck = skey(bs + slq[d * SMALL_B]);
                 const int cm = n | (d + 1) << 16;
-                if (lane == (nfr & 31)) { if (nfr >> 5) { s1 = cs; m1 = cm; } else { s0 = cs; m0 = cm; } }
+                if (lane == (nfr & 31)) { if (nfr >> 5) { k1 = ck; m1 = cm; } else { k0 = ck; m0 = cm; } }
                 ++nfr;
             }
         }
