@@ -7,7 +7,8 @@ round-2 capture excluded: every generation captures its own graph), the host's o
 the rounds' records: above the GPU ms, the host sets the pace), GPU ms per round (CUDA events, a separate run), and
 checks that both give the same tokens and, at T=0, each method's tokens against AR's. Then, for every case, counts the
 kernels one eager round launches (torch.profiler, CUPTI: PyCUDA kernels included) and sums their GPU µs, by stage and by
-name. Writes run_ahead.json and run_ahead.md into --out.
+name. Writes run_ahead.json and run_ahead.md into --out, and each T = 0 output with the prompts' ids into t0_tokens.json
+(`python benchmarks/soak_ties.py OUT/t0_tokens.json` judges where each differs from AR's in float32).
 
     python benchmarks/bench_run_ahead.py --out OUTDIR [--commit HASH] [--max-new 256] [--reps 3]
 """
@@ -58,6 +59,7 @@ def ab(t, d, prompts, n_new, reps, log, temps=(0.0, 0.8), compile=False):
                               host_ms_per_round=1e3 * sum(busy) / rounds, rounds=rounds, mean_acceptance=ntok / rounds)
                 r[key + '_tokens'] = toks
             plain = r.pop('plain_tokens'); r['same_tokens'] = plain == r.pop('ahead_tokens')
+            if T == 0: r['tokens'] = plain      # written to t0_tokens.json (not run_ahead.json): soak_ties.py judges each difference
             if method == 'ar': ar = plain
             if T == 0:          # greedy: every method's output is the AR output (lossless), prompt by prompt
                 r['same_as_ar'] = sum(a == b for a, b in zip(plain, ar))
@@ -188,6 +190,9 @@ def main(argv=None):
                          prompts=len(prompts), max_new=a.max_new, reps=a.reps, compile=a.compile, merge=MERGE, traced=a.traced))
     res['ab'] = ab(t, d, prompts, a.max_new, a.reps, log, tuple(float(x) for x in a.temps.split(',')), a.compile)
     res['goals'] = goals(res['ab'])
+    runs = [dict(method=r['method'], budget=r['budget'], temperature=0, prompt=i, tokens=tk)   # soak_ties.py's input format
+            for r in res['ab'] for i, tk in enumerate(r.pop('tokens', ()))]
+    if runs: (out / 't0_tokens.json').write_text(json.dumps(dict(config=dict(prompt_ids=prompts, command=res['meta']['command'], commit=a.commit), runs=runs)))
     res['census'] = []
     for m, B in CASES:          # every method and budget: where a round's GPU time goes, stage by stage
         try: res['census'].append(census(t, d, prompts[0], m, B, log, a.compile))

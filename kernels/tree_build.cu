@@ -1173,8 +1173,8 @@ extern "C" __global__ void __launch_bounds__(TB_THREADS) tb_tree(
 // Phase 2 (the last block to finish, by an atomic ticket; it resets the ticket): the reference's best-first heap on one
 // warp, its frontier (at most B + 1 entries) in registers, two slots a lane, scores as order-preserving 64-bit keys; each
 // pop a branch-free max by shuffles and two ballots for its holder (equal scores by rank tuple, lex_less: the reference's
-// order, on the rare path). v3's argmax compared scores in a chain of branches: ~0.7 µs a node (tree_build.md, "Session
-// 35"). Then emit_tree with the whole block. No host read, graph-capturable.
+// order, on the rare path): ~0.5 µs a node on an H100, where v3's argmax, a chain of branches, took ~0.7 (tree_build.md,
+// "Session 35" and "Session 36"). Then emit_tree with the whole block. No host read, graph-capturable.
 // stats[4..10]: the last block's clock64 at its stage ends since its start (loaded, t_w, lists sorted, merged, ticket,
 // heap, emitted).
 #define SMALL_T 512
