@@ -6,14 +6,15 @@ Not a test. Each case: 20 launches back to back in one CUDA graph (each with its
 replay outside the timed span), CUDA events around the replay, median over --reps replays, µs per launch. A path of
 --accept nodes is planted (tau, the acceptance length, as in the demo pair's rounds at 512 tokens: about 2).
 What the grid trades: at small V, fewer blocks mean fewer arrivals at each pass's grid barrier but more columns and more
-compaction units a block.
+compaction units a block. Session 36 (H100): the default, one block per SM, is within 0.24-0.54 µs of the best grid at the
+demo pair's shape and the fastest at Kimi's (`tree_accept.md`, "Session 36").
 
     python benchmarks/bench_accept_grid.py [--grids 1,2,4,8,12,16,24,33,66,0] [--out OUT.md] [--commit HASH]
 (grid 0: one block per SM, the shipped default)
 """
 import argparse, json, statistics, time
 import torch
-from ddtree_nb.accept import accept_compact, new_accepted, tree_buffers_from, accept_grid, ACCEPT_COLS
+from ddtree_nb.accept import accept_compact, new_accepted, tree_buffers_from
 from ddtree_nb.tree import build_tree_ref
 from ddtree_nb.runtime import engine_stream
 
@@ -81,7 +82,7 @@ def main(argv=None):
     lines = [f"# tree_accept by grid ({time.strftime('%Y-%m-%d')}, {torch.cuda.get_device_name()}, {sms} SMs, commit {a.commit})", '',
              f"Command: `python benchmarks/bench_accept_grid.py {' '.join(argv or __import__('sys').argv[1:])}`; µs a launch (median of {a.reps} "
              f"graph replays of {N} launches), a planted path of {a.accept} nodes; 'same': the walk, prefix length, compacted cache and "
-             f"features equal the first grid's. accept_grid's pick (ACCEPT_COLS = {ACCEPT_COLS}) marked *.", '']
+             f"features equal the first grid's. The default grid (one block per SM) marked *.", '']
     rows_json = []
     for shape in a.shapes.split(','):
         s = SHAPES[shape]
@@ -91,7 +92,7 @@ def main(argv=None):
         for T in (0.0, 1.0):
             for rows in s['rows']:
                 r = case(shape, rows, T, grids, sms, a.reps, a.accept, dev)
-                pick = accept_grid(s['V'], s['nl'] * 2, sms)
+                pick = sms
                 best = min(r, key=lambda G: r[G]['us'])
                 cell = lambda G: f"{r[G]['us']}{'*' if G == pick else ''}{'' if r[G]['same'] else ' (DIFFERS)'}"
                 lines.append(f"| {T} | {rows} | " + ' | '.join(cell(G) for G in cols) + f" | {best} |")

@@ -19,10 +19,9 @@
 #   bash benchmarks/gpu_next.sh compile_ab "$OUT"  # merged projections, traced attention, inductor options: bench_compile's variants, the compiled round with and without them (<= 9 min)
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s31b "$OUT"  # session 31 on an H200: the round at 8 x 512 (shipped), bench_tree + nbs/02, the verify tables (<= 420 s)
-#   bash benchmarks/gpu_next.sh s37a "$OUT"  # tree_accept's grid: nbs/04's cuda cells, then bench_accept_grid (one launch's µs at every grid, demo and Kimi shapes) (<= 240 s)
-#   bash benchmarks/gpu_next.sh s36c "$OUT"  # after s36b: nbs/05's cuda cells, then the census alone (each stage's kernels by family) at T = 0, B = 8, 16 (<= 560 s)
-#   bash benchmarks/gpu_next.sh s36a "$OUT"  # what merged after session 35's last GPU run: nbs/02, bench_tree at V = 4096, sanitizer over tb_small, nbs/05's cuda cells (<= 560 s)
-#   bash benchmarks/gpu_next.sh s36b "$OUT"  # branch s36-heap-keys: tb_small's branch-free heap checked and timed, then issue 17 at 8 x 512, B = 8, 15, 16 (<= 600 s)
+#   bash benchmarks/gpu_next.sh s37a "$OUT"  # (ran in session 36, 5598d82) tree_accept's grid: nbs/04's cuda cells, then bench_accept_grid (one launch's µs at every grid, demo and Kimi shapes) (<= 240 s)
+#   bash benchmarks/gpu_next.sh s36c "$OUT"  # (ran in session 36, a4f47a5; its nbs/05 step needs cells05's time) after s36b: nbs/05's cuda cells, then the census alone (each stage's kernels by family) at T = 0, B = 8, 16 (<= 560 s)
+#   bash benchmarks/gpu_next.sh s36b "$OUT"  # (ran in session 36, 689b421, then merged) tb_small's branch-free heap checked and timed, then issue 17 at 8 x 512, B = 8, 15, 16 (<= 600 s)
 #   bash benchmarks/gpu_next.sh s30a "$OUT"  # session 30: the three issues' numbers on this card (an H200 if lent), then the tree fuzzer for the time left (<= 570 s)
 #   bash benchmarks/gpu_next.sh s27b "$OUT"  # tb_tree's threshold from the histogram only, four ranks a thread in flight: tree_quick, then 300 s of the tree fuzzer
 #   bash benchmarks/gpu_next.sh s26b "$OUT"  # issue 19 on an H200: the T = 1 timeline, the verify tables, 300 s of fuzz
@@ -134,7 +133,7 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     bash "$0" tree_quick "$out"
     step bench_verify_cluster 60 python benchmarks/bench_verify_default.py --cluster --out "$out"
     keep_few "$out" gpu_next.log run_ahead_8x512.md bench_tree.md tree_tests.log bench_verify_cluster.log bench_verify_cluster.json ;;
-  s37a)   # tree_accept's grid (accept_compact(grid=), written in session 36, not run): nbs/04's cuda cells (every grid gives the same walk and rows), then bench_accept_grid at the demo pair's and Kimi's shapes (<= 240 s)
+  s37a)   # tree_accept's grid (accept_compact(grid=); ran in session 36 on 5598d82): nbs/04's cuda cells (every grid gives the same walk and rows), then bench_accept_grid at the demo pair's and Kimi's shapes (<= 240 s)
     export DDTREE_COMMIT=$commit
     step accept_tests 120 nbdev_test --flags cuda --do_print --path nbs/04_accept.ipynb
     step bench_accept_grid 110 python benchmarks/bench_accept_grid.py --reps 30 --commit "$commit" --out "$out/bench_accept_grid.md" ;;
@@ -143,12 +142,6 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     step decode_tests 260 nbdev_test --flags cuda --do_print --path nbs/05_decode.ipynb
     step census 240 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --compile --merge on --temps 0 --reps 1 --prompts 1 --max-new 64 --budgets 8,16
     cp "$out/ra/run_ahead.md" "$out/census.md" 2>/dev/null; cp "$out/ra/run_ahead.json" "$out/census.json" 2>/dev/null; rm -rf "$out/ra" ;;
-  s36a)   # first thing next session (<= 560 s): what merged after the last GPU run of session 35 (tb_small with v2's one-bit bisection and lane-0 node writes, v3's heap without the global store; the round with head-major verify rows and tb_small, whose nbs/05 cuda cells never ran): nbs/02, bench_tree at V = 4096, the sanitizer over the tb_small cases, then nbs/05's cuda cells
-    export DDTREE_COMMIT=$commit
-    step tree_tests 120 nbdev_test --flags cuda --do_print --path nbs/02_tree_builder.ipynb
-    step bench_tree_v4096 60 python benchmarks/bench_tree.py --iters 60 --vocab 4096 --budgets 8,16,32 --scales 1,4 --commit "$commit" --out "$out/bench_tree_v4096.md"
-    KERNELS=tb_small_bf16_e4,tb_small_bf16_e8,tb_small_bf16_e16,tb_small_f32_e4,tb_small_f32_e8,tb_small_f32_e16 TIMEOUT_RACECHECK=60 step sanitize_small 120 bash benchmarks/sanitize_kernels.sh "$out/sanitize_small"
-    step decode_tests 250 nbdev_test --flags cuda --do_print --path nbs/05_decode.ipynb ;;
   s36b)   # branch s36-heap-keys: tb_small's heap as a branch-free max over 64-bit score keys (written in session 35, not run): nbs/02, the tree fuzzer, bench_tree at V = 4096 against s35c's, the sanitizer over tb_small, then issue 17 at 8 x 512, B = 8, 15, 16 (<= 600 s)
     export DDTREE_COMMIT=$commit
     step tree_tests 120 nbdev_test --flags cuda --do_print --path nbs/02_tree_builder.ipynb

@@ -13,10 +13,10 @@ from .runtime import load_kernel, require_cuda, device_limits
 
 
 # %% auto #0
-__all__ = ['MAX_PATH', 'ERR_PAST_CACHE', 'ACCEPT_COLS', 'plog', 'gumbel_keys', 'log_exp_noise', 'round_keys', 'target_choice',
-           'Accepted', 'make_accepted', 'tree_buffers_from', 'check_accept_inputs', 'accept_ref',
-           'check_compact_inputs', 'compact_ref', 'blocks_per_sm', 'AcceptWorkspace', 'accept_workspace', 'accept_grid',
-           'new_accepted', 'accept', 'accept_compact']
+__all__ = ['MAX_PATH', 'ERR_PAST_CACHE', 'plog', 'gumbel_keys', 'log_exp_noise', 'round_keys', 'target_choice', 'Accepted',
+           'make_accepted', 'tree_buffers_from', 'check_accept_inputs', 'accept_ref', 'check_compact_inputs',
+           'compact_ref', 'blocks_per_sm', 'AcceptWorkspace', 'accept_workspace', 'new_accepted', 'accept',
+           'accept_compact']
 
 # %% ../nbs/04_accept.ipynb #65bea254
 MAX_PATH = MAX_DEPTH + 1   # longest accepted path: the root plus one node per depth
@@ -188,9 +188,9 @@ def compact_ref(kv: torch.Tensor, prefix_len: torch.Tensor, accepted: Accepted, 
     prefix_len += A
 
 # %% ../nbs/04_accept.ipynb #40a5afa9
-_CHAIN, _NT, _MAXG, _CV = 16, 512, 256, 36  # CHAIN, NT, MAXG and CV of kernels/tree_accept.cu
+_CHAIN, _NT, _MAXG = 16, 512, 256           # CHAIN, NT and MAXG of kernels/tree_accept.cu
 ERR_PAST_CACHE = 1                          # status bit of the kernel's ERR_PAST_CACHE
-_KERNEL_LIMITS = dict(MAX_DEPTH=MAX_DEPTH, MAX_BUDGET=MAX_BUDGET, MAX_PATH=MAX_PATH, MAXN=MAX_BUDGET + 1, CHAIN=_CHAIN, NT=_NT, MAXG=_MAXG, CV=_CV,
+_KERNEL_LIMITS = dict(MAX_DEPTH=MAX_DEPTH, MAX_BUDGET=MAX_BUDGET, MAX_PATH=MAX_PATH, MAXN=MAX_BUDGET + 1, CHAIN=_CHAIN, NT=_NT, MAXG=_MAXG,
                       ERR_PAST_CACHE=ERR_PAST_CACHE)   # kernels/tree_accept.cu's #defines (with common.cuh's), checked on load
 _SIG = 'PiiqPPPidiPPPPPPPPPiqiPPiP'
 
@@ -244,14 +244,6 @@ def _stream_workspace(dev: torch.device) -> AcceptWorkspace:
     if key not in _default_ws: _default_ws[key] = accept_workspace(torch.device('cuda', idx))
     return _default_ws[key]
 
-# %% ../nbs/04_accept.ipynb #573d38d9
-ACCEPT_COLS = 0   # columns of a row a block scores, at least; 0: one block per SM at every shape (the shipped grid, until measured)
-
-def accept_grid(V: int, units: int, sms: int, cols: int|None=None) -> int:
-    "Blocks of a `tree_accept` launch: a block per `cols` (default `ACCEPT_COLS`) of the `V` columns and at least one per compaction unit, within [1, `sms`]; `cols=0`: `sms`."
-    cols = ACCEPT_COLS if cols is None else cols
-    return sms if not cols else max(1, min(sms, max(-(-V // cols), units)))
-
 # %% ../nbs/04_accept.ipynb #93c89157
 def _row_vec(t: torch.Tensor, name: str) -> int:
     "16-byte vectors per row of a contiguous 2-D/3-D tensor, with a clear error if rows aren't 16-byte multiples."
@@ -262,7 +254,7 @@ def _row_vec(t: torch.Tensor, name: str) -> int:
 
 def _launch(bufs, logits, temperature, keys, out: Accepted, kv=None, prefix_len=None, hidden=None, feats_out=None,
             workspace: AcceptWorkspace|None=None, grid: int|None=None) -> AcceptWorkspace:
-    "One `tree_accept` launch of `grid` blocks (default `accept_grid`; no checks of values, no host sync); logits rows may be strided (`ld = logits.stride(0)`). Returns the workspace used."
+    "One `tree_accept` launch of `grid` blocks (default: one per SM; no checks of values, no host sync); logits rows may be strided (`ld = logits.stride(0)`). Returns the workspace used."
     dev = logits.device
     with torch.cuda.device(dev):   # PyCUDA loads modules and launches in the current context: make it the tensors' GPU
         k, sms = _accept_kernel(dev.index if dev.index is not None else torch.cuda.current_device())
@@ -270,8 +262,7 @@ def _launch(bufs, logits, temperature, keys, out: Accepted, kv=None, prefix_len=
         if ws.grid != sms or ws.part_idx.numel() < 2 * _CHAIN * sms or ws.part_val.device != dev or ws.status.numel() < 2:
             raise ValueError(f"workspace is not an accept_workspace of {dev} (grid {ws.grid}, kernel grid {sms})")
         R, V = logits.shape
-        units = kv.shape[0] * -(-_row_vec(kv, 'kv') // _CV) if kv is not None else 0
-        G = accept_grid(V, units, sms) if grid is None else grid
+        G = sms if grid is None else grid
         if not (isinstance(G, int) and 1 <= G <= sms): raise ValueError(f"grid must be an int in [1, {sms}] (this GPU's SMs: every block co-resident), got {grid!r}")
         sample = temperature > 0
         if kv is not None: nl, slots, rv = kv.shape[0], kv.shape[1], _row_vec(kv, 'kv')
@@ -313,7 +304,7 @@ def accept_compact(tree, target_logits: torch.Tensor, kv: torch.Tensor|None=None
                    generator: torch.Generator|None=None, backend: str='torch', out: Accepted|None=None,
                    keys: torch.Tensor|None=None, check_values: bool=True, workspace: AcceptWorkspace|None=None,
                    grid: int|None=None) -> Accepted:
-    "Accept walk, then (if `kv` is given) compaction of cache rows and features and `prefix_len += A`; cuda: one launch of `grid` blocks (default `accept_grid`)."
+    "Accept walk, then (if `kv` is given) compaction of cache rows and features and `prefix_len += A`; cuda: one launch of `grid` blocks (default: one per SM)."
     if backend not in ('torch', 'cuda'): raise ValueError(f"backend must be 'torch' or 'cuda', got {backend!r}")
     check_accept_inputs(tree, target_logits, temperature, check_values)
     if (kv is None) != (prefix_len is None): raise ValueError("pass both kv and prefix_len, or neither")
