@@ -59,9 +59,9 @@ def ab(t, d, prompts, n_new, reps, log, temps=(0.0, 0.8), compile=False):
                               host_ms_per_round=1e3 * sum(busy) / rounds, rounds=rounds, mean_acceptance=ntok / rounds)
                 r[key + '_tokens'] = toks
             plain = r.pop('plain_tokens'); r['same_tokens'] = plain == r.pop('ahead_tokens')
-            if T == 0: r['tokens'] = plain      # written to t0_tokens.json (not run_ahead.json): soak_ties.py judges each difference
             if method == 'ar': ar = plain
             if T == 0:          # greedy: every method's output is the AR output (lossless), prompt by prompt
+                r['tokens'] = plain     # for t0_tokens.json (not run_ahead.json): soak_ties.py judges each difference
                 r['same_as_ar'] = sum(a == b for a, b in zip(plain, ar))
                 r['first_difference'] = min((first_difference(a, b) for a, b in zip(plain, ar) if a != b), default=None)
             gpu, rounds = 0.0, 0      # CUDA events around each round (a graph replay: one span, so no stage split here; the census has it)
@@ -79,7 +79,7 @@ def ab(t, d, prompts, n_new, reps, log, temps=(0.0, 0.8), compile=False):
 
 def kernel_kind(name: str) -> str:
     "A kernel's family for the census: cuBLAS GEMM, inductor's triton, ours (PyCUDA), or torch's own (at::)."
-    if name.startswith(('nvjet', 'sm90_xmma', 'cutlass', 'gemm', 'ampere_', 'sm80_')) or 'gemm' in name.lower(): return 'gemm'
+    if name.startswith(('nvjet', 'sm90_xmma', 'cutlass', 'ampere_', 'sm80_')) or 'gemm' in name.lower(): return 'gemm'
     if name.startswith('triton_'): return 'triton_' + name.split('_')[1]     # per (one reduction a row), red, poi (pointwise)
     if 'at::native' in name or name.startswith('void at::'): return 'torch'
     return 'ours'

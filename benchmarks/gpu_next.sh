@@ -145,7 +145,7 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     step decode_tests 260 nbdev_test --flags cuda --do_print --path nbs/05_decode.ipynb
     step census 240 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --compile --merge on --temps 0 --reps 1 --prompts 1 --max-new 64 --budgets 8,16
     cp "$out/ra/run_ahead.md" "$out/census.md" 2>/dev/null; cp "$out/ra/run_ahead.json" "$out/census.json" 2>/dev/null; rm -rf "$out/ra" ;;
-  s36b)   # branch s36-heap-keys: tb_small's heap as a branch-free max over 64-bit score keys (written in session 35, not run): nbs/02, the tree fuzzer, bench_tree at V = 4096 against s35c's, the sanitizer over tb_small, then issue 17 at 8 x 512, B = 8, 15, 16 (<= 600 s)
+  s36b)   # tb_small's heap as a branch-free max over 64-bit score keys (ran in session 36 on 689b421, then merged): nbs/02, the tree fuzzer, bench_tree at V = 4096 against s35c's, the sanitizer over tb_small, then issue 17 at 8 x 512, B = 8, 15, 16 (<= 600 s)
     export DDTREE_COMMIT=$commit
     step tree_tests 120 nbdev_test --flags cuda --do_print --path nbs/02_tree_builder.ipynb
     fuzz_gpu fuzz_tree 70 tree 45 37

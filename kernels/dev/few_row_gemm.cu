@@ -9,12 +9,12 @@
 // lane / 4 and lane / 4 + 8 from shared memory, and issues two m16n8k16 mma a column tile. The k order inside the step is
 // permuted identically for X and W (each lane's 8 consecutive k feed the fragment slots 2t, 2t + 1, 8 + 2t, 8 + 2t + 1 of
 // two mma), so every load is 16 B wide; the dot product is the same sum in another order.
-// Limits: M <= 16, K % 128 == 0 (4 warps x 32), N % 16 == 0, K <= KMAX.
+// Limits: M <= 16, K % 128 == 0 (4 warps x 32), N % 16 == 0, and 16 (K + FR_PAD) bf16 + 4 KB of dynamic shared memory
+// (K <= 1,376 within the default 48 KB; up to 7,104 with the 227 KB opt-in).
 #include <cuda_bf16.h>
 #include <stdint.h>
 
 #define FR_WARPS 4
-#define FR_KMAX 2048
 #define FR_PAD 32                      // bf16 of padding a shared row (64 B): consecutive rows 16 banks apart, so a quarter-warp's 16-B loads (2 rows x 4 k chunks) hit 8 distinct bank quads
 
 __device__ __forceinline__ void mma_bf16(float4 &c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
