@@ -4,7 +4,7 @@ Not a test. In one process: short generations (compiled layers, merged projectio
 `--order` (e.g. `ar,dflash,ddtree:8,ddtree:16`), in that order, so each token count compiles when its first case runs; then
 one round of each case under torch.profiler (bench_run_ahead's census). Per case it prints the verify forward's kernels by
 family, the layout copies around the latent products (triton pointwise kernels whose name holds `bmm` or `permute`),
-the cuBLAS kernels by name, and the strides the attention saw (q_latent in, out) at each token count. Run it in fresh
+the cuBLAS kernels by name, inductor's counters (pad_mm_bench: GEMMs it timed padded against plain), and the strides the attention saw (q_latent in, out) at each token count. Run it in fresh
 processes with different orders (and under TORCH_LOGS=recompiles) to see what decides the layout.
 
     python benchmarks/diag_compile_layout.py --order ddtree:8 --out OUT/diag_a.json
@@ -36,7 +36,10 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--order', required=True, help="cases in the order they first run: ar, dflash, ddtree:B (comma-separated)")
     ap.add_argument('--out', required=True); ap.add_argument('--max-new', type=int, default=24)
+    ap.add_argument('--pad', action='store_true', help="inductor's pad_mm on (model.INDUCTOR_OPTIONS = {}), as before session 37")
     a = ap.parse_args(argv)
+    import ddtree_nb.model as M
+    if a.pad: M.INDUCTOR_OPTIONS = {}
     cases = [(c.split(':')[0], int(c.split(':')[1]) if ':' in c else (15 if c == 'dflash' else 0)) for c in a.order.split(',')]
     from ddtree_nb.demo import load_demo_pair, held_out_prompts
     from ddtree_nb.decode import Decoder, Stages
@@ -61,6 +64,14 @@ def main(argv=None):
         print(f"{m} B={B}: verify {c['by_stage'].get('verify')} kernels {c['us_by_stage'].get('verify')} us; {verify}\n"
               f"  copies {c['copies']}\n  gemms {c['gemms']}", flush=True)
         res['cases'].append(c)
+    from torch._dynamo.utils import counters
+    from torch._inductor import utils as iu
+    from torch._inductor.fx_passes import pad_mm
+    res['inductor_counters'] = dict(counters['inductor'])
+    res['pad_checks'] = dict(tflops=iu.get_device_tflops(torch.bfloat16), dram_gbps=iu.get_gpu_dram_gbps(),
+                             compute_bound_9x128x512=pad_mm.is_mm_compute_bound(9, 128, 512, torch.bfloat16),
+                             compute_bound_9x256x704=pad_mm.is_mm_compute_bound(9, 256, 704, torch.bfloat16))
+    print('inductor counters', res['inductor_counters'], '\npad checks', res['pad_checks'], flush=True)
     res['strides'] = {T: sorted(map(list, s)) for T, s in sorted(seen.items())}
     for T, s in res['strides'].items(): print(f"T={T}: (q_latent, q_pe, out) strides {s}")
     Path(a.out).parent.mkdir(parents=True, exist_ok=True); Path(a.out).write_text(json.dumps(res, indent=1))

@@ -527,7 +527,7 @@ Drafter.extend, Drafter.draft = _drafter_extend, _drafter_draft
 def _drafter_compiled_draft(self: Drafter, **kw):
     "`self.draft` with its block through `torch.compile` (static shapes but the cache length; `kw` go to `torch.compile`), made on the first call and kept."
     if self.__dict__.get('_compiled_draft') is None:
-        block = torch.compile(functools.partial(_draft_block, self), dynamic=False, **kw)
+        block = torch.compile(functools.partial(_draft_block, self), dynamic=False, **model.inductor_kw(kw))
         @torch.no_grad()
         def draft(cache, features, n_new, root_token):
             _check_room(self, cache, features, n_new)     # eager: its host read would split the graph

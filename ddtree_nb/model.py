@@ -15,11 +15,11 @@ from .verify import (tree_visible, tree_attention_torch, bits_to_vis, vis_to_bit
 
 
 # %% auto #0
-__all__ = ['MODEL_TYPES', 'ROUTER_REDUCE_MAX', 'ATTN_BACKENDS', 'AUTOTUNE_AR', 'TargetConfig', 'config_from_dict', 'LatentCache',
-           'rope_inv_freq', 'rope_cos_sin', 'apply_rope', 'RMSNorm', 'merge_params', 'merge_moves', 'views_rows_of',
-           'linear_parts', 'Merged', 'use_merged', 'Mergeable', 'merge_projections', 'MLP', 'Router', 'expert_loop',
-           'MoE', 'attention_fn', 'MLAttention', 'DecoderLayer', 'TargetOutput', 'TargetModel', 'check_forward_inputs',
-           'tiny_config', 'kimi_config', 'build_target', 'gemms']
+__all__ = ['MODEL_TYPES', 'ROUTER_REDUCE_MAX', 'ATTN_BACKENDS', 'AUTOTUNE_AR', 'INDUCTOR_OPTIONS', 'TargetConfig',
+           'config_from_dict', 'LatentCache', 'rope_inv_freq', 'rope_cos_sin', 'apply_rope', 'RMSNorm', 'merge_params',
+           'merge_moves', 'views_rows_of', 'linear_parts', 'Merged', 'use_merged', 'Mergeable', 'merge_projections',
+           'MLP', 'Router', 'expert_loop', 'MoE', 'attention_fn', 'MLAttention', 'DecoderLayer', 'TargetOutput',
+           'TargetModel', 'check_forward_inputs', 'tiny_config', 'kimi_config', 'build_target', 'gemms', 'inductor_kw']
 
 # %% ../nbs/01a_target_model.ipynb #5866f664
 MODEL_TYPES = ('deepseek_v3', 'kimi_k2', 'kimi_k25')
@@ -722,6 +722,18 @@ AUTOTUNE_AR = {1: dict(mode='max-autotune-no-cudagraphs')}   # `by_tokens` (and 
 
 def _options_key(T: int, opts: dict) -> tuple: return T, repr(sorted(opts.items()))
 
+# inductor's pad_mm times a GEMM with M, N or K padded to 8 against the plain one while compiling and keeps the faster:
+# at 9 or 17 rows that choice differed between machines (layout copies around the latent products, ~20 µs a round)
+INDUCTOR_OPTIONS = {'shape_padding': False}
+
+def inductor_kw(kw: dict) -> dict:
+    "`torch.compile` kwargs `kw` with `INDUCTOR_OPTIONS` added to inductor's options (`mode` becomes its options, since both can't be given); other backends' kwargs as they are."
+    if kw.get('backend', 'inductor') != 'inductor': return dict(kw)
+    import torch._inductor
+    mode = kw.get('mode')
+    opts = {**(torch._inductor.list_mode_options(mode) if mode else {}), **INDUCTOR_OPTIONS, **kw.get('options', {})}
+    return {**{k: v for k, v in kw.items() if k != 'mode'}, 'options': opts}
+
 def _compile_layers(self: TargetModel,
                     by_tokens: dict|None=None,   # {token count: more `torch.compile` kwargs}: forwards of that many tokens run a copy compiled with them
                     **kw) -> TargetModel:        # to `torch.compile`, for every copy
@@ -731,11 +743,11 @@ def _compile_layers(self: TargetModel,
     # dynamo's recompile limit (8), past which it would run the rest eagerly without a word
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
     if self.compiled_layers is None:   # the layers, and the forward's steps before and after them (embedding, RoPE; final norm, lm_head)
-        self.compiled_layers = [torch.compile(l, dynamic=False, **kw) for l in self.layers]
-        self.compiled_ends = tuple(torch.compile(f, dynamic=False, **kw) for f in (self._enter, self._head))
+        self.compiled_layers = [torch.compile(l, dynamic=False, **inductor_kw(kw)) for l in self.layers]
+        self.compiled_ends = tuple(torch.compile(f, dynamic=False, **inductor_kw(kw)) for f in (self._enter, self._head))
     for T, opts in (by_tokens or {}).items():
         if _options_key(T, opts) not in self.compiled_copies:
-            self.compiled_copies[_options_key(T, opts)] = [torch.compile(l, dynamic=False, **{**kw, **opts}) for l in self.layers]
+            self.compiled_copies[_options_key(T, opts)] = [torch.compile(l, dynamic=False, **inductor_kw({**kw, **opts})) for l in self.layers]
     self.compile_tokens = dict(by_tokens or {})
     return self
 TargetModel.compile_layers = _compile_layers
