@@ -20,7 +20,7 @@
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s31b "$OUT"  # session 31 on an H200: the round at 8 x 512 (shipped), bench_tree + nbs/02, the verify tables (<= 420 s)
 #   bash benchmarks/gpu_next.sh s37b "$OUT"  # the few-row GEMM (kernels/dev/few_row_gemm.cu) against cuBLAS at the demo pair's projections, with and without its norm (<= 150 s)
-#   bash benchmarks/gpu_next.sh s37c "$OUT"  # inductor's pad_mm on and off (diag_compile_layout.py, fresh processes and caches), and the few-row GEMM bench (s37b) between (<= 600 s)
+X
 #   bash benchmarks/gpu_next.sh s37a "$OUT"  # (ran in session 36, 5598d82) tree_accept's grid: nbs/04's cuda cells, then bench_accept_grid (one launch's µs at every grid, demo and Kimi shapes) (<= 240 s)
 #   bash benchmarks/gpu_next.sh s36c "$OUT"  # (ran in session 36, a4f47a5; its nbs/05 step needs cells05's time) after s36b: nbs/05's cuda cells, then the census alone (each stage's kernels by family) at T = 0, B = 8, 16 (<= 560 s)
 #   bash benchmarks/gpu_next.sh s36b "$OUT"  # (ran in session 36, 689b421, then merged) tb_small's branch-free heap checked and timed, then issue 17 at 8 x 512, B = 8, 15, 16 (<= 600 s)
@@ -139,7 +139,7 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     step bench_few_row_gemm 150 python benchmarks/bench_few_row_gemm.py --reps 30 --commit "$commit" --out "$out/bench_few_row_gemm.md" ;;
   s37c)   # the verify forward's two compiles (session 36): inductor's pad_mm (timed padding of 9- and 17-row GEMMs) on and off, each in a fresh process with an empty inductor cache
     export TORCH_LOGS=recompiles
-    for v in pad1:--pad nopad: bench pad2:--pad; do
+    for v in pad:--pad nopad: bench; do
       name=${v%%:*}; flag=${v#*:}; [ "$flag" = "$v" ] && flag=
       if [ "$name" = bench ]; then step bench_few_row_gemm 150 python benchmarks/bench_few_row_gemm.py --reps 30 --commit "$commit" --out "$out/bench_few_row_gemm.md"; continue; fi
       TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) step diag_$name 150 python benchmarks/diag_compile_layout.py --order ddtree:8,ddtree:16,dflash --max-new 16 $flag --out "$out/diag_$name.json"
