@@ -20,7 +20,7 @@
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s31b "$OUT"  # session 31 on an H200: the round at 8 x 512 (shipped), bench_tree + nbs/02, the verify tables (<= 420 s)
 #   bash benchmarks/gpu_next.sh s37b "$OUT"  # the few-row GEMM (kernels/dev/few_row_gemm.cu) against cuBLAS at the demo pair's projections, with and without its norm (<= 150 s)
-X
+#   bash benchmarks/gpu_next.sh s37c "$OUT"  # inductor's pad_mm on, then off (diag_compile_layout.py, fresh processes and caches), then the few-row GEMM bench (s37b) (<= 450 s)
 #   bash benchmarks/gpu_next.sh s37a "$OUT"  # (ran in session 36, 5598d82) tree_accept's grid: nbs/04's cuda cells, then bench_accept_grid (one launch's µs at every grid, demo and Kimi shapes) (<= 240 s)
 #   bash benchmarks/gpu_next.sh s36c "$OUT"  # (ran in session 36, a4f47a5; its nbs/05 step needs cells05's time) after s36b: nbs/05's cuda cells, then the census alone (each stage's kernels by family) at T = 0, B = 8, 16 (<= 560 s)
 #   bash benchmarks/gpu_next.sh s36b "$OUT"  # (ran in session 36, 689b421, then merged) tb_small's branch-free heap checked and timed, then issue 17 at 8 x 512, B = 8, 15, 16 (<= 600 s)
