@@ -723,7 +723,7 @@ AUTOTUNE_AR = {1: dict(mode='max-autotune-no-cudagraphs')}   # `by_tokens` (and 
 def _options_key(T: int, opts: dict) -> tuple: return T, repr(sorted(opts.items()))
 
 # inductor's pad_mm times a GEMM with M, N or K padded to 8 against the plain one while compiling and keeps the faster:
-# at 9 or 17 rows that choice differed between machines (layout copies around the latent products, ~20 µs a round)
+# on an H100 it times every such GEMM, so a 9- or 17-row forward could compile differently from one machine to the next
 INDUCTOR_OPTIONS = {'shape_padding': False}
 
 def inductor_kw(kw: dict) -> dict:
