@@ -19,8 +19,9 @@
 #   bash benchmarks/gpu_next.sh compile_ab "$OUT"  # merged projections, traced attention, inductor options: bench_compile's variants, the compiled round with and without them (<= 9 min)
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s31b "$OUT"  # session 31 on an H200: the round at 8 x 512 (shipped), bench_tree + nbs/02, the verify tables (<= 420 s)
-#   bash benchmarks/gpu_next.sh s37b "$OUT"  # the few-row GEMM (kernels/dev/few_row_gemm.cu) against cuBLAS at the demo pair's projections, with and without its norm (<= 150 s)
-#   bash benchmarks/gpu_next.sh s37c "$OUT"  # inductor's pad_mm on, then off (diag_compile_layout.py, fresh processes and caches), then the few-row GEMM bench (s37b) (<= 450 s)
+#   bash benchmarks/gpu_next.sh s37b "$OUT"  # (ran in session 37 inside s37c, 3fa28bf) the few-row GEMM (kernels/dev/few_row_gemm.cu) against cuBLAS at the demo pair's projections, with and without its norm (<= 150 s)
+#   bash benchmarks/gpu_next.sh s38a "$OUT"  # session 37's compiles without pad_mm: nbs/05's cuda cells one at a time, then issue 17's round at 8 x 512, B = 8, 15, 16, T = 0 and 1 (<= 590 s)
+#   bash benchmarks/gpu_next.sh s37c "$OUT"  # (ran in session 37, 3fa28bf) inductor's pad_mm on, then off (diag_compile_layout.py, fresh processes and caches), then the few-row GEMM bench (s37b) (<= 450 s)
 #   bash benchmarks/gpu_next.sh s37a "$OUT"  # (ran in session 36, 5598d82) tree_accept's grid: nbs/04's cuda cells, then bench_accept_grid (one launch's µs at every grid, demo and Kimi shapes) (<= 240 s)
 #   bash benchmarks/gpu_next.sh s36c "$OUT"  # (ran in session 36, a4f47a5; its nbs/05 step needs cells05's time) after s36b: nbs/05's cuda cells, then the census alone (each stage's kernels by family) at T = 0, B = 8, 16 (<= 560 s)
 #   bash benchmarks/gpu_next.sh s36b "$OUT"  # (ran in session 36, 689b421, then merged) tb_small's branch-free heap checked and timed, then issue 17 at 8 x 512, B = 8, 15, 16 (<= 600 s)
@@ -137,6 +138,11 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     keep_few "$out" gpu_next.log run_ahead_8x512.md bench_tree.md tree_tests.log bench_verify_cluster.log bench_verify_cluster.json ;;
   s37b)   # the few-row GEMM (kernels/dev/few_row_gemm.cu, written in session 36, compile-checked, not run) against cuBLAS at the demo pair's projection shapes, M = 1, 9, 16, with and without the RMS norm in its prologue (<= 150 s)
     step bench_few_row_gemm 150 python benchmarks/bench_few_row_gemm.py --reps 30 --commit "$commit" --out "$out/bench_few_row_gemm.md" ;;
+  s38a)   # session 37's compiles without pad_mm (model.INDUCTOR_OPTIONS): the compiled rounds' tests, then issue 17's figures
+    export DDTREE_COMMIT=$commit
+    cells05 250
+    step run_ahead_8x512 320 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --compile --merge on --temps 0,1 --reps 2 --prompts 8 --max-new 512 --budgets 8,15,16
+    cp "$out/ra/run_ahead.md" "$out/run_ahead_8x512.md" 2>/dev/null ;;
   s37c)   # the verify forward's two compiles (session 36): inductor's pad_mm (timed padding of 9- and 17-row GEMMs) on and off, each in a fresh process with an empty inductor cache
     export TORCH_LOGS=recompiles
     for v in pad:--pad nopad: bench; do
