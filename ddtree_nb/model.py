@@ -731,7 +731,7 @@ def inductor_kw(kw: dict) -> dict:
     if kw.get('backend', 'inductor') != 'inductor': return dict(kw)
     import torch._inductor
     mode = kw.get('mode')
-    opts = {**(torch._inductor.list_mode_options(mode) if mode else {}), **INDUCTOR_OPTIONS, **kw.get('options', {})}
+    opts = {**(torch._inductor.list_mode_options(mode) if mode else {}), **INDUCTOR_OPTIONS, **(kw.get('options') or {})}
     return {**{k: v for k, v in kw.items() if k != 'mode'}, 'options': opts}
 
 def _compile_layers(self: TargetModel,
