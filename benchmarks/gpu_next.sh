@@ -136,20 +136,18 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     bash "$0" tree_quick "$out"
     step bench_verify_cluster 60 python benchmarks/bench_verify_default.py --cluster --out "$out"
     keep_few "$out" gpu_next.log run_ahead_8x512.md bench_tree.md tree_tests.log bench_verify_cluster.log bench_verify_cluster.json ;;
-  s37b)   # the few-row GEMM (kernels/dev/few_row_gemm.cu, written in session 36, compile-checked, not run) against cuBLAS at the demo pair's projection shapes, M = 1, 9, 16, with and without the RMS norm in its prologue (<= 150 s)
+  s37b)   # the few-row GEMM (kernels/dev/few_row_gemm.cu; ran in session 37 inside s37c) against cuBLAS at the demo pair's projection shapes, M = 1, 9, 16, with and without the RMS norm in its prologue (<= 150 s)
     step bench_few_row_gemm 150 python benchmarks/bench_few_row_gemm.py --reps 30 --commit "$commit" --out "$out/bench_few_row_gemm.md" ;;
   s38a)   # session 37's compiles without pad_mm (model.INDUCTOR_OPTIONS): the compiled rounds' tests, then issue 17's figures
     export DDTREE_COMMIT=$commit
     cells05 250
     step run_ahead_8x512 320 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --compile --merge on --temps 0,1 --reps 2 --prompts 8 --max-new 512 --budgets 8,15,16
     cp "$out/ra/run_ahead.md" "$out/run_ahead_8x512.md" 2>/dev/null ;;
-  s37c)   # the verify forward's two compiles (session 36): inductor's pad_mm (timed padding of 9- and 17-row GEMMs) on and off, each in a fresh process with an empty inductor cache
+  s37c)   # the verify forward's two compiles (session 36): inductor's pad_mm on, then off, each in a fresh process with an empty inductor cache; then s37b
     export TORCH_LOGS=recompiles
-    for v in pad:--pad nopad: bench; do
-      name=${v%%:*}; flag=${v#*:}; [ "$flag" = "$v" ] && flag=
-      if [ "$name" = bench ]; then step bench_few_row_gemm 150 python benchmarks/bench_few_row_gemm.py --reps 30 --commit "$commit" --out "$out/bench_few_row_gemm.md"; continue; fi
-      TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) step diag_$name 150 python benchmarks/diag_compile_layout.py --order ddtree:8,ddtree:16,dflash --max-new 16 $flag --out "$out/diag_$name.json"
-    done ;;
+    TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) step diag_pad 150 python benchmarks/diag_compile_layout.py --order ddtree:8,ddtree:16,dflash --max-new 16 --pad --out "$out/diag_pad.json"
+    TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) step diag_nopad 150 python benchmarks/diag_compile_layout.py --order ddtree:8,ddtree:16,dflash --max-new 16 --out "$out/diag_nopad.json"
+    bash "$0" s37b "$out" ;;
   s37a)   # tree_accept's grid (accept_compact(grid=); ran in session 36 on 5598d82): nbs/04's cuda cells (every grid gives the same walk and rows), then bench_accept_grid at the demo pair's and Kimi's shapes (<= 240 s)
     export DDTREE_COMMIT=$commit
     step accept_tests 120 nbdev_test --flags cuda --do_print --path nbs/04_accept.ipynb
