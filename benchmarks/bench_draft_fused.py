@@ -1,0 +1,150 @@
+"""The demo drafter's whole draft in one launch (kernels/dev/draft_fused.cu) against the compiled torch draft the round runs.
+
+Not a test. The demo pair in bf16 on the GPU; the drafter's context cache filled with --ctx rows from random features, then one
+draft of 16 feature rows (n_new of them real) and a root token. Checked first, against the same draft in float32 (the
+drafter loaded in float32, its cache filled from the same features): the logits' max |error| of the torch bf16 draft and of the
+kernel, the share of depths whose argmax equals float32's, the cache rows the draft writes (context and block keys and values
+against the torch bf16 draft's) and the cache length. Then µs a draft: 20 drafts back to back in one CUDA graph (each after a
+one-element copy that puts the cache length back), CUDA events around the replay, median of --reps replays; the copy alone
+is timed too and subtracted. The kernel at each grid size of --grids.
+
+    python benchmarks/bench_draft_fused.py [--ctx 600] [--n-new 5] [--grids 16,32,64,96,128] [--reps 30] [--out OUT.md] [--commit HASH]
+"""
+import argparse, json, statistics, time
+import torch
+from ddtree_nb.runtime import load_kernel, engine_stream
+from ddtree_nb.demo import load_demo_pair
+from ddtree_nb.model import merge_projections
+
+N_CALLS, SIG = 20, 'P' + 'i' * 9 + 'ff'
+P_LAYER0, L_STRIDE = 16, 8
+
+
+def pack(drafter, target, cache, feats, n_new, root, out, ws, parts, bar):
+    "The kernel's pointer table (kernels/dev/draft_fused.cu's P_* and L_* order) and the tensors it points into (kept alive)."
+    keep, ptr = [], lambda t: (keep.append(t), t.data_ptr())[1]
+    P = [0] * (P_LAYER0 + L_STRIDE * len(drafter.layers))
+    P[:15] = [ptr(feats), ptr(drafter.fc.weight.contiguous()), ptr(drafter.hidden_norm.weight), ptr(target.embed_tokens.weight),
+              ptr(target.lm_head.weight), ptr(drafter.norm.weight), ptr(cache.k), ptr(cache.v), ptr(cache.length), ptr(n_new),
+              ptr(root), ptr(out), ptr(ws), ptr(bar), ptr(parts)]
+    for l, layer in enumerate(drafter.layers):
+        a, m = layer.self_attn, layer.mlp
+        P[P_LAYER0 + l * L_STRIDE: P_LAYER0 + (l + 1) * L_STRIDE] = [
+            ptr(torch.cat([a.k_proj.weight, a.v_proj.weight, a.q_proj.weight])), ptr(a.q_norm.weight), ptr(a.k_norm.weight),
+            ptr(a.o_proj.weight.contiguous()), ptr(layer.input_layernorm.weight), ptr(layer.post_attention_layernorm.weight),
+            ptr(torch.cat([m.gate_proj.weight, m.up_proj.weight])), ptr(m.down_proj.weight.contiguous())]
+    return torch.tensor(P, dtype=torch.int64, device=feats.device), keep
+
+
+class Fused:
+    "The kernel with its workspace, over `cache` (bf16), for drafts of `feats` [R <= 16, KF]."
+    def __init__(self, drafter, target, cache, feats, n_new, root):
+        c, dev = drafter.config, feats.device
+        self.H, self.I, self.NH, self.NL, self.S = c.hidden_size, c.intermediate_size, c.num_attention_heads, c.num_hidden_layers, cache.max_tokens
+        self.R, self.KF, self.V = feats.shape[0], feats.shape[1], c.vocab_size
+        assert c.num_key_value_heads == self.NH and c.head_dim == 64 and c.block_size == 16 and self.R <= 16 and self.S <= 4096
+        self.out = torch.empty(15, self.V, dtype=torch.float32, device=dev)
+        ws = torch.empty(16 * (2 * self.H + 64 * self.NH + self.I), dtype=torch.bfloat16, device=dev)
+        parts = torch.empty(self.NH * -(-self.S // 128) * (32 + 16 * 64), dtype=torch.float32, device=dev)
+        self.bar = torch.zeros(2, dtype=torch.int32, device=dev)
+        self.P, self.keep = pack(drafter, target, cache, feats, n_new, root, self.out, ws, parts, self.bar)
+        self.k = load_kernel('dev/draft_fused.cu', 'draft_fused', SIG)
+        ldx = max(self.KF, self.I, self.H, 64 * self.NH) + 32
+        self.smem = 2 * max(16 * ldx, 9 * 16 * 72) + 4 * (8 * 16 * 64 + 8 * 2 * 16 + 16 * 68 + 8 * 32 * 2 + 16 + self.NH * 16 * 32)
+        self.k.set_max_dynamic_shared(self.smem)
+        self.eps, self.theta, self.mask = c.rms_norm_eps, c.rope_theta, c.mask_token_id
+
+    def __call__(self, grid):
+        self.k(self.P, self.R, self.KF, self.H, self.I, self.V, self.NH, self.NL, self.S, self.mask, self.eps, self.theta,
+               grid=(grid,), block=(256,), shared=self.smem)
+        return self.out
+
+
+def filled_cache(drafter, S, ctx_feats):
+    cache = drafter.new_cache(S)
+    drafter.extend(cache, ctx_feats, torch.tensor([ctx_feats.shape[0]], dtype=torch.int32, device=ctx_feats.device))
+    return cache
+
+
+def clone_cache(cache):
+    c = type(cache).__new__(type(cache))
+    c.k, c.v, c.length, c.tickets = cache.k.clone(), cache.v.clone(), cache.length.clone(), cache.tickets.clone()
+    return c
+
+
+def timed(fn, reset, es, reps):
+    with es:
+        fn(); torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=es.torch):
+            for _ in range(N_CALLS): reset(); fn()
+        ts = []
+        for _ in range(reps):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record(es.torch); g.replay(); b.record(es.torch); b.synchronize()
+            ts.append(1e3 * a.elapsed_time(b) / N_CALLS)
+    return statistics.median(ts)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--ctx', type=int, default=600); ap.add_argument('--n-new', type=int, default=5)
+    ap.add_argument('--max-tokens', type=int, default=2048); ap.add_argument('--grids', default='16,32,64,96,128')
+    ap.add_argument('--reps', type=int, default=30); ap.add_argument('--out'); ap.add_argument('--commit', default='')
+    a = ap.parse_args(argv)
+    dev = torch.device('cuda')
+    tgt, drafter, _ = load_demo_pair('cuda', torch.bfloat16)
+    tgt32, d32, _ = load_demo_pair('cuda', torch.float32)
+    merge_projections(drafter)          # as the round runs it (Stages(merge=True))
+    c = drafter.config
+    KF = len(c.target_layer_ids) * c.hidden_size
+    g = torch.Generator(device='cpu').manual_seed(0)
+    ctx = torch.randn(a.ctx, KF, generator=g).to(dev)
+    feats = torch.randn(16, KF, generator=g).to(dev)
+    n_new, root = torch.tensor([a.n_new], dtype=torch.int32, device=dev), torch.tensor([1234], dtype=torch.int64, device=dev)
+    base, base32 = filled_cache(drafter, a.max_tokens, ctx.bfloat16()), filled_cache(d32, a.max_tokens, ctx)
+    L0, L1 = a.ctx, a.ctx + a.n_new
+    # references: float32, and the torch bf16 draft (eager, as the engine's kernels run it)
+    ref32 = d32.draft(clone_cache(base32), feats, n_new, root).float()
+    cref = clone_cache(base)
+    ref16 = drafter.draft(cref, feats.bfloat16(), n_new, root).float()
+    fb = feats.bfloat16().contiguous()
+    rows = []
+    def errs(x):
+        return dict(max_err=(x - ref32).abs().max().item(), argmax_eq=(x.argmax(-1) == ref32.argmax(-1)).float().mean().item())
+    res = dict(meta=dict(date=time.strftime('%Y-%m-%d'), gpu=torch.cuda.get_device_name(), commit=a.commit, ctx=L0, n_new=a.n_new,
+                         command='python benchmarks/bench_draft_fused.py ' + ' '.join(argv or __import__('sys').argv[1:])),
+               torch_bf16=errs(ref16), logit_scale=ref32.abs().max().item())
+    es = engine_stream()
+    comp = drafter.compiled_draft()
+    cc = clone_cache(base)
+    reset_c = lambda: cc.length.fill_(L0)
+    t_fill = timed(lambda: None, reset_c, es, a.reps)
+    t_comp = timed(lambda: comp(cc, fb, n_new, root), reset_c, es, a.reps) - t_fill
+    t_eager = timed(lambda: drafter.draft(cc, fb, n_new, root), reset_c, es, a.reps) - t_fill
+    res.update(fill_us=round(1e3 * t_fill, 2), compiled_us=round(1e3 * t_comp, 2), eager_us=round(1e3 * t_eager, 2))
+    for G in [int(x) for x in a.grids.split(',')]:
+        fc = clone_cache(base)
+        f = Fused(drafter, tgt, fc, fb, n_new, root)
+        out = f(G).clone(); torch.cuda.synchronize()
+        kv = [(fc.k[:, L0:L1 + 16] - cref.k[:, L0:L1 + 16]).abs().max().item(), (fc.v[:, L0:L1 + 16] - cref.v[:, L0:L1 + 16]).abs().max().item()]
+        row = dict(grid=G, **errs(out), vs_torch_bf16=(out - ref16).abs().max().item(), length_ok=int(fc.length.item()) == L1,
+                   kv_max_diff=kv, bar_zero=f.bar.abs().sum().item() == 0)
+        reset_f = lambda: fc.length.fill_(L0)
+        row['us'] = round(1e3 * (timed(lambda: f(G), reset_f, es, a.reps) - t_fill), 2)
+        rows.append(row); print(row, flush=True)
+    res['fused'] = rows
+    print(json.dumps({k: v for k, v in res.items() if k != 'fused'}, indent=1))
+    if a.out:
+        md = [f"# The draft in one launch (kernels/dev/draft_fused.cu) ({res['meta']['date']}, {res['meta']['gpu']}, commit {a.commit})", '',
+              f"Command: `{res['meta']['command']}`; demo pair bf16, context {L0} rows, n_new {a.n_new}; µs a draft (20 back to back in a graph, the length reset copy subtracted: {res['fill_us']} µs).", '',
+              f"- compiled torch draft (the round's): **{res['compiled_us']} µs**; eager torch draft: {res['eager_us']} µs",
+              f"- torch bf16 draft against float32: max |logit error| {res['torch_bf16']['max_err']:.4f} (logits up to {res['logit_scale']:.1f}), argmax equal at {res['torch_bf16']['argmax_eq']:.3f} of depths", '',
+              '| grid | µs | max err vs fp32 | argmax = fp32 | max diff vs torch bf16 | cache k, v max diff | length | barrier back to 0 |', '|---|---|---|---|---|---|---|---|']
+        md += [f"| {r['grid']} | **{r['us']}** | {r['max_err']:.4f} | {r['argmax_eq']:.3f} | {r['vs_torch_bf16']:.4f} | {r['kv_max_diff'][0]:.4f}, {r['kv_max_diff'][1]:.4f} | {r['length_ok']} | {r['bar_zero']} |" for r in rows]
+        open(a.out, 'w').write('\n'.join(md) + '\n')
+        json.dump(res, open(a.out.rsplit('.', 1)[0] + '.json', 'w'), indent=1)
+
+
+if __name__ == '__main__':
+    main()
