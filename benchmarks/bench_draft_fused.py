@@ -16,17 +16,17 @@ from ddtree_nb.runtime import load_kernel, engine_stream
 from ddtree_nb.demo import load_demo_pair
 from ddtree_nb.model import merge_projections
 
-N_CALLS, SIG = 20, 'P' + 'i' * 9 + 'ff'
+N_CALLS, SIG = 20, 'PPPPP' + 'i' * 9 + 'ff'
 P_LAYER0, L_STRIDE = 16, 8
 
 
-def pack(drafter, target, cache, feats, n_new, root, out, ws, parts, bar):
+def pack(drafter, target, cache, ws, parts, bar):
     "The kernel's pointer table (kernels/dev/draft_fused.cu's P_* and L_* order) and the tensors it points into (kept alive)."
     keep, ptr = [], lambda t: (keep.append(t), t.data_ptr())[1]
     P = [0] * (P_LAYER0 + L_STRIDE * len(drafter.layers))
-    P[:15] = [ptr(feats), ptr(drafter.fc.weight.contiguous()), ptr(drafter.hidden_norm.weight), ptr(target.embed_tokens.weight),
-              ptr(target.lm_head.weight), ptr(drafter.norm.weight), ptr(cache.k), ptr(cache.v), ptr(cache.length), ptr(n_new),
-              ptr(root), ptr(out), ptr(ws), ptr(bar), ptr(parts)]
+    P[:11] = [ptr(drafter.fc.weight.contiguous()), ptr(drafter.hidden_norm.weight), ptr(target.embed_tokens.weight),
+              ptr(target.lm_head.weight), ptr(drafter.norm.weight), ptr(cache.k), ptr(cache.v), ptr(cache.length), ptr(ws),
+              ptr(bar), ptr(parts)]
     for l, layer in enumerate(drafter.layers):
         a, m = layer.self_attn, layer.mlp
         P[P_LAYER0 + l * L_STRIDE: P_LAYER0 + (l + 1) * L_STRIDE] = [
@@ -47,7 +47,8 @@ class Fused:
         ws = torch.empty(16 * (2 * self.H + 64 * self.NH + self.I), dtype=torch.bfloat16, device=dev)
         parts = torch.empty(self.NH * -(-self.S // 128) * (32 + 16 * 64), dtype=torch.float32, device=dev)
         self.bar = torch.zeros(2, dtype=torch.int32, device=dev)
-        self.P, self.keep = pack(drafter, target, cache, feats, n_new, root, self.out, ws, parts, self.bar)
+        self.P, self.keep = pack(drafter, target, cache, ws, parts, self.bar)
+        self.args = (feats, n_new, root, self.out)
         self.k = load_kernel('dev/draft_fused.cu', 'draft_fused', SIG)
         ldx = max(self.KF, self.I, self.H, 64 * self.NH) + 32
         self.smem = 2 * max(16 * ldx, 9 * 16 * 72) + 4 * (8 * 16 * 64 + 8 * 2 * 16 + 16 * 68 + 8 * 32 * 2 + 16 + self.NH * 16 * 32)
@@ -55,7 +56,7 @@ class Fused:
         self.eps, self.theta, self.mask = c.rms_norm_eps, c.rope_theta, c.mask_token_id
 
     def __call__(self, grid):
-        self.k(self.P, self.R, self.KF, self.H, self.I, self.V, self.NH, self.NL, self.S, self.mask, self.eps, self.theta,
+        self.k(self.P, *self.args, self.R, self.KF, self.H, self.I, self.V, self.NH, self.NL, self.S, self.mask, self.eps, self.theta,
                grid=(grid,), block=(256,), shared=self.smem)
         return self.out
 
@@ -101,7 +102,7 @@ def main(argv=None):
     g = torch.Generator(device='cpu').manual_seed(0)
     ctx = torch.randn(a.ctx, KF, generator=g).to(dev)
     feats = torch.randn(16, KF, generator=g).to(dev)
-    n_new, root = torch.tensor([a.n_new], dtype=torch.int32, device=dev), torch.tensor([1234], dtype=torch.int64, device=dev)
+    n_new, root = torch.tensor([a.n_new], dtype=torch.int32, device=dev), torch.tensor([1234], dtype=torch.int32, device=dev)
     base, base32 = filled_cache(drafter, a.max_tokens, ctx.bfloat16()), filled_cache(d32, a.max_tokens, ctx)
     L0, L1 = a.ctx, a.ctx + a.n_new
     # references: float32, and the torch bf16 draft (eager, as the engine's kernels run it)

@@ -33,8 +33,9 @@
 
 typedef __nv_bfloat16 bf16;
 
-// The pointer table P (int64 on the device): the draft's tensors, then 8 a layer.
-enum { P_FEAT, P_FC, P_HNORM, P_EMBED, P_HEAD, P_NORM, P_K, P_V, P_LEN, P_NNEW, P_ROOT, P_OUT, P_WS, P_BAR, P_PART, P_LAYER0 = 16 };
+// The pointer table P (int64 on the device): the drafter's weights, its cache and the kernel's workspace (what stays the same
+// from draft to draft), then 8 a layer. A draft's own tensors (features, n_new, root token, logits) are arguments.
+enum { P_FC, P_HNORM, P_EMBED, P_HEAD, P_NORM, P_K, P_V, P_LEN, P_WS, P_BAR, P_PART, P_LAYER0 = 16 };
 enum { L_WKVQ, L_QN, L_KN, L_WO, L_LN1, L_LN2, L_WGU, L_WD, L_STRIDE };
 
 __device__ __forceinline__ float bf16r(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
@@ -271,7 +272,8 @@ __device__ void merge_parts(const float *parts, int NH, int nch, bf16 *xs, int l
 }
 
 extern "C" __global__ void __launch_bounds__(DF_THREADS, 1) draft_fused(
-    const unsigned long long *__restrict__ P, int R, int KF, int H, int I, int V, int NH, int NL, int S, int mask_id,
+    const unsigned long long *__restrict__ P, const bf16 *__restrict__ feat, const int *__restrict__ n_new,
+    const int *__restrict__ root_token, float *__restrict__ out, int R, int KF, int H, int I, int V, int NH, int NL, int S, int mask_id,
     float eps, float theta)
 {
     extern __shared__ __align__(16) float df_smem[];
@@ -284,8 +286,8 @@ extern "C" __global__ void __launch_bounds__(DF_THREADS, 1) draft_fused(
     float *rs = reinterpret_cast<float *>(cs + DF_WARPS * 32);              // [16]
     float *wgt = rs + DF_T;                                                 // [NH * 16][32]
     const int G = gridDim.x, b = blockIdx.x, tid = threadIdx.x;
-    const int L0 = *reinterpret_cast<const int *>(P[P_LEN]), n = *reinterpret_cast<const int *>(P[P_NNEW]), L1 = L0 + n;
-    const long long root = *reinterpret_cast<const long long *>(P[P_ROOT]);
+    const int L0 = *reinterpret_cast<const int *>(P[P_LEN]), n = *n_new, L1 = L0 + n;
+    const long long root = *root_token;   // int32 on the device, as `Accepted.bonus`
     bf16 *ws = reinterpret_cast<bf16 *>(P[P_WS]);
     bf16 *xc = ws, *hbuf = xc + DF_T * H, *qbuf = hbuf + DF_T * H, *act = qbuf + DF_T * NH * DF_HD;
     float *parts = reinterpret_cast<float *>(P[P_PART]);
@@ -301,7 +303,7 @@ extern "C" __global__ void __launch_bounds__(DF_THREADS, 1) draft_fused(
     // A: fc of the context rows (units of 64 columns) | layer 0's k, v, q (a unit per head)
     for (int u = b; u < H / 64 + 3 * NH; u += G) {
         if (u < H / 64) {
-            load_rows(xs, ldx, nullptr, reinterpret_cast<const bf16 *>(P[P_FEAT]), KF, KF, R, nullptr, eps, rs);
+            load_rows(xs, ldx, nullptr, feat, KF, KF, R, nullptr, eps, rs);
             const bf16 *wj[8];
             for (int j = 0; j < 8; ++j) wj[j] = reinterpret_cast<const bf16 *>(P[P_FC]) + (size_t)(u * 64 + j * 8) * KF;
             unit_gemm<8>(xs, ldx, KF, wj, red, tile);
@@ -380,7 +382,6 @@ extern "C" __global__ void __launch_bounds__(DF_THREADS, 1) draft_fused(
         grid_sync(bar, ++nb);
     }
     // H: final norm of rows 1 .. 15, lm_head, fp32 logits [15][V]
-    float *out = reinterpret_cast<float *>(P[P_OUT]);
     for (int u = b; u < V / 64; u += G) {
         load_rows(xs, ldx, nullptr, hbuf + H, H, H, DF_T - 1, reinterpret_cast<const bf16 *>(P[P_NORM]), eps, rs);
         const bf16 *wj[8];
