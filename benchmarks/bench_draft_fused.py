@@ -33,7 +33,7 @@ def pack(drafter, target, cache, ws, parts, bar):
             ptr(torch.cat([a.k_proj.weight, a.v_proj.weight, a.q_proj.weight])), ptr(a.q_norm.weight), ptr(a.k_norm.weight),
             ptr(a.o_proj.weight.contiguous()), ptr(layer.input_layernorm.weight), ptr(layer.post_attention_layernorm.weight),
             ptr(torch.cat([m.gate_proj.weight, m.up_proj.weight])), ptr(m.down_proj.weight.contiguous())]
-    return torch.tensor(P, dtype=torch.int64, device=feats.device), keep
+    return torch.tensor(P, dtype=torch.int64, device=cache.k.device), keep
 
 
 class Fused:
