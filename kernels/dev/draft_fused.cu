@@ -20,21 +20,22 @@
 // H % 64 == 0, I % 16 == 0, V % 64 == 0; cache rows >= S are not written (the torch path drops them too).
 // The grid barrier is a counter in `bar` (2 words, zero between launches; the last block to finish puts them back to 0): every
 // block must be resident at once, so G <= the SMs (one block an SM by its shared memory).
-#include "draft_attn.cu"
+#include "draft_attn.cu"            // norm_rope_row, rope_cs, rope_inv_freq, mma16816, ldsm_x2_trans
+#include "verify_attn_common.cuh"   // cp.async
 
 #define DF_THREADS 256
 #define DF_WARPS 8
 #define DF_T 16
 #define DF_HD 64
-#define DF_PAD 32            // bf16 a shared X row is padded by (64 B: a quarter-warp's 16-B loads of 2 rows x 4 k chunks hit distinct banks)
+#define DF_PAD 32            // bf16 a shared X or W row is padded by (64 B: a quarter-warp's 16-B loads of 2 rows x 4 k chunks hit distinct banks)
 #define DF_CHUNK 128         // keys an attention unit takes: 16 a warp
 #define DF_TL 68             // floats a row of the reduced tile [16][64 + 4]
 #define DF_VL 72             // bf16 a row of a warp's V tile and of Q [16][64 + 8]
-
-typedef __nv_bfloat16 bf16;
+#define DF_KMAX 1024         // the widest GEMM input (load_rows holds 8 chunks a thread)
 
 // The pointer table P (int64 on the device): the drafter's weights, its cache and the kernel's workspace (what stays the same
 // from draft to draft), then 8 a layer. A draft's own tensors (features, n_new, root token, logits) are arguments.
+// P_BAR: int32 [2 + NH] zeros: the grid barrier's two words, then the attention merge's ticket of each head.
 enum { P_FC, P_HNORM, P_EMBED, P_HEAD, P_NORM, P_K, P_V, P_LEN, P_WS, P_BAR, P_PART, P_LAYER0 = 16 };
 enum { L_WKVQ, L_QN, L_KN, L_WO, L_LN1, L_LN2, L_WGU, L_WD, L_STRIDE };
 
@@ -57,19 +58,43 @@ __device__ __forceinline__ void grid_sync(unsigned *bar, unsigned k) {
     __syncthreads();
 }
 
-// X rows into shared memory: row r (< nrows) from `first` (r == 0, when given) or src + r * lds, K columns; rows nrows..15 zero.
-// g != nullptr: each row RMS-normed as model.RMSNorm rounds it, bf16(g * bf16(x * rsqrt(mean(x^2) + eps))).
+// One stage: the block's units u = blockIdx.x + i G; the first unit's weights are fetched (cp.async) before the barrier that
+// waits for the stage before, so their loads overlap the wait; a later unit fetches its own.
+template <class F, class B>
+__device__ __forceinline__ void stage(int nunits, unsigned *bar, unsigned &nb, F fetch, B body) {
+    if ((int)blockIdx.x < nunits) fetch((int)blockIdx.x);
+    grid_sync(bar, ++nb);
+    for (int u = blockIdx.x; u < nunits; u += gridDim.x) { if (u != (int)blockIdx.x) fetch(u); body(u); }
+}
+
+// A unit's W rows into wsm [NC][K + DF_PAD] (one cp.async group): rows [0, NC / 2) from w0, [NC / 2, NC) from w1, K bf16 each.
+__device__ void w_fetch(bf16 *wsm, const bf16 *w0, const bf16 *w1, int NC, int K) {
+    const int cpr = K / 8, ldw = K + DF_PAD, half = NC / 2;
+    for (int c = threadIdx.x; c < NC * cpr; c += DF_THREADS) {
+        const int row = c / cpr, k = c % cpr * 8;
+        cp_async16(smem_u32(wsm + row * ldw + k), (row < half ? w0 + (size_t)row * K : w1 + (size_t)(row - half) * K) + k, 16);
+    }
+    cp_async_commit();
+}
+
+// X rows into shared memory: row r (< nrows) from `first` (r == 0, when given) or src + r * lds, K <= DF_KMAX columns; rows
+// nrows..15 zero. g != nullptr: each row RMS-normed as model.RMSNorm rounds it, bf16(g * bf16(x * rsqrt(mean(x^2) + eps))).
 __device__ void load_rows(bf16 *xs, int ldx, const bf16 *first, const bf16 *src, size_t lds, int K, int nrows,
                           const bf16 *__restrict__ g, float eps, float *rs) {
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, cpr = K / 8;
-    for (int c = tid; c < DF_T * cpr; c += DF_THREADS) {
-        const int r = c / cpr, k = c % cpr * 8;
-        uint4 v = make_uint4(0, 0, 0, 0);
-        if (r < nrows) v = ldcg16((r == 0 && first ? first : src + r * lds) + k);
-        *reinterpret_cast<uint4 *>(xs + r * ldx + k) = v;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, cpr = K / 8, n = DF_T * cpr;
+    uint4 v[DF_KMAX * DF_T / 8 / DF_THREADS];
+    #pragma unroll
+    for (int i = 0; i < DF_KMAX * DF_T / 8 / DF_THREADS; ++i) {   // every load in flight, then the stores
+        const int c = tid + i * DF_THREADS, r = c / cpr;
+        v[i] = c < n && r < nrows ? ldcg16((r == 0 && first ? first : src + r * lds) + c % cpr * 8) : make_uint4(0, 0, 0, 0);
     }
-    if (!g) { __syncthreads(); return; }
+    #pragma unroll
+    for (int i = 0; i < DF_KMAX * DF_T / 8 / DF_THREADS; ++i) {
+        const int c = tid + i * DF_THREADS;
+        if (c < n) *reinterpret_cast<uint4 *>(xs + c / cpr * ldx + c % cpr * 8) = v[i];
+    }
     __syncthreads();
+    if (!g) return;
     for (int r = warp; r < DF_T; r += DF_WARPS) {
         float s = 0.f;
         for (int k = lane * 2; k < K; k += 64) { const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(xs + r * ldx + k)); s += f.x * f.x + f.y * f.y; }
@@ -87,24 +112,24 @@ __device__ void load_rows(bf16 *xs, int ldx, const bf16 *first, const bf16 *src,
     __syncthreads();
 }
 
-// Y[16][NJ * 8] = X W^T over K into tile [16][DF_TL] (fp32), tile j's 8 columns from rows wj[j] .. wj[j] + 7 of K bf16 each.
+// Y[16][NJ * 8] = X W^T over K into tile [16][DF_TL] (fp32), W the unit's rows in wsm (w_fetch; waited for here).
 template <int NJ>
-__device__ void unit_gemm(const bf16 *xs, int ldx, int K, const bf16 *const *wj, float *red, float *tile) {
+__device__ void unit_gemm(const bf16 *xs, int ldx, int K, const bf16 *wsm, float *red, float *tile) {
     constexpr int NC = NJ * 8;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, t = lane & 3;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, t = lane & 3, ldw = K + DF_PAD;
+    cp_async_wait_all();
+    __syncthreads();
     float c[NJ][4];
     #pragma unroll
     for (int j = 0; j < NJ; ++j) c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0.f;
     for (int ks = warp; ks < K / 32; ks += DF_WARPS) {
         const int k = ks * 32 + 8 * t;
-        uint4 b[NJ];
-        #pragma unroll
-        for (int j = 0; j < NJ; ++j) b[j] = __ldg(reinterpret_cast<const uint4 *>(wj[j] + (size_t)gr * K + k));
         const uint4 lo = *reinterpret_cast<const uint4 *>(xs + gr * ldx + k), hi = *reinterpret_cast<const uint4 *>(xs + (gr + 8) * ldx + k);
         #pragma unroll
         for (int j = 0; j < NJ; ++j) {   // the lane's k 0-3 feed slots 2t, 2t + 1, 8 + 2t, 9 + 2t of one mma, its k 4-7 the next
-            mma16816(c[j], lo.x, hi.x, lo.y, hi.y, b[j].x, b[j].y);
-            mma16816(c[j], lo.z, hi.z, lo.w, hi.w, b[j].z, b[j].w);
+            const uint4 b = *reinterpret_cast<const uint4 *>(wsm + (j * 8 + gr) * ldw + k);
+            mma16816(c[j], lo.x, hi.x, lo.y, hi.y, b.x, b.y);
+            mma16816(c[j], lo.z, hi.z, lo.w, hi.w, b.z, b.w);
         }
     }
     float *mine = red + warp * DF_T * NC;
@@ -142,47 +167,32 @@ __device__ void head_out(float *tile, int nrows, const bf16 *w, float eps, float
     }
 }
 
-// The block's k, v or q of head `hu % NH` (kind hu / NH: 0 k, 1 v, 2 q) of one layer, X (normed rows) already in xs.
-__device__ void qkv_unit(const unsigned long long *P, int l, int hu, const bf16 *xs, int ldx, int H, int NH, int S, int L1,
-                         float eps, float theta, bf16 *qbuf, float *red, float *tile, float2 *cs) {
-    const unsigned long long *LP = P + P_LAYER0 + l * L_STRIDE;
-    const int kind = hu / NH, h = hu % NH;
-    const bf16 *W = reinterpret_cast<const bf16 *>(LP[L_WKVQ]) + (size_t)(kind * NH + h) * DF_HD * H;
-    const bf16 *wj[8];
-    #pragma unroll
-    for (int j = 0; j < 8; ++j) wj[j] = W + (size_t)j * 8 * H;
-    unit_gemm<8>(xs, ldx, H, wj, red, tile);
-    if (kind == 2) { head_out(tile, DF_T, reinterpret_cast<const bf16 *>(LP[L_QN]), eps, theta, L1, qbuf + h * DF_HD, (size_t)NH * DF_HD, cs); return; }
-    const size_t lstride = (size_t)S * NH * DF_HD;
-    bf16 *dst = reinterpret_cast<bf16 *>(P[kind == 0 ? P_K : P_V]) + l * lstride + ((size_t)L1 * NH + h) * DF_HD;
-    head_out(tile, min(DF_T, S - L1), kind == 0 ? reinterpret_cast<const bf16 *>(LP[L_KN]) : nullptr, eps, theta, L1, dst, (size_t)NH * DF_HD, cs);
-}
-
 // Attention of the block's 16 query rows of head h over keys [key0, key0 + DF_CHUNK) of [0, Lk): warp w takes keys key0 + 16 w
 // .. + 15 (scores and P V on tensor cores, P rounded to bf16 as the reference's PV product), the warps merge in shared memory
-// and the block writes its partial: max (log2 domain) and sum [16], O [16][64] unnormalised, fp32.
-__device__ void attn_unit(const bf16 *qbuf, int NH, const bf16 *kc, const bf16 *vc, int h, int key0, int Lk, float qscale,
-                          bf16 *smem_bf, float *red, float *part) {
+// and the block writes its partial: max (log2 domain) and sum [16], O [16][64] unnormalised, fp32. The last of the head's nch
+// blocks to finish (its ticket) merges them into out [16][ld] bf16 (the head's 64 columns) and puts the ticket back to 0.
+__device__ void attn_unit(const bf16 *qbuf, int NH, const bf16 *kc, const bf16 *vc, int h, int chunk, int nch, int Lk,
+                          float qscale, bf16 *smem_bf, float *red, float *parts, int *ticket, bf16 *out, int *flag) {
+    constexpr int PS = 2 * DF_T + DF_T * DF_HD;   // floats a partial
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gr = lane >> 2, t = lane & 3;
     bf16 *qs = smem_bf, *vt = smem_bf + DF_T * DF_VL + warp * DF_T * DF_VL;
-    for (int c = tid; c < DF_T * 8; c += DF_THREADS) {
-        const int r = c / 8, k = c % 8 * 8;
-        *reinterpret_cast<uint4 *>(qs + r * DF_VL + k) = ldcg16(qbuf + (size_t)r * NH * DF_HD + h * DF_HD + k);
-    }
-    const int k0 = key0 + warp * 16;
-    // this warp's V rows into its tile (zeros past Lk: a scratch row's NaN must not meet P = 0) and its K fragments
-    #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const int e = lane + 32 * i, r = e / 8, ch = e % 8 * 8, key = k0 + r;
-        *reinterpret_cast<uint4 *>(vt + r * DF_VL + ch) = key < Lk ? ldcg16(vc + ((size_t)key * NH + h) * DF_HD + ch) : make_uint4(0, 0, 0, 0);
-    }
-    uint4 kb[2][2];
+    const int k0 = chunk * DF_CHUNK + warp * 16;
+    // the warp's K fragments and V rows (zeros past Lk: a scratch row's NaN must not meet P = 0), Q into shared memory
+    uint4 kb[2][2], vr[4];
     #pragma unroll
     for (int nt = 0; nt < 2; ++nt) {
         const int key = k0 + nt * 8 + gr;
         #pragma unroll
         for (int s = 0; s < 2; ++s) kb[nt][s] = key < Lk ? ldcg16(kc + ((size_t)key * NH + h) * DF_HD + s * 32 + 8 * t) : make_uint4(0, 0, 0, 0);
     }
+    #pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int e = lane + 32 * i, key = k0 + e / 8;
+        vr[i] = key < Lk ? ldcg16(vc + ((size_t)key * NH + h) * DF_HD + e % 8 * 8) : make_uint4(0, 0, 0, 0);
+    }
+    if (tid < DF_T * 8) *reinterpret_cast<uint4 *>(qs + tid / 8 * DF_VL + tid % 8 * 8) = ldcg16(qbuf + (size_t)tid / 8 * NH * DF_HD + h * DF_HD + tid % 8 * 8);
+    #pragma unroll
+    for (int i = 0; i < 4; ++i) { const int e = lane + 32 * i; *reinterpret_cast<uint4 *>(vt + e / 8 * DF_VL + e % 8 * 8) = vr[i]; }
     __syncthreads();
     float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
     #pragma unroll
@@ -214,25 +224,21 @@ __device__ void attn_unit(const bf16 *qbuf, int NH, const bf16 *kc, const bf16 *
     for (int i = 0; i < 2; ++i) { l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1); l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2); }
     auto pk = [](float a, float b) { const __nv_bfloat162 v = __floats2bfloat162_rn(a, b); return *reinterpret_cast<const uint32_t *>(&v); };
     const uint32_t a0 = pk(sc[0][0], sc[0][1]), a1 = pk(sc[0][2], sc[0][3]), a2 = pk(sc[1][0], sc[1][1]), a3 = pk(sc[1][2], sc[1][3]);
-    float o[8][4];
-    #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-        o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
-        uint32_t b0, b1;
-        ldsm_x2_trans(b0, b1, vt + (lane & 15) * DF_VL + j * 8);
-        mma16816(o[j], a0, a1, a2, a3, b0, b1);
-    }
-    // the warps' (m, l, O) to shared memory, then the block's merge over them
     float *wo = red + warp * DF_T * DF_HD, *wm = red + DF_WARPS * DF_T * DF_HD + warp * 2 * DF_T, *wl = wm + DF_T;
     #pragma unroll
     for (int j = 0; j < 8; ++j) {
-        *reinterpret_cast<float2 *>(wo + gr * DF_HD + j * 8 + 2 * t) = make_float2(o[j][0], o[j][1]);
-        *reinterpret_cast<float2 *>(wo + (gr + 8) * DF_HD + j * 8 + 2 * t) = make_float2(o[j][2], o[j][3]);
+        float o[4] = {0.f, 0.f, 0.f, 0.f};
+        uint32_t b0, b1;
+        ldsm_x2_trans(b0, b1, vt + (lane & 15) * DF_VL + j * 8);
+        mma16816(o, a0, a1, a2, a3, b0, b1);
+        *reinterpret_cast<float2 *>(wo + gr * DF_HD + j * 8 + 2 * t) = make_float2(o[0], o[1]);
+        *reinterpret_cast<float2 *>(wo + (gr + 8) * DF_HD + j * 8 + 2 * t) = make_float2(o[2], o[3]);
     }
     if (t == 0) { wm[gr] = m[0]; wm[gr + 8] = m[1]; wl[gr] = l[0]; wl[gr + 8] = l[1]; }
     __syncthreads();
     const float *wm0 = red + DF_WARPS * DF_T * DF_HD;
-    for (int e = tid; e < DF_T * DF_HD; e += DF_THREADS) {
+    float *part = parts + (size_t)(h * nch + chunk) * PS;
+    for (int e = tid; e < DF_T * DF_HD; e += DF_THREADS) {   // the warps' (m, l, O) merged: the block's partial
         const int r = e / DF_HD;
         float M = -INFINITY;
         #pragma unroll
@@ -246,52 +252,54 @@ __device__ void attn_unit(const bf16 *qbuf, int NH, const bf16 *kc, const bf16 *
         part[2 * DF_T + e] = s;
         if (e % DF_HD == 0) { part[r] = M; part[DF_T + r] = L; }
     }
+    __threadfence();
     __syncthreads();
-}
-
-// o_proj's X: the attention partials of every head merged into bf16 rows [16][NH * 64] in xs.
-__device__ void merge_parts(const float *parts, int NH, int nch, bf16 *xs, int ldx, float *wgt) {
-    const int tid = threadIdx.x, PS = 2 * DF_T + DF_T * DF_HD;   // floats a partial
-    for (int e = tid; e < NH * DF_T; e += DF_THREADS) {           // weights exp2(m_c - M) / sum, per (head, row, chunk)
-        const int h = e / DF_T, r = e % DF_T;
+    if (tid == 0) { const bool last = atomicAdd(ticket, 1) == nch - 1; if (last) *ticket = 0; *flag = last; }
+    __syncthreads();
+    if (*flag) {   // the head's nch partials into out: thread (row tid / 16, columns 4 (tid % 16) ..)
+        __threadfence();
+        const int r = tid / 16, d = tid % 16 * 4;
         const float *p0 = parts + (size_t)h * nch * PS;
         float M = -INFINITY, L = 0.f;
-        for (int c = 0; c < nch; ++c) M = fmaxf(M, __ldcg(p0 + c * PS + r));
-        for (int c = 0; c < nch; ++c) { const float m = __ldcg(p0 + c * PS + r); L += m == -INFINITY ? 0.f : exp2f(m - M) * __ldcg(p0 + c * PS + DF_T + r); }
-        for (int c = 0; c < nch; ++c) { const float m = __ldcg(p0 + c * PS + r); wgt[e * 32 + c] = m == -INFINITY ? 0.f : exp2f(m - M) / L; }
-    }
-    __syncthreads();
-    for (int e = tid; e < NH * DF_T * DF_HD; e += DF_THREADS) {
-        const int h = e / (DF_T * DF_HD), rd = e % (DF_T * DF_HD), r = rd / DF_HD, d = rd % DF_HD;
-        const float *p0 = parts + (size_t)h * nch * PS + 2 * DF_T + rd;
-        float s = 0.f;
-        for (int c = 0; c < nch; ++c) s += wgt[(h * DF_T + r) * 32 + c] * __ldcg(p0 + c * PS);
-        xs[r * ldx + h * DF_HD + d] = __float2bfloat16_rn(s);
+        float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
+        #pragma unroll 4
+        for (int c = 0; c < nch; ++c) {
+            const float mc = __ldcg(p0 + c * PS + r), lc = __ldcg(p0 + c * PS + DF_T + r);
+            const float4 oc = __ldcg(reinterpret_cast<const float4 *>(p0 + c * PS + 2 * DF_T + r * DF_HD + d));
+            if (mc == -INFINITY) continue;
+            const float Mn = fmaxf(M, mc), a = M == -INFINITY ? 0.f : exp2f(M - Mn), f = exp2f(mc - Mn);
+            L = L * a + f * lc;
+            s.x = s.x * a + f * oc.x; s.y = s.y * a + f * oc.y; s.z = s.z * a + f * oc.z; s.w = s.w * a + f * oc.w;
+            M = Mn;
+        }
+        __nv_bfloat162 *o = reinterpret_cast<__nv_bfloat162 *>(out + r * NH * DF_HD + h * DF_HD + d);
+        o[0] = __floats2bfloat162_rn(s.x / L, s.y / L); o[1] = __floats2bfloat162_rn(s.z / L, s.w / L);
     }
     __syncthreads();
 }
 
 extern "C" __global__ void __launch_bounds__(DF_THREADS, 1) draft_fused(
     const unsigned long long *__restrict__ P, const bf16 *__restrict__ feat, const int *__restrict__ n_new,
-    const int *__restrict__ root_token, float *__restrict__ out, int R, int KF, int H, int I, int V, int NH, int NL, int S, int mask_id,
-    float eps, float theta)
+    const int *__restrict__ root_token, float *__restrict__ out, int R, int KF, int H, int I, int V, int NH, int NL, int S,
+    int mask_id, float eps, float theta, int wsm_elems)
 {
     extern __shared__ __align__(16) float df_smem[];
-    unsigned char *smem = reinterpret_cast<unsigned char *>(df_smem);
     const int ldx = max(max(KF, I), max(H, NH * DF_HD)) + DF_PAD;
-    bf16 *xs = reinterpret_cast<bf16 *>(smem);                              // [16][ldx] (df_xs_elems)
-    float *red = reinterpret_cast<float *>(smem + df_xs_elems(ldx) * 2);          // [8][16][64] + the attention merge's [8][2][16]
+    bf16 *xs = reinterpret_cast<bf16 *>(df_smem);                           // [16][ldx] (df_xs_elems)
+    bf16 *wsm = xs + df_xs_elems(ldx);                                      // a unit's W rows [NC][K + DF_PAD] (wsm_elems)
+    float *red = reinterpret_cast<float *>(wsm + wsm_elems);                // [8][16][64] + the attention merge's [8][2][16]
     float *tile = red + DF_WARPS * DF_T * DF_HD + DF_WARPS * 2 * DF_T;      // [16][DF_TL]
     float2 *cs = reinterpret_cast<float2 *>(tile + DF_T * DF_TL);           // [8][32]
     float *rs = reinterpret_cast<float *>(cs + DF_WARPS * 32);              // [16]
-    float *wgt = rs + DF_T;                                                 // [NH * 16][32]
+    int *flag = reinterpret_cast<int *>(rs + DF_T);
     const int G = gridDim.x, b = blockIdx.x, tid = threadIdx.x;
     const int L0 = *reinterpret_cast<const int *>(P[P_LEN]), n = *n_new, L1 = L0 + n;
     const long long root = *root_token;   // int32 on the device, as `Accepted.bonus`
     bf16 *ws = reinterpret_cast<bf16 *>(P[P_WS]);
-    bf16 *xc = ws, *hbuf = xc + DF_T * H, *qbuf = hbuf + DF_T * H, *act = qbuf + DF_T * NH * DF_HD;
+    bf16 *xc = ws, *hbuf = xc + DF_T * H, *qbuf = hbuf + DF_T * H, *abuf = qbuf + DF_T * NH * DF_HD, *act = abuf + DF_T * NH * DF_HD;
     float *parts = reinterpret_cast<float *>(P[P_PART]);
     unsigned *bar = reinterpret_cast<unsigned *>(P[P_BAR]);
+    int *tickets = reinterpret_cast<int *>(bar + 2);
     const bf16 *embed = reinterpret_cast<const bf16 *>(P[P_EMBED]);
     bf16 *kc = reinterpret_cast<bf16 *>(P[P_K]), *vc = reinterpret_cast<bf16 *>(P[P_V]);
     const size_t lstride = (size_t)S * NH * DF_HD;
@@ -299,97 +307,93 @@ extern "C" __global__ void __launch_bounds__(DF_THREADS, 1) draft_fused(
     const float qscale = rsqrtf((float)DF_HD) * 1.4426950408889634f;
     unsigned nb = 0;
     #define LPTR(l, f) reinterpret_cast<const bf16 *>(P[P_LAYER0 + (l) * L_STRIDE + (f)])
+    auto head_w = [&](int l, int hu) { return LPTR(l, L_WKVQ) + (size_t)hu * DF_HD * H; };   // hu: k heads, v heads, q heads
+    auto fetch64 = [&](const bf16 *w, int K) { w_fetch(wsm, w, w + (size_t)32 * K, 64, K); };
+    // the block's k, v or q of head hu % NH (kind hu / NH: k, v, q) of layer l, X (normed rows) in xs
+    auto qkv_body = [&](int l, int hu) {
+        unit_gemm<8>(xs, ldx, H, wsm, red, tile);
+        const int kind = hu / NH, h = hu % NH;
+        if (kind == 2) { head_out(tile, DF_T, LPTR(l, L_QN), eps, theta, L1, qbuf + h * DF_HD, (size_t)NH * DF_HD, cs); return; }
+        bf16 *dst = (kind ? vc : kc) + l * lstride + ((size_t)L1 * NH + h) * DF_HD;
+        head_out(tile, min(DF_T, S - L1), kind ? nullptr : LPTR(l, L_KN), eps, theta, L1, dst, (size_t)NH * DF_HD, cs);
+    };
+    auto residual = [&](int u) {   // h[:, 16 u ..] += bf16(the tile)
+        for (int e = tid; e < DF_T * 16; e += DF_THREADS) {
+            const int r = e / 16, c = u * 16 + e % 16;
+            hbuf[r * H + c] = __float2bfloat16_rn(ldcg1(hbuf + r * H + c) + bf16r(tile[r * DF_TL + e % 16]));
+        }
+    };
 
-    // A: fc of the context rows (units of 64 columns) | layer 0's k, v, q (a unit per head)
-    for (int u = b; u < H / 64 + 3 * NH; u += G) {
-        if (u < H / 64) {
+    // A: fc of the context rows (units of 16 columns) | layer 0's k, v, q (a unit per head); nothing to wait for
+    for (int u = b; u < H / 16 + 3 * NH; u += G) {
+        if (u < H / 16) {
+            w_fetch(wsm, reinterpret_cast<const bf16 *>(P[P_FC]) + (size_t)u * 16 * KF,
+                    reinterpret_cast<const bf16 *>(P[P_FC]) + (size_t)(u * 16 + 8) * KF, 16, KF);
             load_rows(xs, ldx, nullptr, feat, KF, KF, R, nullptr, eps, rs);
-            const bf16 *wj[8];
-            for (int j = 0; j < 8; ++j) wj[j] = reinterpret_cast<const bf16 *>(P[P_FC]) + (size_t)(u * 64 + j * 8) * KF;
-            unit_gemm<8>(xs, ldx, KF, wj, red, tile);
-            head_out(tile, R, nullptr, eps, theta, 0, xc + u * 64, H, cs);
+            unit_gemm<2>(xs, ldx, KF, wsm, red, tile);
+            for (int e = tid; e < R * 16; e += DF_THREADS) xc[(e / 16) * H + u * 16 + e % 16] = __float2bfloat16_rn(tile[e / 16 * DF_TL + e % 16]);
         } else {
-            const int hu = u - H / 64;
+            const int hu = u - H / 16;
+            fetch64(head_w(0, hu), H);
             load_rows(xs, ldx, embed + root * H, embed + (size_t)mask_id * H, 0, H, DF_T, LPTR(0, L_LN1), eps, rs);
             if (hu == 0)   // the residual stream starts as the block's embeddings
                 for (int c = tid; c < DF_T * H / 8; c += DF_THREADS) {
                     const int r = c / (H / 8), k = c % (H / 8) * 8;
                     *reinterpret_cast<uint4 *>(hbuf + r * H + k) = __ldg(reinterpret_cast<const uint4 *>((r ? embed + (size_t)mask_id * H : embed + root * H) + k));
                 }
-            qkv_unit(P, 0, hu, xs, ldx, H, NH, S, L1, eps, theta, qbuf, red, tile, cs);
+            qkv_body(0, hu);
         }
     }
-    grid_sync(bar, ++nb);
-    if (b == 0 && tid == 0) *reinterpret_cast<int *>(P[P_LEN]) = L1;   // every block read L0 before the barrier
     // B: every layer's context keys (normed, rotated at L0 + r) and values into the cache rows [L0, L0 + n)
-    for (int u = b; u < NL * 2 * NH; u += G) {
+    stage(NL * 2 * NH, bar, nb, [&](int u) { fetch64(head_w(u / (2 * NH), u % (2 * NH)), H); }, [&](int u) {
+        if (b == 0 && u == 0 && tid == 0) *reinterpret_cast<int *>(P[P_LEN]) = L1;   // every block read L0 before the barrier
         const int l = u / (2 * NH), kind = u % (2 * NH) / NH, h = u % NH;
         load_rows(xs, ldx, nullptr, xc, H, H, R, reinterpret_cast<const bf16 *>(P[P_HNORM]), eps, rs);
-        const bf16 *W = LPTR(l, L_WKVQ) + (size_t)(kind * NH + h) * DF_HD * H, *wj[8];
-        for (int j = 0; j < 8; ++j) wj[j] = W + (size_t)j * 8 * H;
-        unit_gemm<8>(xs, ldx, H, wj, red, tile);
+        unit_gemm<8>(xs, ldx, H, wsm, red, tile);
         bf16 *dst = (kind ? vc : kc) + l * lstride + ((size_t)L0 * NH + h) * DF_HD;
         head_out(tile, min(n, S - L0), kind ? nullptr : LPTR(l, L_KN), eps, theta, L0, dst, (size_t)NH * DF_HD, cs);
-    }
-    grid_sync(bar, ++nb);
+    });
     for (int l = 0; l < NL; ++l) {
-        if (l > 0) {   // Q: the block's k, v, q of layer l
-            for (int u = b; u < 3 * NH; u += G) {
+        if (l > 0)   // Q: the block's k, v, q of layer l
+            stage(3 * NH, bar, nb, [&](int u) { fetch64(head_w(l, u), H); }, [&](int u) {
                 load_rows(xs, ldx, nullptr, hbuf, H, H, DF_T, LPTR(l, L_LN1), eps, rs);
-                qkv_unit(P, l, u, xs, ldx, H, NH, S, L1, eps, theta, qbuf, red, tile, cs);
-            }
-            grid_sync(bar, ++nb);
-        }
-        // C: attention partials, a unit per (head, 128 keys)
-        for (int u = b; u < NH * nch; u += G)
-            attn_unit(qbuf, NH, kc + l * lstride, vc + l * lstride, u / nch, u % nch * DF_CHUNK, Lk, qscale, xs, red,
-                      parts + (size_t)u * (2 * DF_T + DF_T * DF_HD));
-        grid_sync(bar, ++nb);
-        // D: merge, o_proj, residual
-        for (int u = b; u < H / 16; u += G) {
-            merge_parts(parts, NH, nch, xs, ldx, wgt);
-            const bf16 *wj[2] = {LPTR(l, L_WO) + (size_t)u * 16 * NH * DF_HD, LPTR(l, L_WO) + (size_t)(u * 16 + 8) * NH * DF_HD};
-            unit_gemm<2>(xs, ldx, NH * DF_HD, wj, red, tile);
-            for (int e = tid; e < DF_T * 16; e += DF_THREADS) {
-                const int r = e / 16, c = u * 16 + e % 16;
-                hbuf[r * H + c] = __float2bfloat16_rn(ldcg1(hbuf + r * H + c) + bf16r(tile[r * DF_TL + e % 16]));
-            }
-        }
-        grid_sync(bar, ++nb);
+                qkv_body(l, u);
+            });
+        // C: attention, a unit per (head, 128 keys); each head's last unit merges the head's partials into abuf
+        stage(NH * nch, bar, nb, [&](int u) {}, [&](int u) {
+            attn_unit(qbuf, NH, kc + l * lstride, vc + l * lstride, u / nch, u % nch, nch, Lk, qscale, xs, red, parts,
+                      tickets + u / nch, abuf, flag);
+        });
+        // D: o_proj, residual
+        stage(H / 16, bar, nb, [&](int u) { const bf16 *w = LPTR(l, L_WO) + (size_t)u * 16 * NH * DF_HD; w_fetch(wsm, w, w + 8 * NH * DF_HD, 16, NH * DF_HD); }, [&](int u) {
+            load_rows(xs, ldx, nullptr, abuf, NH * DF_HD, NH * DF_HD, DF_T, nullptr, eps, rs);
+            unit_gemm<2>(xs, ldx, NH * DF_HD, wsm, red, tile);
+            residual(u);
+        });
         // E: post-attention norm, gate | up, SiLU(gate) x up
-        for (int u = b; u < I / 16; u += G) {
+        stage(I / 16, bar, nb, [&](int u) { const bf16 *w = LPTR(l, L_WGU) + (size_t)u * 16 * H; w_fetch(wsm, w, w + (size_t)I * H, 32, H); }, [&](int u) {
             load_rows(xs, ldx, nullptr, hbuf, H, H, DF_T, LPTR(l, L_LN2), eps, rs);
-            const bf16 *W = LPTR(l, L_WGU);
-            const bf16 *wj[4] = {W + (size_t)u * 16 * H, W + (size_t)(u * 16 + 8) * H, W + (size_t)(I + u * 16) * H, W + (size_t)(I + u * 16 + 8) * H};
-            unit_gemm<4>(xs, ldx, H, wj, red, tile);
+            unit_gemm<4>(xs, ldx, H, wsm, red, tile);
             for (int e = tid; e < DF_T * 16; e += DF_THREADS) {
                 const int r = e / 16, c = e % 16;
                 const float g = bf16r(tile[r * DF_TL + c]), up = bf16r(tile[r * DF_TL + 16 + c]);
                 act[r * I + u * 16 + c] = __float2bfloat16_rn(bf16r(g / (1.f + __expf(-g))) * up);
             }
-        }
-        grid_sync(bar, ++nb);
+        });
         // F: down, residual
-        for (int u = b; u < H / 16; u += G) {
+        stage(H / 16, bar, nb, [&](int u) { const bf16 *w = LPTR(l, L_WD) + (size_t)u * 16 * I; w_fetch(wsm, w, w + 8 * I, 16, I); }, [&](int u) {
             load_rows(xs, ldx, nullptr, act, I, I, DF_T, nullptr, eps, rs);
-            const bf16 *wj[2] = {LPTR(l, L_WD) + (size_t)u * 16 * I, LPTR(l, L_WD) + (size_t)(u * 16 + 8) * I};
-            unit_gemm<2>(xs, ldx, I, wj, red, tile);
-            for (int e = tid; e < DF_T * 16; e += DF_THREADS) {
-                const int r = e / 16, c = u * 16 + e % 16;
-                hbuf[r * H + c] = __float2bfloat16_rn(ldcg1(hbuf + r * H + c) + bf16r(tile[r * DF_TL + e % 16]));
-            }
-        }
-        grid_sync(bar, ++nb);
+            unit_gemm<2>(xs, ldx, I, wsm, red, tile);
+            residual(u);
+        });
     }
     // H: final norm of rows 1 .. 15, lm_head, fp32 logits [15][V]
-    for (int u = b; u < V / 64; u += G) {
+    stage(V / 64, bar, nb, [&](int u) { fetch64(reinterpret_cast<const bf16 *>(P[P_HEAD]) + (size_t)u * 64 * H, H); }, [&](int u) {
         load_rows(xs, ldx, nullptr, hbuf + H, H, H, DF_T - 1, reinterpret_cast<const bf16 *>(P[P_NORM]), eps, rs);
-        const bf16 *wj[8];
-        for (int j = 0; j < 8; ++j) wj[j] = reinterpret_cast<const bf16 *>(P[P_HEAD]) + (size_t)(u * 64 + j * 8) * H;
-        unit_gemm<8>(xs, ldx, H, wj, red, tile);
+        unit_gemm<8>(xs, ldx, H, wsm, red, tile);
         for (int e = tid; e < (DF_T - 1) * 64; e += DF_THREADS) out[(size_t)(e / 64) * V + u * 64 + e % 64] = bf16r(tile[e / 64 * DF_TL + e % 64]);
         __syncthreads();
-    }
+    });
     #undef LPTR
     // the last block to finish puts the barrier's words back to 0 for the next launch
     __syncthreads();
