@@ -59,7 +59,7 @@ class Fused:
         self.eps, self.theta, self.mask = c.rms_norm_eps, c.rope_theta, c.mask_token_id
 
     def __call__(self, grid):
-        self.k(self.P, *self.args, self.R, self.KF, self.H, self.I, self.V, self.NH, self.NL, self.S, self.mask, self.eps, self.theta,
+        self.k(self.P, *self.args, self.R, self.KF, self.H, self.I, self.V, self.NH, self.NL, self.S, self.mask, self.eps, self.theta, self.wsm,
                grid=(grid,), block=(256,), shared=self.smem)
         return self.out
 
