@@ -8,7 +8,10 @@ against the torch bf16 draft's) and the cache length. Then µs a draft: 20 draft
 one-element copy that puts the cache length back), CUDA events around the replay, median of --reps replays; the copy alone
 is timed too and subtracted. The kernel at each grid size of --grids.
 
-    python benchmarks/bench_draft_fused.py [--ctx 600] [--n-new 5] [--grids 16,32,64,96,128] [--reps 30] [--out OUT.md] [--commit HASH]
+With --stamps, a build with -DDF_STAMPS runs one draft at each grid size and the stages' µs are added (work: from block 0
+leaving the barrier before to the last block arriving at the next; barrier: from that arrival to block 0 leaving it).
+
+    python benchmarks/bench_draft_fused.py [--ctx 600] [--n-new 5] [--grids 16,32,64,96,128] [--reps 30] [--stamps] [--out OUT.md] [--commit HASH]
 """
 import argparse, json, statistics, time
 import torch
@@ -16,7 +19,7 @@ from ddtree_nb.runtime import load_kernel, engine_stream
 from ddtree_nb.demo import load_demo_pair
 from ddtree_nb.model import merge_projections
 
-N_CALLS, SIG = 20, 'PPPPP' + 'i' * 9 + 'ffi'
+N_CALLS, SIG = 20, 'PPPPP' + 'i' * 9 + 'ffiP'
 P_LAYER0, L_STRIDE = 16, 8
 
 
@@ -38,7 +41,7 @@ def pack(drafter, target, cache, ws, parts, bar):
 
 class Fused:
     "The kernel with its workspace, over `cache` (bf16), for drafts of `feats` [R <= 16, KF]."
-    def __init__(self, drafter, target, cache, feats, n_new, root):
+    def __init__(self, drafter, target, cache, feats, n_new, root, stamps=False):
         c, dev = drafter.config, feats.device
         self.H, self.I, self.NH, self.NL, self.S = c.hidden_size, c.intermediate_size, c.num_attention_heads, c.num_hidden_layers, cache.max_tokens
         self.R, self.KF, self.V = feats.shape[0], feats.shape[1], c.vocab_size
@@ -49,7 +52,9 @@ class Fused:
         self.bar = torch.zeros(2 + self.NH, dtype=torch.int32, device=dev)   # the barrier, then a ticket a head
         self.P, self.keep = pack(drafter, target, cache, ws, parts, self.bar)
         self.args = (feats, n_new, root, self.out)
-        self.k = load_kernel('dev/draft_fused.cu', 'draft_fused', SIG)
+        self.k = load_kernel('dev/draft_fused.cu', 'draft_fused', SIG, options=('-DDF_STAMPS',) if stamps else ())
+        n_stages = 2 + 5 * self.NL - 1 + 1      # A, B, then Q (l > 0), C, D, E, F a layer, then H
+        self.stamps = torch.zeros(2 * (n_stages + 1), dtype=torch.int64, device=dev) if stamps else None
         ldx = max(self.KF, self.I, self.H, 64 * self.NH) + 32
         H, I, KF, NH = self.H, self.I, self.KF, self.NH
         self.wsm = max(16 * (KF + 32), 64 * (H + 32), 16 * (64 * NH + 32), 32 * (H + 32), 16 * (I + 32))   # a unit's W rows
@@ -58,8 +63,16 @@ class Fused:
         self.k.set_max_dynamic_shared(self.smem)
         self.eps, self.theta, self.mask = c.rms_norm_eps, c.rope_theta, c.mask_token_id
 
+    def stage_us(self, grid):
+        "One stamped draft: each stage's µs from the barrier before it to its last block's arrival at the next (work), and that arrival to block 0's leave (barrier)."
+        names = ['A', 'B'] + [f'{s}{l}' for l in range(self.NL) for s in (['C', 'D', 'E', 'F'] if l == 0 else ['Q', 'C', 'D', 'E', 'F'])] + ['H']
+        self.stamps.zero_(); self(grid); torch.cuda.synchronize()
+        t = self.stamps.cpu().tolist()
+        return {nm: (round((t[2 * (k + 1)] - t[2 * k + 1]) / 1e3, 2), round((t[2 * (k + 1) + 1] - t[2 * (k + 1)]) / 1e3, 2) if k + 1 < len(names) else None)
+                for k, nm in enumerate(names)}
+
     def __call__(self, grid):
-        self.k(self.P, *self.args, self.R, self.KF, self.H, self.I, self.V, self.NH, self.NL, self.S, self.mask, self.eps, self.theta, self.wsm,
+        self.k(self.P, *self.args, self.R, self.KF, self.H, self.I, self.V, self.NH, self.NL, self.S, self.mask, self.eps, self.theta, self.wsm, 0 if self.stamps is None else self.stamps,
                grid=(grid,), block=(256,), shared=self.smem)
         return self.out
 
@@ -95,6 +108,7 @@ def main(argv=None):
     ap.add_argument('--ctx', type=int, default=600); ap.add_argument('--n-new', type=int, default=5)
     ap.add_argument('--max-tokens', type=int, default=2048); ap.add_argument('--grids', default='16,32,64,96,128')
     ap.add_argument('--reps', type=int, default=30); ap.add_argument('--out'); ap.add_argument('--commit', default='')
+    ap.add_argument('--stamps', action='store_true', help="also each stage's work and barrier µs at every grid (a build with -DDF_STAMPS, one draft each)")
     a = ap.parse_args(argv)
     dev = torch.device('cuda')
     tgt, drafter, _ = load_demo_pair('cuda', torch.bfloat16)
@@ -136,6 +150,9 @@ def main(argv=None):
                    kv_max_diff=kv, bar_zero=f.bar.abs().sum().item() == 0)
         reset_f = lambda: fc.length.fill_(L0)
         row['us'] = round(timed(lambda: f(G), reset_f, es, a.reps) - t_fill, 2)
+        if a.stamps:
+            fs = Fused(drafter, tgt, clone_cache(base), fb, n_new, root, stamps=True)
+            fs(G); row['stages_us'] = fs.stage_us(G)       # (work, barrier) a stage, the second draft (the first warmed up)
         rows.append(row); print(row, flush=True)
     res['fused'] = rows
     print(json.dumps({k: v for k, v in res.items() if k != 'fused'}, indent=1))
@@ -146,6 +163,9 @@ def main(argv=None):
               f"- torch bf16 draft against float32: max |logit error| {res['torch_bf16']['max_err']:.4f} (logits up to {res['logit_scale']:.1f}), argmax equal at {res['torch_bf16']['argmax_eq']:.3f} of depths", '',
               '| grid | µs | max err vs fp32 | argmax = fp32 | max diff vs torch bf16 | cache k, v max diff | length | barrier back to 0 |', '|---|---|---|---|---|---|---|---|']
         md += [f"| {r['grid']} | **{r['us']}** | {r['max_err']:.4f} | {r['argmax_eq']:.3f} | {r['vs_torch_bf16']:.4f} | {r['kv_max_diff'][0]:.4f}, {r['kv_max_diff'][1]:.4f} | {r['length_ok']} | {r['bar_zero']} |" for r in rows]
+        for r in rows:
+            if 'stages_us' in r:
+                md += ['', f"Stages at grid {r['grid']} (µs work / barrier): " + ', '.join(f"{k} {w} / {b}" for k, (w, b) in r['stages_us'].items())]
         open(a.out, 'w').write('\n'.join(md) + '\n')
         json.dump(res, open(a.out.rsplit('.', 1)[0] + '.json', 'w'), indent=1)
 

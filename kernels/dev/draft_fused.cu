@@ -1,25 +1,31 @@
 // draft_fused.cu (dev, session 38; not used by the engine): a DFlash drafter's whole draft in ONE launch (issue 17).
 // The compiled draft of the demo pair is 32 kernels (15 cuBLAS GEMMs of ~2.8 µs, 4 attention / K/V-write kernels, 13 inductor
-// kernels; 85 µs of kernels a round, bench_compile.md "Session 38"), and at 16 rows every one of them is launch- and
-// latency-bound. Here G blocks (at most one wave) run the draft's 17 stages back to back, separated by a grid barrier, each
-// stage's work cut into units that blocks take round-robin:
-//   A   fc of the context features (units of 64 columns) | layer 0's k, v, q of the block (a unit per head: RMS norm, RoPE)
+// kernels: 85 µs of kernels, 94.6 µs a draft replayed), and at 16 rows every one of them is launch- and latency-bound. Here G
+// blocks (at most one wave) run the draft's 17 stages back to back, a grid barrier between two, each stage's work cut into
+// units that blocks take round-robin:
+//   A   fc of the context features (units of 16 columns) | layer 0's k, v, q of the block (a unit per head: RMS norm, RoPE)
 //   B   every layer's context keys and values (norm, RoPE) into the cache rows [L, L + n)            then, for each layer l:
 //   Q   (l > 0) the block's k, v, q of layer l                                                       (as A's second part)
-//   C   attention: a unit per (head, 128 keys), 16 keys a warp on tensor cores, the block's partial (max, sum, O) to a workspace
-//   D   the partials merged, o_proj, the residual                                                      (units of 16 columns)
+//   C   attention: a unit per (head, 128 keys), 16 keys a warp on tensor cores; a head's last unit (a ticket) merges its partials
+//   D   o_proj, the residual                                                                           (units of 16 columns)
 //   E   post-attention norm, gate and up, SiLU x up                                                   (units of 16 columns)
 //   F   down, the residual                                                                            (units of 16 columns)
 //   H   the final norm of rows 1..T-1 and the lm_head, fp32 logits out                                (units of 64 columns)
-// A unit's GEMM is Y[16, NC] = X[16, K] W[NC, K]^T: X (normed in the prologue where the model norms it) in shared memory, the 8
-// warps splitting K in 32-wide steps (mma.sync m16n8k16, bf16 in, fp32 sums; each lane loads 16 B of X and W a step, the k
-// order permuted alike for both, as kernels/dev/few_row_gemm.cu), the partials summed in shared memory, then the epilogue.
-// Values are rounded to bf16 where the torch draft rounds them (each projection's output, the norms, SiLU, the residuals);
-// the q / k norms and RoPE are fp32 as in draft_attn.cu's _nr kernels, whose helpers this file includes.
-// Limits: T = 16 block rows, R <= 16 context rows, head_dim 64, num_heads == num_key_value_heads, K of every GEMM % 32 == 0,
-// H % 64 == 0, I % 16 == 0, V % 64 == 0; cache rows >= S are not written (the torch path drops them too).
-// The grid barrier is a counter in `bar` (2 words, zero between launches; the last block to finish puts them back to 0): every
-// block must be resident at once, so G <= the SMs (one block an SM by its shared memory).
+// A unit's weights are fetched (cp.async) into shared memory before the barrier that waits for the stage before. Its GEMM is
+// Y[16, NC] = X[16, K] W[NC, K]^T: X (normed in the prologue where the model norms it) in shared memory, the 8 warps splitting
+// K in 32-wide steps (mma.sync m16n8k16, bf16 in, fp32 sums; each lane loads 16 B of X and W a step, the k order permuted alike
+// for both, as kernels/dev/few_row_gemm.cu), the partials summed in shared memory, then the epilogue. Values are rounded to
+// bf16 where the torch draft rounds them (each projection's output, the norms, SiLU, the residuals); the q / k norms and RoPE
+// are fp32 as in draft_attn.cu's _nr kernels, whose helpers this file includes.
+// Verdict (benchmarks/bench_draft_fused.py, an H100, bench_compile.md "Session 38"): correct on its first run (the logits as
+// close to float32 as the torch bf16 draft's, every depth's argmax equal, the cache rows within a bf16 step), and SLOWER than
+// the compiled draft: 103.3 µs against 94.6 (v1, the partials merged in o_proj's prologue and no prefetch: 110.2). The 17
+// barriers cost about 1 µs each (bench_grid_barrier.py: 17.0-19.1 µs for 17 at G = 16-128), so each stage's own chain of
+// loads, block barriers and stores takes ~5 µs, twice a cuBLAS GEMM's 2.7; where, the stamps (-DDF_STAMPS) are for.
+// Limits: T = 16 block rows, R <= 16 context rows, head_dim 64, num_heads == num_key_value_heads, K of every GEMM % 32 == 0 and
+// <= 1024, H % 64 == 0, I % 16 == 0, V % 64 == 0; cache rows >= S are not written (the torch path drops them too).
+// The grid barrier is a counter in `bar` (zero between launches; the last block to finish puts it back to 0): every block
+// must be resident at once, so G <= the SMs (one block an SM by its registers).
 #include "draft_attn.cu"            // norm_rope_row, rope_cs, rope_inv_freq, mma16816, ldsm_x2_trans
 #include "verify_attn_common.cuh"   // cp.async
 
@@ -45,15 +51,30 @@ __device__ __forceinline__ float ldcg1(const bf16 *p) { return __bfloat162float(
 // bf16 elements of the X region of shared memory: 16 rows of ldx, or attention's Q and 8 warps' V tiles
 __host__ __device__ __forceinline__ int df_xs_elems(int ldx) { return 16 * ldx > 9 * 16 * 72 ? 16 * ldx : 9 * 16 * 72; }
 
+__device__ __forceinline__ unsigned long long df_now() { unsigned long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
+
+// With -DDF_STAMPS, the kernel's `stamps` [2 (stages + 2)] (ns, %globaltimer): slot 2k the last block's arrival at barrier k (k = nb + 1: its
+// end), slot 2k + 1 block 0's leave of it (slot 1: block 0's start). Without it the stamps are nothing.
+#ifdef DF_STAMPS
+__device__ unsigned long long *df_stamps;
+#define DF_ARRIVE(k) atomicMax(df_stamps + 2 * (k), df_now())
+#define DF_LEAVE(k) do { if (blockIdx.x == 0) df_stamps[2 * (k) + 1] = df_now(); } while (0)
+#else
+#define DF_ARRIVE(k) do {} while (0)
+#define DF_LEAVE(k) do {} while (0)
+#endif
+
 // All blocks wait here until every block has arrived at barrier number `k` (1, 2, ...): one counter, never reset mid-launch.
 __device__ __forceinline__ void grid_sync(unsigned *bar, unsigned k) {
     __syncthreads();
     if (threadIdx.x == 0) {
+        DF_ARRIVE(k);
         __threadfence();
         atomicAdd(bar, 1u);
         const unsigned target = k * gridDim.x;
         unsigned v;
         do { asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(bar) : "memory"); } while (v < target);
+        DF_LEAVE(k);
     }
     __syncthreads();
 }
@@ -281,7 +302,7 @@ __device__ void attn_unit(const bf16 *qbuf, int NH, const bf16 *kc, const bf16 *
 extern "C" __global__ void __launch_bounds__(DF_THREADS, 1) draft_fused(
     const unsigned long long *__restrict__ P, const bf16 *__restrict__ feat, const int *__restrict__ n_new,
     const int *__restrict__ root_token, float *__restrict__ out, int R, int KF, int H, int I, int V, int NH, int NL, int S,
-    int mask_id, float eps, float theta, int wsm_elems)
+    int mask_id, float eps, float theta, int wsm_elems, unsigned long long *stamps)   // stamps: with -DDF_STAMPS (else unused)
 {
     extern __shared__ __align__(16) float df_smem[];
     const int ldx = max(max(KF, I), max(H, NH * DF_HD)) + DF_PAD;
@@ -306,6 +327,9 @@ extern "C" __global__ void __launch_bounds__(DF_THREADS, 1) draft_fused(
     const int Lk = min(L1 + DF_T, S), nch = (Lk + DF_CHUNK - 1) / DF_CHUNK;
     const float qscale = rsqrtf((float)DF_HD) * 1.4426950408889634f;
     unsigned nb = 0;
+#ifdef DF_STAMPS
+    if (tid == 0) { df_stamps = stamps; DF_LEAVE(0); }   // every block writes the same pointer before its own first stamp
+#endif
     #define LPTR(l, f) reinterpret_cast<const bf16 *>(P[P_LAYER0 + (l) * L_STRIDE + (f)])
     auto head_w = [&](int l, int hu) { return LPTR(l, L_WKVQ) + (size_t)hu * DF_HD * H; };   // hu: k heads, v heads, q heads
     auto fetch64 = [&](const bf16 *w, int K) { w_fetch(wsm, w, w + (size_t)32 * K, 64, K); };
@@ -398,6 +422,7 @@ extern "C" __global__ void __launch_bounds__(DF_THREADS, 1) draft_fused(
     // the last block to finish puts the barrier's words back to 0 for the next launch
     __syncthreads();
     if (tid == 0) {
+        DF_ARRIVE(nb + 1);
         __threadfence();
         if (atomicAdd(bar + 1, 1u) == (unsigned)G - 1) { bar[0] = 0; bar[1] = 0; __threadfence(); }
     }
