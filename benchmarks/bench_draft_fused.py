@@ -9,7 +9,8 @@ one-element copy that puts the cache length back), CUDA events around the replay
 is timed too and subtracted. The kernel at each grid size of --grids.
 
 With --stamps, a build with -DDF_STAMPS runs one draft at each grid size and the stages' µs are added (work: from block 0
-leaving the barrier before to the last block arriving at the next; barrier: from that arrival to block 0 leaving it).
+leaving the barrier before to the last block arriving at the next; barrier: from that arrival to block 0 leaving it; and
+the most any block took from its own start of a stage to its X rows ready, its GEMM done and its arrival at the next).
 
     python benchmarks/bench_draft_fused.py [--ctx 600] [--n-new 5] [--grids 16,32,64,96,128] [--reps 30] [--stamps] [--out OUT.md] [--commit HASH]
 """
@@ -54,7 +55,7 @@ class Fused:
         self.args = (feats, n_new, root, self.out)
         self.k = load_kernel('dev/draft_fused.cu', 'draft_fused', SIG, options=('-DDF_STAMPS',) if stamps else ())
         n_stages = 2 + 5 * self.NL - 1 + 1      # A, B, then Q (l > 0), C, D, E, F a layer, then H
-        self.stamps = torch.zeros(2 * (n_stages + 1), dtype=torch.int64, device=dev) if stamps else None
+        self.stamps = torch.zeros(2 * (n_stages + 1) + 4 * n_stages, dtype=torch.int64, device=dev) if stamps else None
         ldx = max(self.KF, self.I, self.H, 64 * self.NH) + 32
         H, I, KF, NH = self.H, self.I, self.KF, self.NH
         self.wsm = max(16 * (KF + 32), 64 * (H + 32), 16 * (64 * NH + 32), 32 * (H + 32), 16 * (I + 32))   # a unit's W rows
@@ -64,11 +65,12 @@ class Fused:
         self.eps, self.theta, self.mask = c.rms_norm_eps, c.rope_theta, c.mask_token_id
 
     def stage_us(self, grid):
-        "One stamped draft: each stage's µs from the barrier before it to its last block's arrival at the next (work), and that arrival to block 0's leave (barrier)."
+        "One stamped draft, µs a stage: work (block 0 leaving the barrier before -> the last block arriving at the next), barrier (-> block 0 leaving it), and the most any block took from its own start to its X rows ready, its GEMM (attention: its partial, its merge) done and its arrival."
         names = ['A', 'B'] + [f'{s}{l}' for l in range(self.NL) for s in (['C', 'D', 'E', 'F'] if l == 0 else ['Q', 'C', 'D', 'E', 'F'])] + ['H']
         self.stamps.zero_(); self(grid); torch.cuda.synchronize()
-        t = self.stamps.cpu().tolist()
-        return {nm: (round((t[2 * (k + 1)] - t[2 * k + 1]) / 1e3, 2), round((t[2 * (k + 1) + 1] - t[2 * (k + 1)]) / 1e3, 2) if k + 1 < len(names) else None)
+        t, n, us = self.stamps.cpu().tolist(), len(names), lambda x: round(x / 1e3, 2)
+        return {nm: dict(work=us(t[2 * (k + 1)] - t[2 * k + 1]), barrier=us(t[2 * (k + 1) + 1] - t[2 * (k + 1)]) if k + 1 < n else None,
+                         x=us(t[2 * (n + 1) + 4 * k + 1]), gemm=us(t[2 * (n + 1) + 4 * k + 2]), end=us(t[2 * (n + 1) + 4 * k + 3]))
                 for k, nm in enumerate(names)}
 
     def __call__(self, grid):
@@ -165,7 +167,9 @@ def main(argv=None):
         md += [f"| {r['grid']} | **{r['us']}** | {r['max_err']:.4f} | {r['argmax_eq']:.3f} | {r['vs_torch_bf16']:.4f} | {r['kv_max_diff'][0]:.4f}, {r['kv_max_diff'][1]:.4f} | {r['length_ok']} | {r['bar_zero']} |" for r in rows]
         for r in rows:
             if 'stages_us' in r:
-                md += ['', f"Stages at grid {r['grid']} (µs work / barrier): " + ', '.join(f"{k} {w} / {b}" for k, (w, b) in r['stages_us'].items())]
+                md += ['', f"Stages at grid {r['grid']} (µs; work and barrier as the stamps' slots say; x, gemm, end: the most any block took from its start of the stage):", '',
+                       '| stage | work | barrier after | X rows ready | GEMM (attention: partial) done | merge / end |', '|---|---|---|---|---|---|']
+                md += [f"| {k} | {v['work']} | {v['barrier']} | {v['x']} | {v['gemm']} | {v['end']} |" for k, v in r['stages_us'].items()]
         open(a.out, 'w').write('\n'.join(md) + '\n')
         json.dump(res, open(a.out.rsplit('.', 1)[0] + '.json', 'w'), indent=1)
 

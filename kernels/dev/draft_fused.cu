@@ -53,15 +53,22 @@ __host__ __device__ __forceinline__ int df_xs_elems(int ldx) { return 16 * ldx >
 
 __device__ __forceinline__ unsigned long long df_now() { unsigned long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
 
-// With -DDF_STAMPS, the kernel's `stamps` [2 (stages + 2)] (ns, %globaltimer): slot 2k the last block's arrival at barrier k (k = nb + 1: its
-// end), slot 2k + 1 block 0's leave of it (slot 1: block 0's start). Without it the stamps are nothing.
+// With -DDF_STAMPS, the kernel's `stamps` (ns, %globaltimer; zeros before the launch): slot 2k the last block's arrival at
+// barrier k (k = the stage count: its end), slot 2k + 1 block 0's leave of it (slot 1: block 0's start); from slot
+// 2 (stages + 1) on, 4 a stage: the most any block took from its own start of the stage to its X rows ready (1), its GEMM
+// done (2) and its arrival at the next barrier (3). Without -DDF_STAMPS the stamps are nothing.
 #ifdef DF_STAMPS
 __device__ unsigned long long *df_stamps;
-#define DF_ARRIVE(k) atomicMax(df_stamps + 2 * (k), df_now())
-#define DF_LEAVE(k) do { if (blockIdx.x == 0) df_stamps[2 * (k) + 1] = df_now(); } while (0)
+__device__ int df_phase0;
+__shared__ unsigned long long df_t0;   // this block's start of its current stage
+__shared__ int df_stage;
+#define DF_ARRIVE(k) do { const unsigned long long t_ = df_now(); atomicMax(df_stamps + 2 * (k), t_); atomicMax(df_stamps + df_phase0 + 4 * df_stage + 3, t_ - df_t0); } while (0)
+#define DF_LEAVE(k) do { const unsigned long long t_ = df_now(); if (blockIdx.x == 0) df_stamps[2 * (k) + 1] = t_; df_t0 = t_; df_stage = (k); } while (0)
+#define DF_MARK(p) do { if (threadIdx.x == 0) atomicMax(df_stamps + df_phase0 + 4 * df_stage + (p), df_now() - df_t0); } while (0)
 #else
 #define DF_ARRIVE(k) do {} while (0)
 #define DF_LEAVE(k) do {} while (0)
+#define DF_MARK(p) do {} while (0)
 #endif
 
 // All blocks wait here until every block has arrived at barrier number `k` (1, 2, ...): one counter, never reset mid-launch.
@@ -275,6 +282,7 @@ __device__ void attn_unit(const bf16 *qbuf, int NH, const bf16 *kc, const bf16 *
     }
     __threadfence();
     __syncthreads();
+    DF_MARK(1);
     if (tid == 0) { const bool last = atomicAdd(ticket, 1) == nch - 1; if (last) *ticket = 0; *flag = last; }
     __syncthreads();
     if (*flag) {   // the head's nch partials into out: thread (row tid / 16, columns 4 (tid % 16) ..)
@@ -297,6 +305,7 @@ __device__ void attn_unit(const bf16 *qbuf, int NH, const bf16 *kc, const bf16 *
         o[0] = __floats2bfloat162_rn(s.x / L, s.y / L); o[1] = __floats2bfloat162_rn(s.z / L, s.w / L);
     }
     __syncthreads();
+    DF_MARK(2);
 }
 
 extern "C" __global__ void __launch_bounds__(DF_THREADS, 1) draft_fused(
@@ -328,7 +337,7 @@ extern "C" __global__ void __launch_bounds__(DF_THREADS, 1) draft_fused(
     const float qscale = rsqrtf((float)DF_HD) * 1.4426950408889634f;
     unsigned nb = 0;
 #ifdef DF_STAMPS
-    if (tid == 0) { df_stamps = stamps; DF_LEAVE(0); }   // every block writes the same pointer before its own first stamp
+    if (tid == 0) { df_stamps = stamps; df_phase0 = 2 * (5 * NL + 3); DF_LEAVE(0); }   // every block writes the same values before its own first stamp
 #endif
     #define LPTR(l, f) reinterpret_cast<const bf16 *>(P[P_LAYER0 + (l) * L_STRIDE + (f)])
     auto head_w = [&](int l, int hu) { return LPTR(l, L_WKVQ) + (size_t)hu * DF_HD * H; };   // hu: k heads, v heads, q heads
@@ -336,6 +345,7 @@ extern "C" __global__ void __launch_bounds__(DF_THREADS, 1) draft_fused(
     // the block's k, v or q of head hu % NH (kind hu / NH: k, v, q) of layer l, X (normed rows) in xs
     auto qkv_body = [&](int l, int hu) {
         unit_gemm<8>(xs, ldx, H, wsm, red, tile);
+        DF_MARK(2);
         const int kind = hu / NH, h = hu % NH;
         if (kind == 2) { head_out(tile, DF_T, LPTR(l, L_QN), eps, theta, L1, qbuf + h * DF_HD, (size_t)NH * DF_HD, cs); return; }
         bf16 *dst = (kind ? vc : kc) + l * lstride + ((size_t)L1 * NH + h) * DF_HD;
@@ -354,12 +364,15 @@ extern "C" __global__ void __launch_bounds__(DF_THREADS, 1) draft_fused(
             w_fetch(wsm, reinterpret_cast<const bf16 *>(P[P_FC]) + (size_t)u * 16 * KF,
                     reinterpret_cast<const bf16 *>(P[P_FC]) + (size_t)(u * 16 + 8) * KF, 16, KF);
             load_rows(xs, ldx, nullptr, feat, KF, KF, R, nullptr, eps, rs);
+            DF_MARK(1);
             unit_gemm<2>(xs, ldx, KF, wsm, red, tile);
+            DF_MARK(2);
             for (int e = tid; e < R * 16; e += DF_THREADS) xc[(e / 16) * H + u * 16 + e % 16] = __float2bfloat16_rn(tile[e / 16 * DF_TL + e % 16]);
         } else {
             const int hu = u - H / 16;
             fetch64(head_w(0, hu), H);
             load_rows(xs, ldx, embed + root * H, embed + (size_t)mask_id * H, 0, H, DF_T, LPTR(0, L_LN1), eps, rs);
+            DF_MARK(1);
             if (hu == 0)   // the residual stream starts as the block's embeddings
                 for (int c = tid; c < DF_T * H / 8; c += DF_THREADS) {
                     const int r = c / (H / 8), k = c % (H / 8) * 8;
@@ -373,7 +386,9 @@ extern "C" __global__ void __launch_bounds__(DF_THREADS, 1) draft_fused(
         if (b == 0 && u == 0 && tid == 0) *reinterpret_cast<int *>(P[P_LEN]) = L1;   // every block read L0 before the barrier
         const int l = u / (2 * NH), kind = u % (2 * NH) / NH, h = u % NH;
         load_rows(xs, ldx, nullptr, xc, H, H, R, reinterpret_cast<const bf16 *>(P[P_HNORM]), eps, rs);
+        DF_MARK(1);
         unit_gemm<8>(xs, ldx, H, wsm, red, tile);
+        DF_MARK(2);
         bf16 *dst = (kind ? vc : kc) + l * lstride + ((size_t)L0 * NH + h) * DF_HD;
         head_out(tile, min(n, S - L0), kind ? nullptr : LPTR(l, L_KN), eps, theta, L0, dst, (size_t)NH * DF_HD, cs);
     });
@@ -381,6 +396,7 @@ extern "C" __global__ void __launch_bounds__(DF_THREADS, 1) draft_fused(
         if (l > 0)   // Q: the block's k, v, q of layer l
             stage(3 * NH, bar, nb, [&](int u) { fetch64(head_w(l, u), H); }, [&](int u) {
                 load_rows(xs, ldx, nullptr, hbuf, H, H, DF_T, LPTR(l, L_LN1), eps, rs);
+                DF_MARK(1);
                 qkv_body(l, u);
             });
         // C: attention, a unit per (head, 128 keys); each head's last unit merges the head's partials into abuf
@@ -391,13 +407,17 @@ extern "C" __global__ void __launch_bounds__(DF_THREADS, 1) draft_fused(
         // D: o_proj, residual
         stage(H / 16, bar, nb, [&](int u) { const bf16 *w = LPTR(l, L_WO) + (size_t)u * 16 * NH * DF_HD; w_fetch(wsm, w, w + 8 * NH * DF_HD, 16, NH * DF_HD); }, [&](int u) {
             load_rows(xs, ldx, nullptr, abuf, NH * DF_HD, NH * DF_HD, DF_T, nullptr, eps, rs);
+            DF_MARK(1);
             unit_gemm<2>(xs, ldx, NH * DF_HD, wsm, red, tile);
+            DF_MARK(2);
             residual(u);
         });
         // E: post-attention norm, gate | up, SiLU(gate) x up
         stage(I / 16, bar, nb, [&](int u) { const bf16 *w = LPTR(l, L_WGU) + (size_t)u * 16 * H; w_fetch(wsm, w, w + (size_t)I * H, 32, H); }, [&](int u) {
             load_rows(xs, ldx, nullptr, hbuf, H, H, DF_T, LPTR(l, L_LN2), eps, rs);
+            DF_MARK(1);
             unit_gemm<4>(xs, ldx, H, wsm, red, tile);
+            DF_MARK(2);
             for (int e = tid; e < DF_T * 16; e += DF_THREADS) {
                 const int r = e / 16, c = e % 16;
                 const float g = bf16r(tile[r * DF_TL + c]), up = bf16r(tile[r * DF_TL + 16 + c]);
@@ -407,14 +427,18 @@ extern "C" __global__ void __launch_bounds__(DF_THREADS, 1) draft_fused(
         // F: down, residual
         stage(H / 16, bar, nb, [&](int u) { const bf16 *w = LPTR(l, L_WD) + (size_t)u * 16 * I; w_fetch(wsm, w, w + 8 * I, 16, I); }, [&](int u) {
             load_rows(xs, ldx, nullptr, act, I, I, DF_T, nullptr, eps, rs);
+            DF_MARK(1);
             unit_gemm<2>(xs, ldx, I, wsm, red, tile);
+            DF_MARK(2);
             residual(u);
         });
     }
     // H: final norm of rows 1 .. 15, lm_head, fp32 logits [15][V]
     stage(V / 64, bar, nb, [&](int u) { fetch64(reinterpret_cast<const bf16 *>(P[P_HEAD]) + (size_t)u * 64 * H, H); }, [&](int u) {
         load_rows(xs, ldx, nullptr, hbuf + H, H, H, DF_T - 1, reinterpret_cast<const bf16 *>(P[P_NORM]), eps, rs);
+        DF_MARK(1);
         unit_gemm<8>(xs, ldx, H, wsm, red, tile);
+        DF_MARK(2);
         for (int e = tid; e < (DF_T - 1) * 64; e += DF_THREADS) out[(size_t)(e / 64) * V + u * 64 + e % 64] = bf16r(tile[e / 64 * DF_TL + e % 64]);
         __syncthreads();
     });
