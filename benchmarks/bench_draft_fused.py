@@ -12,7 +12,9 @@ With --stamps, a build with -DDF_STAMPS runs one draft at each grid size and the
 leaving the barrier before to the last block arriving at the next; barrier: from that arrival to block 0 leaving it; and
 the most any block took from its own start of a stage to its X rows ready, its GEMM done and its arrival at the next).
 
-    python benchmarks/bench_draft_fused.py [--ctx 600] [--n-new 5] [--grids 16,32,64,96,128] [--reps 30] [--stamps] [--out OUT.md] [--commit HASH]
+--builds called,inlined times the kernel as built (its helpers called) and with -DDF_INLINE (inlined into every stage, v2).
+
+    python benchmarks/bench_draft_fused.py [--ctx 600] [--n-new 5] [--grids 16,32,64,96,128] [--builds called] [--reps 30] [--stamps] [--out OUT.md] [--commit HASH]
 """
 import argparse, json, statistics, time
 import torch
@@ -42,7 +44,7 @@ def pack(drafter, target, cache, ws, parts, bar):
 
 class Fused:
     "The kernel with its workspace, over `cache` (bf16), for drafts of `feats` [R <= 16, KF]."
-    def __init__(self, drafter, target, cache, feats, n_new, root, stamps=False):
+    def __init__(self, drafter, target, cache, feats, n_new, root, stamps=False, options=()):
         c, dev = drafter.config, feats.device
         self.H, self.I, self.NH, self.NL, self.S = c.hidden_size, c.intermediate_size, c.num_attention_heads, c.num_hidden_layers, cache.max_tokens
         self.R, self.KF, self.V = feats.shape[0], feats.shape[1], c.vocab_size
@@ -53,7 +55,7 @@ class Fused:
         self.bar = torch.zeros(2 + self.NH, dtype=torch.int32, device=dev)   # the barrier, then a ticket a head
         self.P, self.keep = pack(drafter, target, cache, ws, parts, self.bar)
         self.args = (feats, n_new, root, self.out)
-        self.k = load_kernel('dev/draft_fused.cu', 'draft_fused', SIG, options=('-DDF_STAMPS',) if stamps else ())
+        self.k = load_kernel('dev/draft_fused.cu', 'draft_fused', SIG, options=tuple(options) + (('-DDF_STAMPS',) if stamps else ()))
         n_stages = 2 + 5 * self.NL - 1 + 1      # A, B, then Q (l > 0), C, D, E, F a layer, then H
         self.stamps = torch.zeros(2 * (n_stages + 1) + 4 * n_stages, dtype=torch.int64, device=dev) if stamps else None
         ldx = max(self.KF, self.I, self.H, 64 * self.NH) + 32
@@ -110,6 +112,7 @@ def main(argv=None):
     ap.add_argument('--ctx', type=int, default=600); ap.add_argument('--n-new', type=int, default=5)
     ap.add_argument('--max-tokens', type=int, default=2048); ap.add_argument('--grids', default='16,32,64,96,128')
     ap.add_argument('--reps', type=int, default=30); ap.add_argument('--out'); ap.add_argument('--commit', default='')
+    ap.add_argument('--builds', default='called', help="comma list: called (the helpers called, the default build), inlined (-DDF_INLINE: v2's form)")
     ap.add_argument('--stamps', action='store_true', help="also each stage's work and barrier µs at every grid (a build with -DDF_STAMPS, one draft each)")
     a = ap.parse_args(argv)
     dev = torch.device('cuda')
@@ -143,18 +146,20 @@ def main(argv=None):
     t_comp = timed(lambda: comp(cc, fb, n_new, root), reset_c, es, a.reps) - t_fill
     t_eager = timed(lambda: drafter.draft(cc, fb, n_new, root), reset_c, es, a.reps) - t_fill
     res.update(fill_us=round(t_fill, 2), compiled_us=round(t_comp, 2), eager_us=round(t_eager, 2))
-    for G in [int(x) for x in a.grids.split(',')]:
+    for build in a.builds.split(','):
+      opts = {'called': (), 'inlined': ('-DDF_INLINE',)}[build]
+      for G in [int(x) for x in a.grids.split(',')]:
         fc = clone_cache(base)
-        f = Fused(drafter, tgt, fc, fb, n_new, root)
+        f = Fused(drafter, tgt, fc, fb, n_new, root, options=opts)
         out = f(G).clone(); torch.cuda.synchronize()
         kv = [(fc.k[:, L0:L1 + 16] - cref.k[:, L0:L1 + 16]).abs().max().item(), (fc.v[:, L0:L1 + 16] - cref.v[:, L0:L1 + 16]).abs().max().item()]
-        row = dict(grid=G, **errs(out), vs_torch_bf16=(out - ref16).abs().max().item(), length_ok=int(fc.length.item()) == L1,
+        row = dict(build=build, grid=G, **errs(out), vs_torch_bf16=(out - ref16).abs().max().item(), length_ok=int(fc.length.item()) == L1,
                    kv_max_diff=kv, bar_zero=f.bar.abs().sum().item() == 0)
         reset_f = lambda: fc.length.fill_(L0)
         row['us'] = round(timed(lambda: f(G), reset_f, es, a.reps) - t_fill, 2)
         if a.stamps:
-            fs = Fused(drafter, tgt, clone_cache(base), fb, n_new, root, stamps=True)
-            fs(G); row['stages_us'] = fs.stage_us(G)       # (work, barrier) a stage, the second draft (the first warmed up)
+            fs = Fused(drafter, tgt, clone_cache(base), fb, n_new, root, stamps=True, options=opts)
+            fs(G); row['stages_us'] = fs.stage_us(G)       # the second draft (the first warmed up)
         rows.append(row); print(row, flush=True)
     res['fused'] = rows
     print(json.dumps({k: v for k, v in res.items() if k != 'fused'}, indent=1))
@@ -163,11 +168,11 @@ def main(argv=None):
               f"Command: `{res['meta']['command']}`; demo pair bf16, context {L0} rows, n_new {a.n_new}; µs a draft (20 back to back in a graph, the length reset copy subtracted: {res['fill_us']} µs).", '',
               f"- compiled torch draft (the round's): **{res['compiled_us']} µs**; eager torch draft: {res['eager_us']} µs",
               f"- torch bf16 draft against float32: max |logit error| {res['torch_bf16']['max_err']:.4f} (logits up to {res['logit_scale']:.1f}), argmax equal at {res['torch_bf16']['argmax_eq']:.3f} of depths", '',
-              '| grid | µs | max err vs fp32 | argmax = fp32 | max diff vs torch bf16 | cache k, v max diff | length | barrier back to 0 |', '|---|---|---|---|---|---|---|---|']
-        md += [f"| {r['grid']} | **{r['us']}** | {r['max_err']:.4f} | {r['argmax_eq']:.3f} | {r['vs_torch_bf16']:.4f} | {r['kv_max_diff'][0]:.4f}, {r['kv_max_diff'][1]:.4f} | {r['length_ok']} | {r['bar_zero']} |" for r in rows]
+              '| build | grid | µs | max err vs fp32 | argmax = fp32 | max diff vs torch bf16 | cache k, v max diff | length | barrier back to 0 |', '|---|---|---|---|---|---|---|---|---|']
+        md += [f"| {r['build']} | {r['grid']} | **{r['us']}** | {r['max_err']:.4f} | {r['argmax_eq']:.3f} | {r['vs_torch_bf16']:.4f} | {r['kv_max_diff'][0]:.4f}, {r['kv_max_diff'][1]:.4f} | {r['length_ok']} | {r['bar_zero']} |" for r in rows]
         for r in rows:
             if 'stages_us' in r:
-                md += ['', f"Stages at grid {r['grid']} (µs; work and barrier as the stamps' slots say; x, gemm, end: the most any block took from its start of the stage):", '',
+                md += ['', f"Stages, build {r['build']}, grid {r['grid']} (µs; work and barrier as the stamps' slots say; x, gemm, end: the most any block took from its start of the stage):", '',
                        '| stage | work | barrier after | X rows ready | GEMM (attention: partial) done | merge / end |', '|---|---|---|---|---|---|']
                 md += [f"| {k} | {v['work']} | {v['barrier']} | {v['x']} | {v['gemm']} | {v['end']} |" for k, v in r['stages_us'].items()]
         open(a.out, 'w').write('\n'.join(md) + '\n')

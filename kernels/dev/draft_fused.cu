@@ -21,7 +21,10 @@
 // close to float32 as the torch bf16 draft's, every depth's argmax equal, the cache rows within a bf16 step), and SLOWER than
 // the compiled draft: 103.3 µs against 94.6 (v1, the partials merged in o_proj's prologue and no prefetch: 110.2). The 17
 // barriers cost about 1 µs each (bench_grid_barrier.py: 17.0-19.1 µs for 17 at G = 16-128), so each stage's own chain of
-// loads, block barriers and stores takes ~5 µs, twice a cuBLAS GEMM's 2.7; where, the stamps (-DDF_STAMPS) are for.
+// loads, block barriers and stores takes ~5 µs, twice a cuBLAS GEMM's 2.7; where, the stamps (-DDF_STAMPS) are for. One
+// suspect found after the runs: with every helper inlined into all 17 stages the kernel was 308 KB of SASS, so each stage ran
+// code cold in the instruction caches. The helpers are now called (DF_FN): 100 KB, the same helpers for every stage. Not run
+// (bench_draft_fused.py --builds called,inlined times both).
 // Limits: T = 16 block rows, R <= 16 context rows, head_dim 64, num_heads == num_key_value_heads, K of every GEMM % 32 == 0 and
 // <= 1024, H % 64 == 0, I % 16 == 0, V % 64 == 0; cache rows >= S are not written (the torch path drops them too).
 // The grid barrier is a counter in `bar` (zero between launches; the last block to finish puts it back to 0): every block
@@ -38,6 +41,15 @@
 #define DF_TL 68             // floats a row of the reduced tile [16][64 + 4]
 #define DF_VL 72             // bf16 a row of a warp's V tile and of Q [16][64 + 8]
 #define DF_KMAX 1024         // the widest GEMM input (load_rows holds 8 chunks a thread)
+
+// The stages' helpers (the loads, the GEMM, the epilogues, the attention) are called, not inlined: inlined into each of the
+// 17 stages the kernel's code was 308 KB (v2), a stage's code cold in the instruction caches every time; called, 100 KB,
+// most of it shared by the stages. -DDF_INLINE builds v2's form, to compare.
+#ifdef DF_INLINE
+#define DF_FN __device__ __forceinline__
+#else
+#define DF_FN __device__ __noinline__
+#endif
 
 // The pointer table P (int64 on the device): the drafter's weights, its cache and the kernel's workspace (what stays the same
 // from draft to draft), then 8 a layer. A draft's own tensors (features, n_new, root token, logits) are arguments.
@@ -96,7 +108,7 @@ __device__ __forceinline__ void stage(int nunits, unsigned *bar, unsigned &nb, F
 }
 
 // A unit's W rows into wsm [NC][K + DF_PAD] (one cp.async group): rows [0, NC / 2) from w0, [NC / 2, NC) from w1, K bf16 each.
-__device__ void w_fetch(bf16 *wsm, const bf16 *w0, const bf16 *w1, int NC, int K) {
+DF_FN void w_fetch(bf16 *wsm, const bf16 *w0, const bf16 *w1, int NC, int K) {
     const int cpr = K / 8, ldw = K + DF_PAD, half = NC / 2;
     for (int c = threadIdx.x; c < NC * cpr; c += DF_THREADS) {
         const int row = c / cpr, k = c % cpr * 8;
@@ -107,7 +119,7 @@ __device__ void w_fetch(bf16 *wsm, const bf16 *w0, const bf16 *w1, int NC, int K
 
 // X rows into shared memory: row r (< nrows) from `first` (r == 0, when given) or src + r * lds, K <= DF_KMAX columns; rows
 // nrows..15 zero. g != nullptr: each row RMS-normed as model.RMSNorm rounds it, bf16(g * bf16(x * rsqrt(mean(x^2) + eps))).
-__device__ void load_rows(bf16 *xs, int ldx, const bf16 *first, const bf16 *src, size_t lds, int K, int nrows,
+DF_FN void load_rows(bf16 *xs, int ldx, const bf16 *first, const bf16 *src, size_t lds, int K, int nrows,
                           const bf16 *__restrict__ g, float eps, float *rs) {
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, cpr = K / 8, n = DF_T * cpr;
     uint4 v[DF_KMAX * DF_T / 8 / DF_THREADS];
@@ -142,7 +154,7 @@ __device__ void load_rows(bf16 *xs, int ldx, const bf16 *first, const bf16 *src,
 
 // Y[16][NJ * 8] = X W^T over K into tile [16][DF_TL] (fp32), W the unit's rows in wsm (w_fetch; waited for here).
 template <int NJ>
-__device__ void unit_gemm(const bf16 *xs, int ldx, int K, const bf16 *wsm, float *red, float *tile) {
+DF_FN void unit_gemm(const bf16 *xs, int ldx, int K, const bf16 *wsm, float *red, float *tile) {
     constexpr int NC = NJ * 8;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, t = lane & 3, ldw = K + DF_PAD;
     cp_async_wait_all();
@@ -178,7 +190,7 @@ __device__ void unit_gemm(const bf16 *xs, int ldx, int K, const bf16 *wsm, float
 
 // A head's 64 columns of the tile (rows < nrows) to dst rows (stride ld): rounded to bf16 as the projection's output, then with
 // w != nullptr RMS-normed by w and rotated (rotate-half RoPE, base theta) at position pos0 + r, in fp32 as norm_rope_row does.
-__device__ void head_out(float *tile, int nrows, const bf16 *w, float eps, float theta, int pos0, bf16 *dst, size_t ld,
+DF_FN void head_out(float *tile, int nrows, const bf16 *w, float eps, float theta, int pos0, bf16 *dst, size_t ld,
                          float2 *cs) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     for (int r = warp; r < nrows; r += DF_WARPS) {
@@ -199,7 +211,7 @@ __device__ void head_out(float *tile, int nrows, const bf16 *w, float eps, float
 // .. + 15 (scores and P V on tensor cores, P rounded to bf16 as the reference's PV product), the warps merge in shared memory
 // and the block writes its partial: max (log2 domain) and sum [16], O [16][64] unnormalised, fp32. The last of the head's nch
 // blocks to finish (its ticket) merges them into out [16][ld] bf16 (the head's 64 columns) and puts the ticket back to 0.
-__device__ void attn_unit(const bf16 *qbuf, int NH, const bf16 *kc, const bf16 *vc, int h, int chunk, int nch, int Lk,
+DF_FN void attn_unit(const bf16 *qbuf, int NH, const bf16 *kc, const bf16 *vc, int h, int chunk, int nch, int Lk,
                           float qscale, bf16 *smem_bf, float *red, float *parts, int *ticket, bf16 *out, int *flag) {
     constexpr int PS = 2 * DF_T + DF_T * DF_HD;   // floats a partial
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gr = lane >> 2, t = lane & 3;
