@@ -16,13 +16,14 @@ the most any block took from its own start of a stage to its X rows ready, its G
 
     python benchmarks/bench_draft_fused.py [--ctx 600] [--n-new 5] [--grids 16,32,64,96,128] [--builds called] [--reps 30] [--stamps] [--out OUT.md] [--commit HASH]
 """
-import argparse, json, statistics, time
+import argparse, json, time
 import torch
 from ddtree_nb.runtime import load_kernel, engine_stream
 from ddtree_nb.demo import load_demo_pair
 from ddtree_nb.model import merge_projections
+from bench_few_row_gemm import timed     # µs a call: 20 back to back in a graph, median of reps replays
 
-N_CALLS, SIG = 20, 'PPPPP' + 'i' * 9 + 'ffiP'
+SIG = 'PPPPP' + 'i' * 9 + 'ffiP'
 P_LAYER0, L_STRIDE = 16, 8
 
 
@@ -93,20 +94,6 @@ def clone_cache(cache):
     return c
 
 
-def timed(fn, reset, es, reps):
-    with es:
-        fn(); torch.cuda.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, stream=es.torch):
-            for _ in range(N_CALLS): reset(); fn()
-        ts = []
-        for _ in range(reps):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record(es.torch); g.replay(); b.record(es.torch); b.synchronize()
-            ts.append(1e3 * a.elapsed_time(b) / N_CALLS)
-    return statistics.median(ts)
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--ctx', type=int, default=600); ap.add_argument('--n-new', type=int, default=5)
@@ -142,9 +129,9 @@ def main(argv=None):
     comp = drafter.compiled_draft()
     cc = clone_cache(base)
     reset_c = lambda: cc.length.fill_(L0)
-    t_fill = timed(lambda: None, reset_c, es, a.reps)
-    t_comp = timed(lambda: comp(cc, fb, n_new, root), reset_c, es, a.reps) - t_fill
-    t_eager = timed(lambda: drafter.draft(cc, fb, n_new, root), reset_c, es, a.reps) - t_fill
+    t_fill = timed(reset_c, es, a.reps)
+    t_comp = timed(lambda: (reset_c(), comp(cc, fb, n_new, root)), es, a.reps) - t_fill
+    t_eager = timed(lambda: (reset_c(), drafter.draft(cc, fb, n_new, root)), es, a.reps) - t_fill
     res.update(fill_us=round(t_fill, 2), compiled_us=round(t_comp, 2), eager_us=round(t_eager, 2))
     for build in a.builds.split(','):
       opts = {'called': (), 'inlined': ('-DDF_INLINE',)}[build]
@@ -156,7 +143,7 @@ def main(argv=None):
         row = dict(build=build, grid=G, **errs(out), vs_torch_bf16=(out - ref16).abs().max().item(), length_ok=int(fc.length.item()) == L1,
                    kv_max_diff=kv, bar_zero=f.bar.abs().sum().item() == 0)
         reset_f = lambda: fc.length.fill_(L0)
-        row['us'] = round(timed(lambda: f(G), reset_f, es, a.reps) - t_fill, 2)
+        row['us'] = round(timed(lambda: (reset_f(), f(G)), es, a.reps) - t_fill, 2)
         if a.stamps:
             fs = Fused(drafter, tgt, clone_cache(base), fb, n_new, root, stamps=True, options=opts)
             fs(G); row['stages_us'] = fs.stage_us(G)       # the second draft (the first warmed up)

@@ -6,9 +6,10 @@ events around the replay, median of --reps replays. N = 0 is the launch alone; (
 
     python benchmarks/bench_grid_barrier.py [--grids 16,64,128] [--barriers 0,17] [--reps 20] [--out OUT.txt]
 """
-import argparse, statistics, time
+import argparse, time
 import torch
 from ddtree_nb.runtime import load_kernel, engine_stream
+from bench_few_row_gemm import timed     # µs a call: 20 back to back in a graph, median of reps replays
 
 SRC = r'''
 __device__ __forceinline__ void grid_sync(unsigned *bar, unsigned k) {
@@ -28,8 +29,6 @@ extern "C" __global__ void bar_only(unsigned *bar, int nsync) {
     if (threadIdx.x == 0) { __threadfence(); if (atomicAdd(bar + 1, 1u) == gridDim.x - 1) { bar[0] = 0; bar[1] = 0; __threadfence(); } }
 }
 '''
-N_CALLS = 20
-
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -42,16 +41,8 @@ def main(argv=None):
     for G in [int(x) for x in a.grids.split(',')]:
         for ns in [int(x) for x in a.barriers.split(',')]:
             launch = lambda: k(bar, ns, grid=(G,), block=(256,))
-            with es:
-                launch(); torch.cuda.synchronize()
-                g = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(g, stream=es.torch):
-                    for _ in range(N_CALLS): launch()
-                ts = []
-                for _ in range(a.reps):
-                    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    s.record(es.torch); g.replay(); e.record(es.torch); e.synchronize(); ts.append(1e3 * s.elapsed_time(e) / N_CALLS)
-            lines.append(f"G={G} barriers={ns}: {statistics.median(ts):.2f} us a launch"); print(lines[-1], flush=True)
+            us = timed(launch, es, a.reps)
+            lines.append(f"G={G} barriers={ns}: {us:.2f} us a launch"); print(lines[-1], flush=True)
     if a.out: open(a.out, 'w').write('\n'.join(lines) + '\n')
 
 
