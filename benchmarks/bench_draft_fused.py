@@ -27,25 +27,35 @@ SIG = 'PPPPP' + 'i' * 9 + 'ffiP'
 P_LAYER0, L_STRIDE = 16, 8
 
 
-def pack(drafter, target, cache, ws, parts, bar):
+_WEIGHTS = {}   # id(drafter) -> (the drafter, its layers' k | v | q and gate | up weights as the kernel reads them)
+
+
+def layer_weights(drafter):
+    "Each layer's k | v | q and gate | up rows as one tensor each (copies, made once a drafter)."
+    if _WEIGHTS.get(id(drafter), (None,))[0] is not drafter:
+        _WEIGHTS[id(drafter)] = (drafter, [(torch.cat([l.self_attn.k_proj.weight, l.self_attn.v_proj.weight, l.self_attn.q_proj.weight]),
+                                           torch.cat([l.mlp.gate_proj.weight, l.mlp.up_proj.weight])) for l in drafter.layers])
+    return _WEIGHTS[id(drafter)][1]
+
+
+def pack(drafter, cache, ws, parts, bar):
     "The kernel's pointer table (kernels/dev/draft_fused.cu's P_* and L_* order) and the tensors it points into (kept alive)."
     keep, ptr = [], lambda t: (keep.append(t), t.data_ptr())[1]
     P = [0] * (P_LAYER0 + L_STRIDE * len(drafter.layers))
-    P[:11] = [ptr(drafter.fc.weight.contiguous()), ptr(drafter.hidden_norm.weight), ptr(target.embed_tokens.weight),
-              ptr(target.lm_head.weight), ptr(drafter.norm.weight), ptr(cache.k), ptr(cache.v), ptr(cache.length), ptr(ws),
+    P[:11] = [ptr(drafter.fc.weight.contiguous()), ptr(drafter.hidden_norm.weight), ptr(drafter.embed_tokens.weight),
+              ptr(drafter.lm_head.weight), ptr(drafter.norm.weight), ptr(cache.k), ptr(cache.v), ptr(cache.length), ptr(ws),
               ptr(bar), ptr(parts)]
-    for l, layer in enumerate(drafter.layers):
+    for l, (layer, (wkvq, wgu)) in enumerate(zip(drafter.layers, layer_weights(drafter))):
         a, m = layer.self_attn, layer.mlp
         P[P_LAYER0 + l * L_STRIDE: P_LAYER0 + (l + 1) * L_STRIDE] = [
-            ptr(torch.cat([a.k_proj.weight, a.v_proj.weight, a.q_proj.weight])), ptr(a.q_norm.weight), ptr(a.k_norm.weight),
-            ptr(a.o_proj.weight.contiguous()), ptr(layer.input_layernorm.weight), ptr(layer.post_attention_layernorm.weight),
-            ptr(torch.cat([m.gate_proj.weight, m.up_proj.weight])), ptr(m.down_proj.weight.contiguous())]
+            ptr(wkvq), ptr(a.q_norm.weight), ptr(a.k_norm.weight), ptr(a.o_proj.weight.contiguous()),
+            ptr(layer.input_layernorm.weight), ptr(layer.post_attention_layernorm.weight), ptr(wgu), ptr(m.down_proj.weight.contiguous())]
     return torch.tensor(P, dtype=torch.int64, device=cache.k.device), keep
 
 
 class Fused:
     "The kernel with its workspace, over `cache` (bf16), for drafts of `feats` [R <= 16, KF]."
-    def __init__(self, drafter, target, cache, feats, n_new, root, stamps=False, options=()):
+    def __init__(self, drafter, cache, feats, n_new, root, stamps=False, options=()):
         c, dev = drafter.config, feats.device
         self.H, self.I, self.NH, self.NL, self.S = c.hidden_size, c.intermediate_size, c.num_attention_heads, c.num_hidden_layers, cache.max_tokens
         self.R, self.KF, self.V = feats.shape[0], feats.shape[1], c.vocab_size
@@ -54,7 +64,7 @@ class Fused:
         ws = torch.empty(16 * (2 * self.H + 2 * 64 * self.NH + self.I), dtype=torch.bfloat16, device=dev)
         parts = torch.empty(self.NH * -(-self.S // 128) * (32 + 16 * 64), dtype=torch.float32, device=dev)   # (max, sum, O) a head and 128 keys
         self.bar = torch.zeros(2 + self.NH, dtype=torch.int32, device=dev)   # the barrier, then a ticket a head
-        self.P, self.keep = pack(drafter, target, cache, ws, parts, self.bar)
+        self.P, self.keep = pack(drafter, cache, ws, parts, self.bar)
         self.args = (feats, n_new, root, self.out)
         self.k = load_kernel('dev/draft_fused.cu', 'draft_fused', SIG, options=tuple(options) + (('-DDF_STAMPS',) if stamps else ()))
         n_stages = 2 + 5 * self.NL - 1 + 1      # A, B, then Q (l > 0), C, D, E, F a layer, then H
@@ -80,6 +90,19 @@ class Fused:
         self.k(self.P, *self.args, self.R, self.KF, self.H, self.I, self.V, self.NH, self.NL, self.S, self.mask, self.eps, self.theta, self.wsm, 0 if self.stamps is None else self.stamps,
                grid=(grid,), block=(256,), shared=self.smem)
         return self.out
+
+
+def route_drafts(drafter, grid: int, options=()):
+    "Make `drafter.compiled_draft()`, the draft a compiled round calls, this kernel at `grid` blocks: a `Fused` for each set of buffers (a generation's cache, feature rows, n_new and root token), made on its first, eager, draft."
+    made = {}
+    def draft(cache, features, n_new, root_token):
+        key = (cache.k.data_ptr(), features.data_ptr(), n_new.data_ptr(), root_token.data_ptr())
+        if key not in made:
+            made.clear()            # a new generation: the last one's graph is gone with its decoder
+            made[key] = Fused(drafter, cache, features, n_new, root_token, options=options)
+        return made[key](grid)
+    drafter.__dict__['_compiled_draft'] = draft
+    return drafter
 
 
 def filled_cache(drafter, S, ctx_feats):
@@ -137,7 +160,7 @@ def main(argv=None):
       opts = {'called': (), 'inlined': ('-DDF_INLINE',)}[build]
       for G in [int(x) for x in a.grids.split(',')]:
         fc = clone_cache(base)
-        f = Fused(drafter, tgt, fc, fb, n_new, root, options=opts)
+        f = Fused(drafter, fc, fb, n_new, root, options=opts)
         out = f(G).clone(); torch.cuda.synchronize()
         kv = [(fc.k[:, L0:L1 + 16] - cref.k[:, L0:L1 + 16]).abs().max().item(), (fc.v[:, L0:L1 + 16] - cref.v[:, L0:L1 + 16]).abs().max().item()]
         row = dict(build=build, grid=G, **errs(out), vs_torch_bf16=(out - ref16).abs().max().item(), length_ok=int(fc.length.item()) == L1,
@@ -145,7 +168,7 @@ def main(argv=None):
         reset_f = lambda: fc.length.fill_(L0)
         row['us'] = round(timed(lambda: (reset_f(), f(G)), es, a.reps) - t_fill, 2)
         if a.stamps:
-            fs = Fused(drafter, tgt, clone_cache(base), fb, n_new, root, stamps=True, options=opts)
+            fs = Fused(drafter, clone_cache(base), fb, n_new, root, stamps=True, options=opts)
             fs(G); row['stages_us'] = fs.stage_us(G)       # the second draft (the first warmed up)
         rows.append(row); print(row, flush=True)
     res['fused'] = rows

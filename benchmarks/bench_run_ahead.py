@@ -164,11 +164,13 @@ def main(argv=None):
     ap.add_argument('--merge', choices=('on', 'off'), default=None, help="Stages(merge=True / False): the projections of one input as one GEMM each (default: Stages' own, on for cuda)")
     ap.add_argument('--autotune-ar', action=argparse.BooleanOptionalAction, default=None, help="with --compile: Stages(compile=model.AUTOTUNE_AR), the one-token forwards (the AR step) through inductor's max-autotune; --no-autotune-ar: Stages(compile={}); default: Stages(compile=True), which autotunes them")
     ap.add_argument('--autotune-tokens', default=None, help="with --compile: Stages(compile={T: AUTOTUNE_AR's options for each T listed}), e.g. 1,16,17,65: the verify forwards (T = budget + 1) through max-autotune too")
+    ap.add_argument('--draft-fused', type=int, default=0, metavar='G', help="with --compile: the round's draft through kernels/dev/draft_fused.cu at G blocks (bench_draft_fused.route_drafts), not the compiled torch draft")
     ap.add_argument('--traced', action='store_true', help="target.trace_attention: compiled layers keep the verify kernel inside their graph (a custom op)")
     ap.add_argument('--temps', default='0,0.8', help='temperatures, comma-separated')
     ap.add_argument('--budgets', default='16,64', help="DDTree budgets, comma-separated (AR and DFlash always run; each budget B compiles a verify forward of B + 1 tokens)")
     a = ap.parse_args(argv)
     global MERGE; MERGE = {'on': True, 'off': False}.get(a.merge)
+    if a.draft_fused and not a.compile: ap.error("--draft-fused needs --compile (it takes the compiled draft's place)")
     CASES[2:] = [('ddtree', int(b)) for b in a.budgets.split(',') if b.strip()] or ap.error('--budgets: at least one budget')
     if a.autotune_ar is not None:
         if not a.compile: ap.error('--autotune-ar / --no-autotune-ar need --compile')
@@ -184,10 +186,12 @@ def main(argv=None):
     from ddtree_nb.demo import load_demo_pair, held_out_prompts
     t, d, tok = load_demo_pair('cuda', torch.bfloat16)
     t.trace_attention = a.traced
+    if a.draft_fused: import bench_draft_fused; bench_draft_fused.route_drafts(d, a.draft_fused)
     prompts = held_out_prompts(tok, n=a.prompts, prompt_tokens=32)
     res = dict(meta=dict(date=time.strftime('%Y-%m-%d'), gpu=torch.cuda.get_device_name(), commit=a.commit, torch=torch.__version__,
                          command='python benchmarks/bench_run_ahead.py ' + ' '.join(argv or __import__('sys').argv[1:]),
-                         prompts=len(prompts), max_new=a.max_new, reps=a.reps, compile=a.compile, merge=MERGE, traced=a.traced))
+                         prompts=len(prompts), max_new=a.max_new, reps=a.reps, compile=a.compile, merge=MERGE, traced=a.traced,
+                         draft_fused=a.draft_fused))
     res['ab'] = ab(t, d, prompts, a.max_new, a.reps, log, tuple(float(x) for x in a.temps.split(',')), a.compile)
     res['goals'] = goals(res['ab'])
     runs = [dict(method=r['method'], budget=r['budget'], temperature=0, prompt=i, tokens=tk)   # soak_ties.py's input format
