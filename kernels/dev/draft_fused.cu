@@ -23,8 +23,11 @@
 // barriers cost about 1 µs each (bench_grid_barrier.py: 17.0-19.1 µs for 17 at G = 16-128), so each stage's own chain of
 // loads, block barriers and stores takes ~5 µs, twice a cuBLAS GEMM's 2.7; where, the stamps (-DDF_STAMPS) are for. One
 // suspect found after the runs: with every helper inlined into all 17 stages the kernel was 308 KB of SASS, so each stage ran
-// code cold in the instruction caches. The helpers are now called (DF_FN): 100 KB, the same helpers for every stage. Not run
-// (bench_draft_fused.py --builds called,inlined times both).
+// code cold in the instruction caches. v3 calls the helpers (DF_FN): 96 KB, the same helpers for every stage; and it cuts
+// three steps from a stage's chain: the K = 256 row norms in registers (a warp holds its two rows whole: no shared-memory
+// pass, two block barriers fewer), the 64-column GEMMs without split-K (a warp an 8-column tile over all of K: no partial
+// sums), the residual's stream read before the GEMM. Not run (bench_draft_fused.py --builds called,inlined times v3 with
+// its helpers called and inlined).
 // Limits: T = 16 block rows, R <= 16 context rows, head_dim 64, num_heads == num_key_value_heads, K of every GEMM % 32 == 0 and
 // <= 1024, H % 64 == 0, I % 16 == 0, V % 64 == 0; cache rows >= S are not written (the torch path drops them too).
 // The grid barrier is a counter in `bar` (zero between launches; the last block to finish puts it back to 0): every block
@@ -43,8 +46,8 @@
 #define DF_KMAX 1024         // the widest GEMM input (load_rows holds 8 chunks a thread)
 
 // The stages' helpers (the loads, the GEMM, the epilogues, the attention) are called, not inlined: inlined into each of the
-// 17 stages the kernel's code was 308 KB (v2), a stage's code cold in the instruction caches every time; called, 100 KB,
-// most of it shared by the stages. -DDF_INLINE builds v2's form, to compare.
+// 17 stages the kernel's code was 308 KB (v2), a stage's code cold in the instruction caches every time; called, 96 KB,
+// most of it shared by the stages. -DDF_INLINE inlines them, as v2 did, to compare.
 #ifdef DF_INLINE
 #define DF_FN __device__ __forceinline__
 #else
@@ -128,6 +131,28 @@ DF_FN void load_rows(bf16 *xs, int ldx, const bf16 *first, const bf16 *src, size
         const int c = tid + i * DF_THREADS, r = c / cpr;
         v[i] = c < n && r < nrows ? ldcg16((r == 0 && first ? first : src + r * lds) + c % cpr * 8) : make_uint4(0, 0, 0, 0);
     }
+    if (g && cpr == 32) {   // K = 256: warp w holds rows w and w + 8 whole (chunk `lane` of each), so it norms them in registers
+        #pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&v[i]);
+            float s = 0.f;
+            #pragma unroll
+            for (int j = 0; j < 4; ++j) { const float2 f = __bfloat1622float2(h[j]); s += f.x * f.x + f.y * f.y; }
+            #pragma unroll
+            for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+            const float r = rsqrtf(s / K + eps);
+            const uint4 gv = __ldg(reinterpret_cast<const uint4 *>(g + lane * 8));
+            const __nv_bfloat162 *gg = reinterpret_cast<const __nv_bfloat162 *>(&gv);
+            #pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const float2 f = __bfloat1622float2(h[j]), w = __bfloat1622float2(gg[j]);
+                h[j] = __floats2bfloat162_rn(w.x * bf16r(f.x * r), w.y * bf16r(f.y * r));
+            }
+            *reinterpret_cast<uint4 *>(xs + (warp + 8 * i) * ldx + lane * 8) = v[i];
+        }
+        __syncthreads();
+        return;
+    }
     #pragma unroll
     for (int i = 0; i < DF_KMAX * DF_T / 8 / DF_THREADS; ++i) {
         const int c = tid + i * DF_THREADS;
@@ -159,6 +184,20 @@ DF_FN void unit_gemm(const bf16 *xs, int ldx, int K, const bf16 *wsm, float *red
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, t = lane & 3, ldw = K + DF_PAD;
     cp_async_wait_all();
     __syncthreads();
+    if constexpr (NJ == DF_WARPS) {   // a warp an 8-column tile over all of K: no partials to sum
+        float c[4] = {0.f, 0.f, 0.f, 0.f};
+        const bf16 *wr = wsm + (warp * 8 + gr) * ldw;
+        for (int k = 8 * t; k < K; k += 32) {
+            const uint4 lo = *reinterpret_cast<const uint4 *>(xs + gr * ldx + k), hi = *reinterpret_cast<const uint4 *>(xs + (gr + 8) * ldx + k);
+            const uint4 b = *reinterpret_cast<const uint4 *>(wr + k);
+            mma16816(c, lo.x, hi.x, lo.y, hi.y, b.x, b.y);
+            mma16816(c, lo.z, hi.z, lo.w, hi.w, b.z, b.w);
+        }
+        *reinterpret_cast<float2 *>(tile + gr * DF_TL + warp * 8 + 2 * t) = make_float2(c[0], c[1]);
+        *reinterpret_cast<float2 *>(tile + (gr + 8) * DF_TL + warp * 8 + 2 * t) = make_float2(c[2], c[3]);
+        __syncthreads();
+        return;
+    }
     float c[NJ][4];
     #pragma unroll
     for (int j = 0; j < NJ; ++j) c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0.f;
@@ -363,11 +402,10 @@ extern "C" __global__ void __launch_bounds__(DF_THREADS, 1) draft_fused(
         bf16 *dst = (kind ? vc : kc) + l * lstride + ((size_t)L1 * NH + h) * DF_HD;
         head_out(tile, min(DF_T, S - L1), kind ? nullptr : LPTR(l, L_KN), eps, theta, L1, dst, (size_t)NH * DF_HD, cs);
     };
-    auto residual = [&](int u) {   // h[:, 16 u ..] += bf16(the tile)
-        for (int e = tid; e < DF_T * 16; e += DF_THREADS) {
-            const int r = e / 16, c = u * 16 + e % 16;
-            hbuf[r * H + c] = __float2bfloat16_rn(ldcg1(hbuf + r * H + c) + bf16r(tile[r * DF_TL + e % 16]));
-        }
+    // h[:, 16 u ..] += bf16(the tile): thread tid's element (row tid / 16, column 16 u + tid % 16), read (h0) before the GEMM
+    auto residual_in = [&](int u) { return ldcg1(hbuf + tid / 16 * H + u * 16 + tid % 16); };
+    auto residual = [&](int u, float h0) {
+        hbuf[tid / 16 * H + u * 16 + tid % 16] = __float2bfloat16_rn(h0 + bf16r(tile[tid / 16 * DF_TL + tid % 16]));
     };
 
     // A: fc of the context rows (units of 16 columns) | layer 0's k, v, q (a unit per head); nothing to wait for
@@ -418,11 +456,12 @@ extern "C" __global__ void __launch_bounds__(DF_THREADS, 1) draft_fused(
         });
         // D: o_proj, residual
         stage(H / 16, bar, nb, [&](int u) { const bf16 *w = LPTR(l, L_WO) + (size_t)u * 16 * NH * DF_HD; w_fetch(wsm, w, w + 8 * NH * DF_HD, 16, NH * DF_HD); }, [&](int u) {
+            const float h0 = residual_in(u);
             load_rows(xs, ldx, nullptr, abuf, NH * DF_HD, NH * DF_HD, DF_T, nullptr, eps, rs);
             DF_MARK(1);
             unit_gemm<2>(xs, ldx, NH * DF_HD, wsm, red, tile);
             DF_MARK(2);
-            residual(u);
+            residual(u, h0);
         });
         // E: post-attention norm, gate | up, SiLU(gate) x up
         stage(I / 16, bar, nb, [&](int u) { const bf16 *w = LPTR(l, L_WGU) + (size_t)u * 16 * H; w_fetch(wsm, w, w + (size_t)I * H, 32, H); }, [&](int u) {
@@ -438,11 +477,12 @@ extern "C" __global__ void __launch_bounds__(DF_THREADS, 1) draft_fused(
         });
         // F: down, residual
         stage(H / 16, bar, nb, [&](int u) { const bf16 *w = LPTR(l, L_WD) + (size_t)u * 16 * I; w_fetch(wsm, w, w + 8 * I, 16, I); }, [&](int u) {
+            const float h0 = residual_in(u);
             load_rows(xs, ldx, nullptr, act, I, I, DF_T, nullptr, eps, rs);
             DF_MARK(1);
             unit_gemm<2>(xs, ldx, I, wsm, red, tile);
             DF_MARK(2);
-            residual(u);
+            residual(u, h0);
         });
     }
     // H: final norm of rows 1 .. 15, lm_head, fp32 logits [15][V]
