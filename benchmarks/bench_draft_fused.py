@@ -67,8 +67,8 @@ class Fused:
         self.P, self.keep = pack(drafter, cache, ws, parts, self.bar)
         self.args = (feats, n_new, root, self.out)
         self.k = load_kernel('dev/draft_fused.cu', 'draft_fused', SIG, options=tuple(options) + (('-DDF_STAMPS',) if stamps else ()))
-        n_stages = 2 + 5 * self.NL - 1 + 1      # A, B, then Q (l > 0), C, D, E, F a layer, then H
-        self.stamps = torch.zeros(2 * (n_stages + 1) + 4 * n_stages, dtype=torch.int64, device=dev) if stamps else None
+        self.stages = ['A', 'B'] + [f'{s}{l}' for l in range(self.NL) for s in (['C', 'D', 'E', 'F'] if l == 0 else ['Q', 'C', 'D', 'E', 'F'])] + ['H']
+        self.stamps = torch.zeros(5 * (len(self.stages) + 1), dtype=torch.int64, device=dev) if stamps else None   # 5 slots an index (the kernel's DF_STAMPS)
         ldx = max(self.KF, self.I, self.H, 64 * self.NH) + 32
         H, I, KF, NH = self.H, self.I, self.KF, self.NH
         self.wsm = max(16 * (KF + 32), 64 * (H + 32), 16 * (64 * NH + 32), 32 * (H + 32), 16 * (I + 32))   # a unit's W rows
@@ -79,12 +79,11 @@ class Fused:
 
     def stage_us(self, grid):
         "One stamped draft, µs a stage: work (block 0 leaving the barrier before -> the last block arriving at the next), barrier (-> block 0 leaving it), and the most any block took from its own start to its X rows ready, its GEMM (attention: its partial, its merge) done and its arrival."
-        names = ['A', 'B'] + [f'{s}{l}' for l in range(self.NL) for s in (['C', 'D', 'E', 'F'] if l == 0 else ['Q', 'C', 'D', 'E', 'F'])] + ['H']
         self.stamps.zero_(); self(grid); torch.cuda.synchronize()
-        t, n, us = self.stamps.cpu().tolist(), len(names), lambda x: round(x / 1e3, 2)
-        return {nm: dict(work=us(t[2 * (k + 1)] - t[2 * k + 1]), barrier=us(t[2 * (k + 1) + 1] - t[2 * (k + 1)]) if k + 1 < n else None,
-                         x=us(t[2 * (n + 1) + 4 * k + 1]), gemm=us(t[2 * (n + 1) + 4 * k + 2]), end=us(t[2 * (n + 1) + 4 * k + 3]))
-                for k, nm in enumerate(names)}
+        t, n, us = self.stamps.cpu().tolist(), len(self.stages), lambda x: round(x / 1e3, 2)
+        return {nm: dict(work=us(t[5 * (k + 1)] - t[5 * k + 1]), barrier=us(t[5 * (k + 1) + 1] - t[5 * (k + 1)]) if k + 1 < n else None,
+                         x=us(t[5 * k + 2]), gemm=us(t[5 * k + 3]), end=us(t[5 * k + 4]))
+                for k, nm in enumerate(self.stages)}
 
     def __call__(self, grid):
         self.k(self.P, *self.args, self.R, self.KF, self.H, self.I, self.V, self.NH, self.NL, self.S, self.mask, self.eps, self.theta, self.wsm, 0 if self.stamps is None else self.stamps,
@@ -122,12 +121,12 @@ def main(argv=None):
     ap.add_argument('--ctx', type=int, default=600); ap.add_argument('--n-new', type=int, default=5)
     ap.add_argument('--max-tokens', type=int, default=2048); ap.add_argument('--grids', default='16,32,64,96,128')
     ap.add_argument('--reps', type=int, default=30); ap.add_argument('--out'); ap.add_argument('--commit', default='')
-    ap.add_argument('--builds', default='called', help="comma list: called (the helpers called, the default build), inlined (-DDF_INLINE: v2's form)")
+    ap.add_argument('--builds', default='called', help="comma list: called (the helpers called, the default build), inlined (-DDF_INLINE: inlined into every stage, as v2 had them)")
     ap.add_argument('--stamps', action='store_true', help="also each stage's work and barrier µs at every grid (a build with -DDF_STAMPS, one draft each)")
     a = ap.parse_args(argv)
     dev = torch.device('cuda')
-    tgt, drafter, _ = load_demo_pair('cuda', torch.bfloat16)
-    tgt32, d32, _ = load_demo_pair('cuda', torch.float32)
+    _, drafter, _ = load_demo_pair('cuda', torch.bfloat16)      # the drafter keeps its target's embedding and lm_head
+    _, d32, _ = load_demo_pair('cuda', torch.float32)
     merge_projections(drafter)          # as the round runs it (Stages(merge=True))
     c = drafter.config
     KF = len(c.target_layer_ids) * c.hidden_size

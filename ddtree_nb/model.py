@@ -743,11 +743,13 @@ def _compile_layers(self: TargetModel,
     # dynamo's recompile limit (8), past which it would run the rest eagerly without a word
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
     if self.compiled_layers is None:   # the layers, and the forward's steps before and after them (embedding, RoPE; final norm, lm_head)
-        self.compiled_layers = [torch.compile(l, dynamic=False, **inductor_kw(kw)) for l in self.layers]
-        self.compiled_ends = tuple(torch.compile(f, dynamic=False, **inductor_kw(kw)) for f in (self._enter, self._head))
+        ikw = inductor_kw(kw)
+        self.compiled_layers = [torch.compile(l, dynamic=False, **ikw) for l in self.layers]
+        self.compiled_ends = tuple(torch.compile(f, dynamic=False, **ikw) for f in (self._enter, self._head))
     for T, opts in (by_tokens or {}).items():
         if _options_key(T, opts) not in self.compiled_copies:
-            self.compiled_copies[_options_key(T, opts)] = [torch.compile(l, dynamic=False, **inductor_kw({**kw, **opts})) for l in self.layers]
+            ikw = inductor_kw({**kw, **opts})
+            self.compiled_copies[_options_key(T, opts)] = [torch.compile(l, dynamic=False, **ikw) for l in self.layers]
     self.compile_tokens = dict(by_tokens or {})
     return self
 TargetModel.compile_layers = _compile_layers

@@ -12,9 +12,10 @@
 //   F   down, the residual                                                                            (units of 16 columns)
 //   H   the final norm of rows 1..T-1 and the lm_head, fp32 logits out                                (units of 64 columns)
 // A unit's weights are fetched (cp.async) into shared memory before the barrier that waits for the stage before. Its GEMM is
-// Y[16, NC] = X[16, K] W[NC, K]^T: X (normed in the prologue where the model norms it) in shared memory, the 8 warps splitting
-// K in 32-wide steps (mma.sync m16n8k16, bf16 in, fp32 sums; each lane loads 16 B of X and W a step, the k order permuted alike
-// for both, as kernels/dev/few_row_gemm.cu), the partials summed in shared memory, then the epilogue. Values are rounded to
+// Y[16, NC] = X[16, K] W[NC, K]^T: X (normed in the prologue where the model norms it) in shared memory, mma.sync m16n8k16 (bf16
+// in, fp32 sums; each lane loads 16 B of X and W a 32-wide k step, the k order permuted alike for both, as
+// kernels/dev/few_row_gemm.cu); a 64-column unit gives each warp an 8-column tile, a narrower one splits K over the 8 warps
+// and sums their partials in shared memory (v1-v2 split K everywhere); then the epilogue. Values are rounded to
 // bf16 where the torch draft rounds them (each projection's output, the norms, SiLU, the residuals); the q / k norms and RoPE
 // are fp32 as in draft_attn.cu's _nr kernels, whose helpers this file includes.
 // Verdict (benchmarks/bench_draft_fused.py, an H100, bench_compile.md "Session 38"): correct on its first run (the logits as
@@ -64,22 +65,21 @@ __device__ __forceinline__ float bf16r(float x) { return __bfloat162float(__floa
 __device__ __forceinline__ uint4 ldcg16(const bf16 *p) { return __ldcg(reinterpret_cast<const uint4 *>(p)); }
 __device__ __forceinline__ float ldcg1(const bf16 *p) { return __bfloat162float(__ushort_as_bfloat16(__ldcg(reinterpret_cast<const unsigned short *>(p)))); }
 // bf16 elements of the X region of shared memory: 16 rows of ldx, or attention's Q and 8 warps' V tiles
-__host__ __device__ __forceinline__ int df_xs_elems(int ldx) { return 16 * ldx > 9 * 16 * 72 ? 16 * ldx : 9 * 16 * 72; }
+__device__ __forceinline__ int df_xs_elems(int ldx) { return max(DF_T * ldx, (DF_WARPS + 1) * DF_T * DF_VL); }
 
 __device__ __forceinline__ unsigned long long df_now() { unsigned long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
 
-// With -DDF_STAMPS, the kernel's `stamps` (ns, %globaltimer; zeros before the launch): slot 2k the last block's arrival at
-// barrier k (k = the stage count: its end), slot 2k + 1 block 0's leave of it (slot 1: block 0's start); from slot
-// 2 (stages + 1) on, 4 a stage: the most any block took from its own start of the stage to its X rows ready (1), its GEMM
-// done (2) and its arrival at the next barrier (3). Without -DDF_STAMPS the stamps are nothing.
+// With -DDF_STAMPS, the kernel's `stamps` (ns, %globaltimer; zeros before the launch), 5 slots an index k: 5k the last block's
+// arrival at barrier k (k = the stage count: the end), 5k + 1 block 0's leave of it (k = 0: block 0's start), and for stage k
+// (the one after barrier k) the most any block took from its own start of it to its X rows ready (5k + 2), its GEMM done
+// (5k + 3) and its arrival at the next barrier (5k + 4). Without -DDF_STAMPS the stamps are nothing.
 #ifdef DF_STAMPS
 __device__ unsigned long long *df_stamps;
-__device__ int df_phase0;
 __shared__ unsigned long long df_t0;   // this block's start of its current stage
 __shared__ int df_stage;
-#define DF_ARRIVE(k) do { const unsigned long long t_ = df_now(); atomicMax(df_stamps + 2 * (k), t_); atomicMax(df_stamps + df_phase0 + 4 * df_stage + 3, t_ - df_t0); } while (0)
-#define DF_LEAVE(k) do { const unsigned long long t_ = df_now(); if (blockIdx.x == 0) df_stamps[2 * (k) + 1] = t_; df_t0 = t_; df_stage = (k); } while (0)
-#define DF_MARK(p) do { if (threadIdx.x == 0) atomicMax(df_stamps + df_phase0 + 4 * df_stage + (p), df_now() - df_t0); } while (0)
+#define DF_ARRIVE(k) do { const unsigned long long t_ = df_now(); atomicMax(df_stamps + 5 * (k), t_); atomicMax(df_stamps + 5 * df_stage + 4, t_ - df_t0); } while (0)
+#define DF_LEAVE(k) do { const unsigned long long t_ = df_now(); if (blockIdx.x == 0) df_stamps[5 * (k) + 1] = t_; df_t0 = t_; df_stage = (k); } while (0)
+#define DF_MARK(p) do { if (threadIdx.x == 0) atomicMax(df_stamps + 5 * df_stage + 1 + (p), df_now() - df_t0); } while (0)
 #else
 #define DF_ARRIVE(k) do {} while (0)
 #define DF_LEAVE(k) do {} while (0)
@@ -99,6 +99,21 @@ __device__ __forceinline__ void grid_sync(unsigned *bar, unsigned k) {
         DF_LEAVE(k);
     }
     __syncthreads();
+}
+
+// After a block's last barrier: the last block to get here puts the barrier's words back to 0 for the next launch.
+__device__ __forceinline__ void grid_done(unsigned *bar) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        if (atomicAdd(bar + 1, 1u) == gridDim.x - 1) { bar[0] = 0; bar[1] = 0; __threadfence(); }
+    }
+}
+
+// nsync barriers and nothing else: what a barrier costs (benchmarks/bench_grid_barrier.py)
+extern "C" __global__ void __launch_bounds__(DF_THREADS) draft_fused_barriers(unsigned *bar, int nsync) {
+    for (int k = 1; k <= nsync; ++k) grid_sync(bar, k);
+    grid_done(bar);
 }
 
 // One stage: the block's units u = blockIdx.x + i G; the first unit's weights are fetched (cp.async) before the barrier that
@@ -196,35 +211,35 @@ DF_FN void unit_gemm(const bf16 *xs, int ldx, int K, const bf16 *wsm, float *red
         *reinterpret_cast<float2 *>(tile + gr * DF_TL + warp * 8 + 2 * t) = make_float2(c[0], c[1]);
         *reinterpret_cast<float2 *>(tile + (gr + 8) * DF_TL + warp * 8 + 2 * t) = make_float2(c[2], c[3]);
         __syncthreads();
-        return;
-    }
-    float c[NJ][4];
-    #pragma unroll
-    for (int j = 0; j < NJ; ++j) c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0.f;
-    for (int ks = warp; ks < K / 32; ks += DF_WARPS) {
-        const int k = ks * 32 + 8 * t;
-        const uint4 lo = *reinterpret_cast<const uint4 *>(xs + gr * ldx + k), hi = *reinterpret_cast<const uint4 *>(xs + (gr + 8) * ldx + k);
+    } else {   // split K: warp w takes the 32-wide k steps w, w + 8, ...; the partials summed in shared memory
+        float c[NJ][4];
         #pragma unroll
-        for (int j = 0; j < NJ; ++j) {   // the lane's k 0-3 feed slots 2t, 2t + 1, 8 + 2t, 9 + 2t of one mma, its k 4-7 the next
-            const uint4 b = *reinterpret_cast<const uint4 *>(wsm + (j * 8 + gr) * ldw + k);
-            mma16816(c[j], lo.x, hi.x, lo.y, hi.y, b.x, b.y);
-            mma16816(c[j], lo.z, hi.z, lo.w, hi.w, b.z, b.w);
+        for (int j = 0; j < NJ; ++j) c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0.f;
+        for (int ks = warp; ks < K / 32; ks += DF_WARPS) {
+            const int k = ks * 32 + 8 * t;
+            const uint4 lo = *reinterpret_cast<const uint4 *>(xs + gr * ldx + k), hi = *reinterpret_cast<const uint4 *>(xs + (gr + 8) * ldx + k);
+            #pragma unroll
+            for (int j = 0; j < NJ; ++j) {   // the lane's k 0-3 feed slots 2t, 2t + 1, 8 + 2t, 9 + 2t of one mma, its k 4-7 the next
+                const uint4 b = *reinterpret_cast<const uint4 *>(wsm + (j * 8 + gr) * ldw + k);
+                mma16816(c[j], lo.x, hi.x, lo.y, hi.y, b.x, b.y);
+                mma16816(c[j], lo.z, hi.z, lo.w, hi.w, b.z, b.w);
+            }
         }
-    }
-    float *mine = red + warp * DF_T * NC;
-    #pragma unroll
-    for (int j = 0; j < NJ; ++j) {
-        *reinterpret_cast<float2 *>(mine + gr * NC + j * 8 + 2 * t) = make_float2(c[j][0], c[j][1]);
-        *reinterpret_cast<float2 *>(mine + (gr + 8) * NC + j * 8 + 2 * t) = make_float2(c[j][2], c[j][3]);
-    }
-    __syncthreads();
-    for (int e = threadIdx.x; e < DF_T * NC; e += DF_THREADS) {
-        float s = 0.f;
+        float *mine = red + warp * DF_T * NC;
         #pragma unroll
-        for (int w = 0; w < DF_WARPS; ++w) s += red[w * DF_T * NC + e];
-        tile[e / NC * DF_TL + e % NC] = s;
+        for (int j = 0; j < NJ; ++j) {
+            *reinterpret_cast<float2 *>(mine + gr * NC + j * 8 + 2 * t) = make_float2(c[j][0], c[j][1]);
+            *reinterpret_cast<float2 *>(mine + (gr + 8) * NC + j * 8 + 2 * t) = make_float2(c[j][2], c[j][3]);
+        }
+        __syncthreads();
+        for (int e = threadIdx.x; e < DF_T * NC; e += DF_THREADS) {
+            float s = 0.f;
+            #pragma unroll
+            for (int w = 0; w < DF_WARPS; ++w) s += red[w * DF_T * NC + e];
+            tile[e / NC * DF_TL + e % NC] = s;
+        }
+        __syncthreads();
     }
-    __syncthreads();
 }
 
 // A head's 64 columns of the tile (rows < nrows) to dst rows (stride ld): rounded to bf16 as the projection's output, then with
@@ -388,7 +403,7 @@ extern "C" __global__ void __launch_bounds__(DF_THREADS, 1) draft_fused(
     const float qscale = rsqrtf((float)DF_HD) * 1.4426950408889634f;
     unsigned nb = 0;
 #ifdef DF_STAMPS
-    if (tid == 0) { df_stamps = stamps; df_phase0 = 2 * (5 * NL + 3); DF_LEAVE(0); }   // every block writes the same values before its own first stamp
+    if (tid == 0) { df_stamps = stamps; DF_LEAVE(0); }   // every block writes the same pointer before its own first stamp
 #endif
     #define LPTR(l, f) reinterpret_cast<const bf16 *>(P[P_LAYER0 + (l) * L_STRIDE + (f)])
     auto head_w = [&](int l, int hu) { return LPTR(l, L_WKVQ) + (size_t)hu * DF_HD * H; };   // hu: k heads, v heads, q heads
@@ -495,11 +510,7 @@ extern "C" __global__ void __launch_bounds__(DF_THREADS, 1) draft_fused(
         __syncthreads();
     });
     #undef LPTR
-    // the last block to finish puts the barrier's words back to 0 for the next launch
     __syncthreads();
-    if (tid == 0) {
-        DF_ARRIVE(nb + 1);
-        __threadfence();
-        if (atomicAdd(bar + 1, 1u) == (unsigned)G - 1) { bar[0] = 0; bar[1] = 0; __threadfence(); }
-    }
+    if (tid == 0) DF_ARRIVE(nb + 1);
+    grid_done(bar);
 }
