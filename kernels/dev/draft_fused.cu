@@ -32,7 +32,8 @@
 // Limits: T = 16 block rows, R <= 16 context rows, head_dim 64, num_heads == num_key_value_heads, K of every GEMM % 32 == 0 and
 // <= 1024, H % 64 == 0, I % 16 == 0, V % 64 == 0; cache rows >= S are not written (the torch path drops them too).
 // The grid barrier is a counter in `bar` (zero between launches; the last block to finish puts it back to 0): every block
-// must be resident at once, so G <= the SMs (one block an SM by its registers).
+// must be resident at once, so G <= the SMs (one block an SM by its registers). Session 39 (not run): a block arrives by a
+// release add instead of __threadfence() and an add (bench_grid_barrier.py --builds release,fence times both).
 #include "draft_attn.cu"            // norm_rope_row, rope_cs, rope_inv_freq, mma16816, ldsm_x2_trans
 #include "verify_attn_common.cuh"   // cp.async
 
@@ -87,12 +88,19 @@ __shared__ int df_stage;
 #endif
 
 // All blocks wait here until every block has arrived at barrier number `k` (1, 2, ...): one counter, never reset mid-launch.
+// Thread 0 arrives by a release add at gpu scope: after the block barrier, it orders the whole block's writes before the
+// count (PTX releases are cumulative), a lighter fence than __threadfence()'s sequentially consistent one (v1-v3: fence,
+// then a relaxed add; -DDF_BAR_FENCE builds that, to compare); the acquire load on the way out orders the reads after it.
 __device__ __forceinline__ void grid_sync(unsigned *bar, unsigned k) {
     __syncthreads();
     if (threadIdx.x == 0) {
         DF_ARRIVE(k);
+#ifdef DF_BAR_FENCE
         __threadfence();
         atomicAdd(bar, 1u);
+#else
+        asm volatile("red.release.gpu.global.add.u32 [%0], %1;" :: "l"(bar), "r"(1u) : "memory");
+#endif
         const unsigned target = k * gridDim.x;
         unsigned v;
         do { asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(bar) : "memory"); } while (v < target);
