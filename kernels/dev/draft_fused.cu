@@ -155,6 +155,8 @@ DF_FN void load_rows(bf16 *xs, int ldx, const bf16 *first, const bf16 *src, size
         v[i] = c < n && r < nrows ? ldcg16((r == 0 && first ? first : src + r * lds) + c % cpr * 8) : make_uint4(0, 0, 0, 0);
     }
     if (g && cpr == 32) {   // K = 256: warp w holds rows w and w + 8 whole (chunk `lane` of each), so it norms them in registers
+        const uint4 gv = __ldg(reinterpret_cast<const uint4 *>(g + lane * 8));   // in flight with the rows' loads
+        const __nv_bfloat162 *gg = reinterpret_cast<const __nv_bfloat162 *>(&gv);
         #pragma unroll
         for (int i = 0; i < 2; ++i) {
             __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&v[i]);
@@ -164,8 +166,6 @@ DF_FN void load_rows(bf16 *xs, int ldx, const bf16 *first, const bf16 *src, size
             #pragma unroll
             for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
             const float r = rsqrtf(s / K + eps);
-            const uint4 gv = __ldg(reinterpret_cast<const uint4 *>(g + lane * 8));
-            const __nv_bfloat162 *gg = reinterpret_cast<const __nv_bfloat162 *>(&gv);
             #pragma unroll
             for (int j = 0; j < 4; ++j) {
                 const float2 f = __bfloat1622float2(h[j]), w = __bfloat1622float2(gg[j]);
