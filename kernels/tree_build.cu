@@ -1413,10 +1413,16 @@ __device__ void small_body(const T *__restrict__ logits, int L, int V, int k, in
         small_body<T, E, SORTED>(logits, L, V, k, vec, B, Bmax, W, root_token, lq, ltok, kd, ticket, stats, n_nodes, tokens,  \
                                  depths, parents, first_child, next_sibling, vis, nscore); }
 // tb_small_*: v4's heap (a branch-free max a pop), the default until v5 is measured; tb_small_sorted_*: v5, the frontier sorted
-#define SMALL_BOTH(sfx, T, E) SMALL(tb_small_##sfx##_e##E, T, E, false) SMALL(tb_small_sorted_##sfx##_e##E, T, E, true)
-SMALL_BOTH(bf16, __nv_bfloat16, 4)
-SMALL_BOTH(bf16, __nv_bfloat16, 8)
-SMALL_BOTH(bf16, __nv_bfloat16, 16)
-SMALL_BOTH(f32, float, 4)
-SMALL_BOTH(f32, float, 8)
-SMALL_BOTH(f32, float, 16)
+// (each name written out, so that a search for a kernel's name finds it, as benchmarks/sanitize_kernels.py does)
+SMALL(tb_small_bf16_e4, __nv_bfloat16, 4, false)
+SMALL(tb_small_bf16_e8, __nv_bfloat16, 8, false)
+SMALL(tb_small_bf16_e16, __nv_bfloat16, 16, false)
+SMALL(tb_small_f32_e4, float, 4, false)
+SMALL(tb_small_f32_e8, float, 8, false)
+SMALL(tb_small_f32_e16, float, 16, false)
+SMALL(tb_small_sorted_bf16_e4, __nv_bfloat16, 4, true)
+SMALL(tb_small_sorted_bf16_e8, __nv_bfloat16, 8, true)
+SMALL(tb_small_sorted_bf16_e16, __nv_bfloat16, 16, true)
+SMALL(tb_small_sorted_f32_e4, float, 4, true)
+SMALL(tb_small_sorted_f32_e8, float, 8, true)
+SMALL(tb_small_sorted_f32_e16, float, 16, true)
