@@ -7,8 +7,7 @@ kernel with its histogram path forced).
 
 L=15, V=163840 (`--vocab`), bf16 logits randn*scale (`--scales` 1,4), B in {16, 64, 256, 1024} (`--budgets`). Every tree is checked against `build_tree_ref` first.
 Where `tb_small` fits (V <= 8192, B <= 32: `tree.small_e`; the default takes it up to B = 16), it and the general pair
-(tb_rows + tb_tree) are timed beside the default, tb_small with both of its phase-2 searches (v4: a max by shuffles a pop, the
-default; v5: the frontier kept sorted, `launch_small(heap='sorted')`).
+(tb_rows + tb_tree) are timed beside the default.
 Times are CUDA-event medians of CUDA-graph replays, per build: each graph holds `--copies` builds back to back (10), as a
 captured decode round runs its build behind other kernels, so the host's graph launch is not in the time. The whole
 builder (also with tb_tree launched plainly, not as a programmatic dependent of phase 1, and one build a replay, the
@@ -18,8 +17,8 @@ Reference path: torch.topk + logsumexp on the GPU, copy to host, heapq and ances
 """
 import argparse, datetime, statistics, subprocess, time
 import torch
-from ddtree_nb.tree import (TreeBuffers, fill_tree, launch_rows, launch_tree, launch_small, build_tree_ref, tree_from_ranked,
-                            tree_smem, CHUNK, small_e)
+from ddtree_nb.tree import (TreeBuffers, fill_tree, launch_rows, launch_tree, build_tree_ref, tree_from_ranked, tree_smem,
+                            CHUNK, small_e)
 from ddtree_nb.reliability import check_same_tree
 from ddtree_nb.runtime import engine_stream, load_kernel
 
@@ -136,14 +135,11 @@ def main():
                 fill_tree(buf, x, B); s.synchronize()
                 check_same_tree(buf.to_draft_tree(), want, x.float())
                 path, st = buf.ws['stats'][:3].tolist(), stages(buf, clock)
-                t_new, t_small, t_gen, t_sorted, sst = gt(lambda: fill_tree(buf, x, B)), None, None, None, None
+                t_new, t_small, t_gen, sst = gt(lambda: fill_tree(buf, x, B)), None, None, None
                 if small_e(V, B) is not None:   # tb_small fits: it and the general pair, each checked, with their stage clocks
                     fill_tree(buf, x, B, small=True); s.synchronize()
                     check_same_tree(buf.to_draft_tree(), want, x.float())
-                    sst, t_small = [small_stages(buf, clock)], gt(lambda: fill_tree(buf, x, B, small=True))
-                    launch_small(buf, x, B, heap='sorted'); s.synchronize()
-                    check_same_tree(buf.to_draft_tree(), want, x.float())
-                    sst, t_sorted = sst + [small_stages(buf, clock)], gt(lambda: launch_small(buf, x, B, heap='sorted'))
+                    sst, t_small = small_stages(buf, clock), gt(lambda: fill_tree(buf, x, B, small=True))
                     fill_tree(buf, x, B, small=False); s.synchronize()
                     check_same_tree(buf.to_draft_tree(), want, x.float())
                     st, t_gen = stages(buf, clock), gt(lambda: fill_tree(buf, x, B, small=False))
@@ -160,17 +156,17 @@ def main():
                 for _ in range(15):
                     s.synchronize(); t0 = time.perf_counter(); ref_path(x, B); ts.append((time.perf_counter() - t0) * 1e6)
                 ref = statistics.median(ts)
-                rows.append((scale, B, t_old, t_new, (t_small, t_sorted, t_gen), t_one, t_plain, p1_old, p1_v2, p1, v4path, p1_v3, p2_old, p2, st, ref, path, v4st, tau, sst))
+                rows.append((scale, B, t_old, t_new, (t_small, t_gen), t_one, t_plain, p1_old, p1_v2, p1, v4path, p1_v3, p2_old, p2, st, ref, path, v4st, tau, sst))
                 print(rows[-1], flush=True)
     commit = a.commit or subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()
     out = [f"date {datetime.date.today()}, GPU {torch.cuda.get_device_name()}, commit {commit}, torch {torch.__version__}, SM clock attribute {clock:.0f} MHz",
            f"command: python benchmarks/bench_tree.py --iters {a.iters} --copies {a.copies} --vocab {V} --budgets {a.budgets} --scales {a.scales}", "",
            f"L = {L}, V = {V}, bf16 logits.", "",
            "µs per build, " + (f"{a.copies} builds back to back in each graph" if a.copies > 1 else "one build a graph replay") + "; the column 'shipped, one build a replay': one build in each graph, the graph launch included.", "",
-           "| logits | B | before µs | **shipped µs** | tb_small v4 (argmax heap) / v5 (sorted frontier) / tb_rows + tb_tree µs (where tb_small fits) | shipped, one build a replay µs | tb_rows + tb_tree, tb_tree plain launch µs | before/shipped | phase 1 before µs | phase 1 v2 / **v4** / v3 µs | v4 path (1 cand, 2 hist), most candidates | phase 2 before → shipped µs | shipped tb_tree stages µs (" + ' / '.join(STAGES) + ") | reference path µs | ref/shipped | phase-2 path |",
+           "| logits | B | before µs | **shipped µs** | tb_small / tb_rows + tb_tree µs (where tb_small fits) | shipped, one build a replay µs | tb_rows + tb_tree, tb_tree plain launch µs | before/shipped | phase 1 before µs | phase 1 v2 / **v4** / v3 µs | v4 path (1 cand, 2 hist), most candidates | phase 2 before → shipped µs | shipped tb_tree stages µs (" + ' / '.join(STAGES) + ") | reference path µs | ref/shipped | phase-2 path |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for sc, B, to, tn, tg, t1, tpl, p1o, p1v2, p1, v4p, p13, p2o, p2, st, r, path, v4st, tau, sst in rows:
-        out.append(f"| randn*{sc:g} | {B} | {to:.1f} | **{tn:.1f}** | {'-' if tg[0] is None else f'{tg[0]:.1f} / {tg[1]:.1f} / {tg[2]:.1f}'} | {t1:.1f} | {tpl:.1f} | {to / tn:.1f}x | {p1o:.1f} | {p1v2:.1f} / **{p1:.1f}** / {p13:.1f} | {v4p[0]}, {v4p[1]} | {p2o:.1f} → {p2:.1f} | {' / '.join(st)} | {r:.0f} | {r / tn:.0f}x | {path} |")
+        out.append(f"| randn*{sc:g} | {B} | {to:.1f} | **{tn:.1f}** | {'-' if tg[0] is None else f'{tg[0]:.1f} / {tg[1]:.1f}'} | {t1:.1f} | {tpl:.1f} | {to / tn:.1f}x | {p1o:.1f} | {p1v2:.1f} / **{p1:.1f}** / {p13:.1f} | {v4p[0]}, {v4p[1]} | {p2o:.1f} → {p2:.1f} | {' / '.join(st)} | {r:.0f} | {r / tn:.0f}x | {path} |")
     out += ["", "Phase 1 v4 by stage (µs, clock64 of each row's first block, median over rows; " + ' / '.join(V4_STAGES) +
             "), the spread of the rows' start times (µs, global timer), and tb_tree's threshold search (µs: range / histogram / bin / min):", "",
             "| logits | B | v4 stages µs | row start spread µs | tau detail µs |", "|---|---|---|---|---|"]
@@ -178,8 +174,8 @@ def main():
         out.append(f"| randn*{sc:g} | {B} | {' / '.join(v4st[0])} | {v4st[1]:.1f} | {tau} |")
     if any(r[-1] for r in rows):
         out += ["", "tb_small by stage in the block that built the tree (µs, its clock64 stamps: " + ' / '.join(SMALL_STAGES) + "):", "",
-                "| logits | B | tb_small v4 (argmax heap) stages µs | v5 (sorted frontier) stages µs |", "|---|---|---|---|"]
-        out += [f"| randn*{r[0]:g} | {r[1]} | {' / '.join(r[-1][0])} | {' / '.join(r[-1][1])} |" for r in rows if r[-1]]
+                "| logits | B | tb_small stages µs |", "|---|---|---|"]
+        out += [f"| randn*{r[0]:g} | {r[1]} | {' / '.join(r[-1])} |" for r in rows if r[-1]]
     text = '\n'.join(out)
     print(text)
     if a.out: open(a.out, 'w').write(text + '\n')

@@ -114,17 +114,16 @@ def _logits(kind, L, V, seed):
     if kind == 'ties': return torch.randint(0, 4, (L, V), generator=g).float()
     raise ValueError(kind)
 
-def _tree_run(L, V, B, dtype, seed, kind='randn', force_heap=False, root=None, phase1='v2', heap=None):   # v2 unless a case says: its kernels are the ones named; heap: tb_small's search (launch_small)
+def _tree_run(L, V, B, dtype, seed, kind='randn', force_heap=False, root=None, phase1='v2'):   # v2 unless a case says: its kernels are the ones named
     import torch
-    from ddtree_nb.tree import TreeBuffers, fill_tree, launch_small, build_tree_ref
+    from ddtree_nb.tree import TreeBuffers, fill_tree, build_tree_ref
     from ddtree_nb.reliability import check_same_tree, check_tree_buffers
     x = _logits(kind, L, V, seed).to(getattr(torch, dtype))
     buf = TreeBuffers(max(B, 1), DEV)
     for t in (buf.tokens, buf.depths, buf.parents, buf.first_child, buf.next_sibling, buf.vis_bits): t.fill_(12345)
     buf.n_nodes.fill_(-7)
     rt = None if root is None else torch.tensor([root], dtype=torch.int32, device=DEV)
-    if heap: launch_small(buf, x.to(DEV), B, root_token=rt, heap=heap)
-    else: fill_tree(buf, x.to(DEV), B, root_token=rt, force_heap=force_heap, phase1=phase1)
+    fill_tree(buf, x.to(DEV), B, root_token=rt, force_heap=force_heap, phase1=phase1)
     sync()
     check_same_tree(buf.to_draft_tree(), build_tree_ref(x, B), x.float())
     cpu = TreeBuffers(buf.max_budget, 'cpu')                     # the layout checks read the buffers many times: on a copy
@@ -161,10 +160,6 @@ for _dt in ('bf16', 'f32'):
             lambda _t=_t, _V=_V: _tree_run(7, _V, 16, _t, 13, root=11, phase1=None))
         case(f'tree_{_dt}_small_ties_e{_E}', 'tree', (f'tb_small_{_dt}_e{_E}',), f'tb_small: L=7 V={_V} B=16, ties')(
             lambda _t=_t, _V=_V: _tree_run(7, _V, 16, _t, 14, kind='ties', phase1=None))
-        case(f'tree_{_dt}_small_sorted_e{_E}', 'tree', (f'tb_small_sorted_{_dt}_e{_E}',), f"tb_small, heap='sorted': L=7 V={_V} B=16, randn, root token given")(
-            lambda _t=_t, _V=_V: _tree_run(7, _V, 16, _t, 13, root=11, heap='sorted'))
-        case(f'tree_{_dt}_small_sorted_ties_e{_E}', 'tree', (f'tb_small_sorted_{_dt}_e{_E}',), f"tb_small, heap='sorted': L=7 V={_V} B=16, ties")(
-            lambda _t=_t, _V=_V: _tree_run(7, _V, 16, _t, 14, kind='ties', heap='sorted'))
 case('tree_heap', 'tree', _tree_kernels('f32'), 'force_heap: L=7 V=4096 B=256 (the one-thread heap)')(
     lambda: _tree_run(7, 4096, 256, 'float32', 5, force_heap=True))
 case('tree_heap_ties', 'tree', _tree_kernels('bf16'), 'force_heap on massive exact ties: L=7 V=4096 B=64')(

@@ -130,11 +130,11 @@ SANITIZE_BEGIN moe_T1 moe_group,moe_gate_up_v4,moe_down_v4,moe_combine
 
 def test_kernel_names():
     n = sk.kernel_names()
-    assert len(n) == 122 and '__launch_bounds__' not in n and '__cluster_dims__' not in n
+    assert len(n) == 116 and '__launch_bounds__' not in n and '__cluster_dims__' not in n
     assert {k for k, f in n.items() if f == 'verify_attn'} == {
         'verify_attn_combine', 'verify_attn_combine_pdl', 'verify_attn_v2_64x64x2', 'verify_attn_v2_64x32x2', 'verify_attn_v2_32x32x1'}
     assert {k for k, f in n.items() if f == 'verify_attn_sm90'} == {'verify_attn_sm90_n256', 'verify_attn_sm90_n64', 'verify_attn_sm90_c2', 'verify_attn_sm90_c4', 'verify_attn_sm90_c8'}
-    assert sum(f == 'tree_build' for f in n.values()) == 33 and n['moe_group'] == n['moe_route_group_e384'] == 'moe_w4a16' and n['axpy'] == 'smoke'
+    assert sum(f == 'tree_build' for f in n.values()) == 27 and n['moe_group'] == n['moe_route_group_e384'] == 'moe_w4a16' and n['axpy'] == 'smoke'
     forms = ('', '_nr', '_nr_tc') + tuple(f'_nr_c{c}{tc}' for c in (2, 4, 8) for tc in ('', '_tc'))   # plain, raw, tensor cores, clusters
     assert {k for k, f in n.items() if f == 'draft_attn'} == {f'draft_attn_r{r}_d{d}{x}' for r in (16, 32, 64) for d in (64, 128) for x in forms} | {
         'draft_kv_write_d64', 'draft_kv_write_d128', 'draft_kv_write_layers_d64', 'draft_kv_write_layers_d128'}
@@ -272,14 +272,13 @@ class _OnCpu:
                 if len(a) == 4 and isinstance(a[0], torch.Tensor): a[0][:a[3]] += a[2] * a[1][:a[3]]
         def fill_tree(buf, x, B, root_token=None, force_heap=False, phase1=None):
             load_tree(buf, build_tree_ref(x, B), 0 if root_token is None else int(root_token[0])); return buf
-        def launch_small(buf, x, B, root_token=None, heap='argmax'): fill_tree(buf, x, B, root_token)
-        self.saved = (sk.DEV, sk.BACKEND, rt.load_kernel, tr.fill_tree, tr.launch_small, torch.get_num_threads())
-        sk.DEV, sk.BACKEND, rt.load_kernel, tr.fill_tree, tr.launch_small = 'cpu', 'torch', lambda *a, **k: Kernel(), fill_tree, launch_small
+        self.saved = (sk.DEV, sk.BACKEND, rt.load_kernel, tr.fill_tree, torch.get_num_threads())
+        sk.DEV, sk.BACKEND, rt.load_kernel, tr.fill_tree = 'cpu', 'torch', lambda *a, **k: Kernel(), fill_tree
         torch.set_num_threads(1)
     def __exit__(self, *a):
         import torch
         import ddtree_nb.runtime as rt, ddtree_nb.tree as tr
-        sk.DEV, sk.BACKEND, rt.load_kernel, tr.fill_tree, tr.launch_small, n = self.saved
+        sk.DEV, sk.BACKEND, rt.load_kernel, tr.fill_tree, n = self.saved
         torch.set_num_threads(n)
 
 

@@ -14,7 +14,7 @@ from .runtime import load_kernel, require_cuda, device_limits, unfinished_droppe
 # %% auto #0
 __all__ = ['MAX_DEPTH', 'MAX_VOCAB', 'MAX_BUDGET', 'UCAP', 'SORTCAP', 'KMAX', 'NBINS', 'CAND', 'CHUNK', 'MAXC', 'ROW_E',
            'CLUSTER', 'ROW_THREADS', 'CAND4', 'TB_THREADS', 'SMALL_T', 'SMALL_B', 'SMALL_E', 'SMALL_AUTO_B',
-           'SMALL_HEAPS', 'ROW_KERNELS', 'PHASE1', 'DraftTree', 'vis_words', 'pack_visibility', 'unpack_visibility',
+           'ROW_KERNELS', 'PHASE1', 'DraftTree', 'vis_words', 'pack_visibility', 'unpack_visibility',
            'check_draft_inputs', 'ranked_lists', 'tree_from_ranked', 'build_tree_ref', 'TreeBuffers', 'load_tree',
            'write_chain', 'truncate_tree', 'rows_shape', 'small_e', 'tree_smem', 'launch_rows', 'launch_tree',
            'launch_small', 'fill_tree', 'build_tree']
@@ -224,7 +224,6 @@ ROW_E, CLUSTER, ROW_THREADS, CAND4 = (4, 8, 16, 32), 8, 1024, 2048   # phase 1 v
 TB_THREADS = 1024   # tb_tree's one block (phase 2): the kernel's loops take it as a constant, so it must be launched with exactly this
 SMALL_T, SMALL_B, SMALL_E = 512, 32, (4, 8, 16)   # tb_small: threads a block (one a depth), the largest budget, logits per thread
 SMALL_AUTO_B = 16   # fill_tree's default takes tb_small up to this budget (H100, V = 4096: faster at B = 8, even at 15-16, slower at 32)
-SMALL_HEAPS = ('argmax', 'sorted')   # tb_small's phase 2: v4's max by shuffles a pop (the default), or v5's frontier kept sorted (session 39, not yet measured)
 ROW_KERNELS = ((1, 4), (1, 8), (1, 16), (1, 32), (8, 8), (8, 16), (8, 32))   # the (blocks per row, E) pairs tree_build.cu instantiates
 PHASE1 = ('v2', 'v3', 'v4')
 _KERNEL_LIMITS = dict(MAX_DEPTH=MAX_DEPTH, MAX_BUDGET=MAX_BUDGET, MAX_VOCAB=MAX_VOCAB, MAXC=MAXC, KMAX=KMAX, NBINS=NBINS,
@@ -252,8 +251,7 @@ def _tree_kernels(dtype):
                             rowsort=load_kernel('tree_build.cu', f'tb_rowsort_{sfx}', 'PiPPPPPP'), tree=tree, limit=limit,
                             rows={(c, E): load_kernel('tree_build.cu', f'tb_rows_{sfx}_c{c}_e{E}', 'PiiiiiPPPPPP')
                                   for c, E in ROW_KERNELS} if cluster else {},
-                            small={(E, h): load_kernel('tree_build.cu', f"tb_small{'_sorted' if h == 'sorted' else ''}_{sfx}_e{E}", 'P' + 'i' * 7 + 'P' * 14)
-                                   for E in SMALL_E for h in SMALL_HEAPS})
+                            small={E: load_kernel('tree_build.cu', f'tb_small_{sfx}_e{E}', 'P' + 'i' * 7 + 'P' * 14) for E in SMALL_E})
     return _kcache[key]
 
 
@@ -319,16 +317,15 @@ def launch_tree(buf, dtype, L, V, budget, root_token=None, force_heap=False, pdl
          grid=1, block=TB_THREADS, shared=nb, pdl=pdl)
 
 
-def launch_small(buf, draft_logits, budget, root_token=None, heap: str='argmax'):
-    "Both phases in one launch (`tb_small`, one block a depth; the last block to finish builds the tree), for `small_e(V, budget)` shapes; `heap`: its phase 2, one of `SMALL_HEAPS`."
-    if heap not in SMALL_HEAPS: raise ValueError(f"heap must be one of {SMALL_HEAPS}, got {heap!r}")
+def launch_small(buf, draft_logits, budget, root_token=None):
+    "Both phases in one launch (`tb_small`, one block a depth; the last block to finish builds the tree), for `small_e(V, budget)` shapes."
     ks, (L, V), w = _tree_kernels(draft_logits.dtype), draft_logits.shape, buf.ws
     E = small_e(V, budget)
     if E is None or budget > buf.max_budget:
         raise ValueError(f"tb_small takes 1 <= budget <= min({SMALL_B}, max_budget {buf.max_budget}) and V <= {SMALL_T * SMALL_E[-1]}, got budget {budget}, V {V}")
     per = 16 // draft_logits.element_size()
     vec = int(draft_logits.data_ptr() % 16 == 0 and V % per == 0)
-    ks['small'][E, heap](draft_logits, L, V, min(budget, V), vec, budget, buf.max_budget, buf.W, buf.root_token if root_token is None else root_token,
+    ks['small'][E](draft_logits, L, V, min(budget, V), vec, budget, buf.max_budget, buf.W, buf.root_token if root_token is None else root_token,
                    w['lq'], w['ltok'], w['kd'], w['ticket'], w['stats'], buf.n_nodes, buf.tokens, buf.depths, buf.parents,
                    buf.first_child, buf.next_sibling, buf.vis_bits, buf.scores, grid=L, block=SMALL_T)
 

@@ -1185,15 +1185,6 @@ __device__ __forceinline__ unsigned long long skey(double x) { return dkey(x == 
 __device__ __forceinline__ unsigned long long shfl_xor64(unsigned long long x, int o) {
     return ((unsigned long long)__shfl_xor_sync(FULL, (uint32_t)(x >> 32), o) << 32) | __shfl_xor_sync(FULL, (uint32_t)x, o);
 }
-__device__ __forceinline__ unsigned long long shfl64(unsigned long long x, int src) {
-    return ((unsigned long long)__shfl_sync(FULL, (uint32_t)(x >> 32), src) << 32) | __shfl_sync(FULL, (uint32_t)x, src);
-}
-__device__ __forceinline__ unsigned long long shfl_up64(unsigned long long x) {
-    return ((unsigned long long)__shfl_up_sync(FULL, (uint32_t)(x >> 32), 1) << 32) | __shfl_up_sync(FULL, (uint32_t)x, 1);
-}
-__device__ __forceinline__ unsigned long long shfl_down64(unsigned long long x) {
-    return ((unsigned long long)__shfl_down_sync(FULL, (uint32_t)(x >> 32), 1) << 32) | __shfl_down_sync(FULL, (uint32_t)x, 1);
-}
 // 32 keys, one a lane, sorted descending across the warp (lane 0 the largest): a bitonic network of shuffles
 __device__ __forceinline__ unsigned long long warp_sort_desc(unsigned long long x) {
     const int lane = threadIdx.x & 31;
@@ -1214,7 +1205,7 @@ __device__ __forceinline__ unsigned long long warp_merge_desc(unsigned long long
     }
     return x;
 }
-template <typename T, int E, bool SORTED>
+template <typename T, int E>
 __device__ void small_body(const T *__restrict__ logits, int L, int V, int k, int vec, int B, int Bmax, int W, const int *root_token,
                            double *lq_g, int *ltok_g, int *kd_g, int *ticket, int *stats, int *n_nodes, int *tokens, int *depths,
                            int *parents, int *first_child, int *next_sibling, unsigned *vis, double *nscore) {
@@ -1317,38 +1308,6 @@ __device__ void small_body(const T *__restrict__ logits, int L, int V, int k, in
         // lane 0 writes the node lists, a warp barrier publishes them
         if (lane == 0) { npar[0] = -1; nrank[0] = 0; ndepth[0] = 0; nprev[0] = 0; nsc[0] = 0.0; }
         __syncwarp();
-        if constexpr (SORTED) {
-            // v5: the frontier kept sorted best first across the slots (slot 0, lane 0's k0, is the next pop). A pop moves every
-            // slot up one; a new entry goes in after the slots that come before it (one compare a slot, two ballots) and the rest
-            // move down one. No reduction over the warp a node: v4's five dependent rounds of shuffles are gone from the chain.
-            auto insert = [&](unsigned long long K, int M) {   // K > 0 (a finite score's key); equal keys by the rank tuples
-                const bool g0 = k0 > K || (k0 == K && lex_less(m0 & 255, (m0 >> 8) & 255, (m0 >> 16) & 255, M & 255, (M >> 8) & 255, (M >> 16) & 255, npar, nrank));
-                const bool g1 = k1 > K || (k1 == K && lex_less(m1 & 255, (m1 >> 8) & 255, (m1 >> 16) & 255, M & 255, (M >> 8) & 255, (M >> 16) & 255, npar, nrank));
-                const int pos = __popc(__ballot_sync(FULL, g0)) + __popc(__ballot_sync(FULL, g1));
-                const unsigned long long u0 = shfl_up64(k0), u1 = shfl_up64(k1), c = shfl64(k0, 31);
-                const int v0 = __shfl_up_sync(FULL, m0, 1), v1 = __shfl_up_sync(FULL, m1, 1), cm = __shfl_sync(FULL, m0, 31);
-                if (lane == pos) { k0 = K; m0 = M; } else if (lane > pos) { k0 = u0; m0 = v0; }
-                if (lane + 32 == pos) { k1 = K; m1 = M; } else if (lane + 32 > pos) { k1 = lane ? u1 : c; m1 = lane ? v1 : cm; }
-            };
-            while (n < B) {
-                const unsigned long long K = shfl64(k0, 0);
-                if (K == 0) break;   // the frontier is empty
-                const int bm = __shfl_sync(FULL, m0, 0);
-                {   // slot s takes slot s + 1
-                    const unsigned long long d0 = shfl_down64(k0), d1 = shfl_down64(k1), b1 = shfl64(k1, 0);
-                    const int e0 = __shfl_down_sync(FULL, m0, 1), e1 = __shfl_down_sync(FULL, m1, 1), f1 = __shfl_sync(FULL, m1, 0);
-                    k0 = lane == 31 ? b1 : d0; m0 = lane == 31 ? f1 : e0;
-                    k1 = lane == 31 ? 0ull : d1; m1 = lane == 31 ? 0 : e1;
-                }
-                const double bs = keyd(K);
-                const int p = bm & 255, r = (bm >> 8) & 255, d = (bm >> 16) & 255;
-                ++n;
-                if (lane == 0) { npar[n] = p; nrank[n] = r; ndepth[n] = d; nprev[n] = (bm >> 24) & 255; nsc[n] = bs; }
-                __syncwarp();
-                if (r + 1 < skd[d - 1]) insert(skey(nsc[p] + slq[(d - 1) * SMALL_B + r + 1]), p | (r + 1) << 8 | d << 16 | n << 24);
-                if (d < Leff) insert(skey(bs + slq[d * SMALL_B]), n | (d + 1) << 16);
-            }
-        } else
         while (nfr > 0 && n < B) {
             // the best key by a branch-free max (v3's argmax compared scores, emptiness and ties in a chain of branches the
             // lanes took apart: ~0.7 µs a node); then who holds it, from two ballots
@@ -1406,23 +1365,15 @@ __device__ void small_body(const T *__restrict__ logits, int L, int V, int k, in
     }
 #undef SSTAMP
 }
-#define SMALL(name, T, E, SORTED) extern "C" __global__ void __launch_bounds__(SMALL_T) \
+#define SMALL(name, T, E) extern "C" __global__ void __launch_bounds__(SMALL_T) \
     name(const T *logits, int L, int V, int k, int vec, int B, int Bmax, int W, const int *root_token, double *lq, int *ltok,  \
          int *kd, int *ticket, int *stats, int *n_nodes, int *tokens, int *depths, int *parents, int *first_child,             \
          int *next_sibling, unsigned *vis, double *nscore) {                                                                   \
-        small_body<T, E, SORTED>(logits, L, V, k, vec, B, Bmax, W, root_token, lq, ltok, kd, ticket, stats, n_nodes, tokens,  \
-                                 depths, parents, first_child, next_sibling, vis, nscore); }
-// tb_small_*: v4's heap (a branch-free max a pop), the default until v5 is measured; tb_small_sorted_*: v5, the frontier sorted
-// (each name written out, so that a search for a kernel's name finds it, as benchmarks/sanitize_kernels.py does)
-SMALL(tb_small_bf16_e4, __nv_bfloat16, 4, false)
-SMALL(tb_small_bf16_e8, __nv_bfloat16, 8, false)
-SMALL(tb_small_bf16_e16, __nv_bfloat16, 16, false)
-SMALL(tb_small_f32_e4, float, 4, false)
-SMALL(tb_small_f32_e8, float, 8, false)
-SMALL(tb_small_f32_e16, float, 16, false)
-SMALL(tb_small_sorted_bf16_e4, __nv_bfloat16, 4, true)
-SMALL(tb_small_sorted_bf16_e8, __nv_bfloat16, 8, true)
-SMALL(tb_small_sorted_bf16_e16, __nv_bfloat16, 16, true)
-SMALL(tb_small_sorted_f32_e4, float, 4, true)
-SMALL(tb_small_sorted_f32_e8, float, 8, true)
-SMALL(tb_small_sorted_f32_e16, float, 16, true)
+        small_body<T, E>(logits, L, V, k, vec, B, Bmax, W, root_token, lq, ltok, kd, ticket, stats, n_nodes, tokens, depths,  \
+                         parents, first_child, next_sibling, vis, nscore); }
+SMALL(tb_small_bf16_e4, __nv_bfloat16, 4)
+SMALL(tb_small_bf16_e8, __nv_bfloat16, 8)
+SMALL(tb_small_bf16_e16, __nv_bfloat16, 16)
+SMALL(tb_small_f32_e4, float, 4)
+SMALL(tb_small_f32_e8, float, 8)
+SMALL(tb_small_f32_e16, float, 16)
