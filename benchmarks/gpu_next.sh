@@ -20,7 +20,7 @@
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s31b "$OUT"  # session 31 on an H200: the round at 8 x 512 (shipped), bench_tree + nbs/02, the verify tables (<= 420 s)
 #   bash benchmarks/gpu_next.sh s37b "$OUT"  # (ran in session 37 inside s37c, 3fa28bf) the few-row GEMM (kernels/dev/few_row_gemm.cu) against cuBLAS at the demo pair's projections, with and without its norm (<= 150 s)
-#   bash benchmarks/gpu_next.sh s39a "$OUT"  # (not yet run: session 39's short call, 80710b2, reached its fused-draft step, which had not printed when the call ended ~140 s later on a fresh machine) session 38's fused draft, v3 with its helpers called (96 KB of code) and inlined (303 KB, as v2's 308), stamped, its grid barrier arriving by a release add (session 39): each of its 17 stages' µs at G = 64, 128 beside the compiled draft; the grid barrier alone, release against v1-v3's fence; then issue 17's round at 8 x 512 with the fused draft (B = 8, T = 0 and 1) (<= 570 s)
+#   bash benchmarks/gpu_next.sh s39a "$OUT"  # (not yet run: session 39's short call, 80710b2, reached its fused-draft step, which had not printed when the call ended ~140 s later on a fresh machine) its five nvcc builds side by side first (prebuild_kernels.py), then session 38's fused draft, v3 with its helpers called (96 KB of code) and inlined (303 KB, as v2's 308), stamped, its grid barrier arriving by a release add (session 39): each of its 17 stages' µs at G = 64, 128 beside the compiled draft; the grid barrier alone, release against v1-v3's fence; then issue 17's round at 8 x 512 with the fused draft (B = 8, T = 0 and 1) (<= 560 s)
 #   bash benchmarks/gpu_next.sh s38a "$OUT"  # (ran in session 38, aea7b43; its nbs/05 step ran out of time at cell 109 of 113, every cell before passed) session 37's compiles without pad_mm: nbs/05's cuda cells one at a time, then issue 17's round at 8 x 512, B = 8, 15, 16, T = 0 and 1 (<= 590 s)
 #   bash benchmarks/gpu_next.sh s37c "$OUT"  # (ran in session 37, 3fa28bf) inductor's pad_mm on, then off (diag_compile_layout.py, fresh processes and caches), then the few-row GEMM bench (s37b) (<= 450 s)
 #   bash benchmarks/gpu_next.sh s37a "$OUT"  # (ran in session 36, 5598d82) tree_accept's grid: nbs/04's cuda cells, then bench_accept_grid (one launch's µs at every grid, demo and Kimi shapes) (<= 240 s)
@@ -140,9 +140,10 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
   s37b)   # the few-row GEMM (kernels/dev/few_row_gemm.cu; ran in session 37 inside s37c) against cuBLAS at the demo pair's projection shapes, M = 1, 9, 16, with and without the RMS norm in its prologue (<= 150 s)
     step bench_few_row_gemm 150 python benchmarks/bench_few_row_gemm.py --reps 30 --commit "$commit" --out "$out/bench_few_row_gemm.md" ;;
   s39a)   # the fused draft (kernels/dev/draft_fused.cu) with stage stamps: where its 103 µs go (session 38: ~1 µs a barrier, ~5 µs a stage's work)
-    step draft_fused 300 python benchmarks/bench_draft_fused.py --stamps --builds called,inlined --grids 64,128 --reps 20 --commit "$commit" --out "$out/bench_draft_fused.md"
-    step grid_barrier 90 python benchmarks/bench_grid_barrier.py --grids 16,64,128 --barriers 0,1,17 --builds release,fence --out "$out/bench_grid_barrier.txt"
-    step round_fused 180 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --compile --merge on --draft-fused 128 --temps 0,1 --reps 2 --prompts 8 --max-new 512 --budgets 8
+    step prebuild 100 python benchmarks/prebuild_kernels.py dev/draft_fused.cu dev/draft_fused.cu:-DDF_STAMPS dev/draft_fused.cu:-DDF_INLINE dev/draft_fused.cu:-DDF_INLINE,-DDF_STAMPS dev/draft_fused.cu:-DDF_BAR_FENCE
+    step draft_fused 240 python benchmarks/bench_draft_fused.py --stamps --builds called,inlined --grids 64,128 --reps 20 --commit "$commit" --out "$out/bench_draft_fused.md"
+    step grid_barrier 60 python benchmarks/bench_grid_barrier.py --grids 16,64,128 --barriers 0,1,17 --builds release,fence --out "$out/bench_grid_barrier.txt"
+    step round_fused 160 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --compile --merge on --draft-fused 128 --temps 0,1 --reps 2 --prompts 8 --max-new 512 --budgets 8
     cp "$out/ra/run_ahead.md" "$out/run_ahead_fused_8x512.md" 2>/dev/null; rm -rf "$out/ra" ;;
   s38a)   # session 37's compiles without pad_mm (model.INDUCTOR_OPTIONS): the compiled rounds' tests, then issue 17's figures
     export DDTREE_COMMIT=$commit

@@ -1,0 +1,38 @@
+"""Compile kernel builds into the cubin cache side by side, so that the benches that load them next read the cache.
+
+Not a test. nvcc compiles one file a process and a bench loads its builds one after another: on a fresh machine session
+39's fused-draft step had not printed after ~140 s, most of it four serial nvcc runs of kernels/dev/draft_fused.cu (about
+30 s each). Each argument is FILE[:OPTION,OPTION...]: a file under kernels/ and its extra nvcc options, in the order the
+bench passes them (the cache key is the source, the arch and the options in order: `runtime.nvcc_compile`). Built for
+--arch, by default this GPU's.
+
+    python benchmarks/prebuild_kernels.py [--arch sm_90] dev/draft_fused.cu dev/draft_fused.cu:-DDF_INLINE,-DDF_STAMPS ...
+"""
+import argparse, time
+from concurrent.futures import ThreadPoolExecutor
+from ddtree_nb.runtime import nvcc_compile, kernel_path
+
+
+def build(spec: str, arch: str) -> str:
+    "Compile one FILE[:OPTIONS] (or read it from the cache); its line for the log."
+    f, _, opts = spec.partition(':')
+    t0 = time.perf_counter()
+    nvcc_compile(kernel_path(f), arch, tuple(o for o in opts.split(',') if o), name=f.rsplit('/', 1)[-1].split('.')[0])
+    return f"{spec} ({arch}): {time.perf_counter() - t0:.1f} s"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('specs', nargs='+', help='FILE[:OPTION,OPTION...]'); ap.add_argument('--arch')
+    a = ap.parse_args(argv)
+    if a.arch is None:
+        from ddtree_nb.runtime import device_arch
+        a.arch = device_arch()
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(len(a.specs)) as ex:
+        for line in ex.map(lambda s: build(s, a.arch), a.specs): print(line, flush=True)
+    print(f"{len(a.specs)} builds in {time.perf_counter() - t0:.1f} s")
+
+
+if __name__ == '__main__':
+    main()
