@@ -69,11 +69,12 @@ class Fused:
         self.k = load_kernel('dev/draft_fused.cu', 'draft_fused', SIG, options=tuple(options) + (('-DDF_STAMPS',) if stamps else ()))
         self.stages = ['A', 'B'] + [f'{s}{l}' for l in range(self.NL) for s in (['C', 'D', 'E', 'F'] if l == 0 else ['Q', 'C', 'D', 'E', 'F'])] + ['H']
         self.stamps = torch.zeros(5 * (len(self.stages) + 1), dtype=torch.int64, device=dev) if stamps else None   # 5 slots an index (the kernel's DF_STAMPS)
-        ldx = max(self.KF, self.I, self.H, 64 * self.NH) + 32
+        kmax = max(self.KF, self.I, self.H, 64 * self.NH)   # the widest GEMM input (the kernel's DF_KMAX: 1024)
+        assert kmax <= 1024, f"draft_fused takes GEMM inputs up to 1024 wide, this drafter's widest is {kmax}"
+        ldx = kmax + 32
         H, I, KF, NH = self.H, self.I, self.KF, self.NH
         self.wsm = max(16 * (KF + 32), 64 * (H + 32), 16 * (64 * NH + 32), 32 * (H + 32), 16 * (I + 32))   # a unit's W rows
         self.smem = 2 * (max(16 * ldx, 9 * 16 * 72) + self.wsm) + 4 * (8 * 16 * 64 + 8 * 2 * 16 + 16 * 68 + 8 * 32 * 2 + 16 + 1)
-        assert max(KF, I, H, 64 * NH) <= 1024
         self.k.set_max_dynamic_shared(self.smem)
         self.eps, self.theta, self.mask = c.rms_norm_eps, c.rope_theta, c.mask_token_id
 

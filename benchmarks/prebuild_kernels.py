@@ -1,8 +1,9 @@
 """Compile kernel builds into the cubin cache side by side, so that the benches that load them next read the cache.
 
-Not a test. nvcc compiles one file a process and a bench loads its builds one after another: on a fresh machine session
-39's fused-draft step had not printed after ~140 s, most of it four serial nvcc runs of kernels/dev/draft_fused.cu (about
-30 s each). Each argument is FILE[:OPTION,OPTION...]: a file under kernels/ and its extra nvcc options, in the order the
+Not a test. nvcc compiles one file a process and a bench loads its builds one after another: bench_draft_fused.py --stamps
+--builds called,inlined loads four builds of kernels/dev/draft_fused.cu (about 30 s of nvcc each on a 2-core machine), after
+compiling the torch draft it compares with; session 39's short call ended (at most ~140 s into that step, on a fresh machine)
+while the step was still in the torch compile, before any nvcc run. Each argument is FILE[:OPTION,OPTION...]: a file under kernels/ and its extra nvcc options, in the order the
 bench passes them (the cache key is the source, the arch and the options in order: `runtime.nvcc_compile`). Built for
 --arch, by default this GPU's.
 
@@ -16,8 +17,8 @@ from ddtree_nb.runtime import nvcc_compile, kernel_path
 def build(spec: str, arch: str) -> str:
     "Compile one FILE[:OPTIONS] (or read it from the cache); its line for the log."
     f, _, opts = spec.partition(':')
-    t0 = time.perf_counter()
-    nvcc_compile(kernel_path(f), arch, tuple(o for o in opts.split(',') if o), name=f.rsplit('/', 1)[-1].split('.')[0])
+    t0, p = time.perf_counter(), kernel_path(f)
+    nvcc_compile(p, arch, tuple(o for o in opts.split(',') if o), name=p.stem)   # as load_kernel calls it: the same cache key
     return f"{spec} ({arch}): {time.perf_counter() - t0:.1f} s"
 
 
