@@ -19,6 +19,7 @@ from ddtree_nb.bench import first_difference
 
 CASES = [('ar', 0), ('dflash', 15), ('ddtree', 16), ('ddtree', 64)]
 MERGE = None    # --merge on|off: Stages(merge=...); None: Stages' default (merged on the cuda faces)
+FOLD = False    # --fold: Stages(fold=True), the target's latent products folded into q_b_proj and o_proj
 
 
 def decode(t, d, p, method, B, T, ahead, n_new, timed=None, seed=0, compile=False):
@@ -26,7 +27,7 @@ def decode(t, d, p, method, B, T, ahead, n_new, timed=None, seed=0, compile=Fals
     from ddtree_nb.decode import Decoder, Stages, _EventClock
     g = torch.Generator(device='cuda').manual_seed(seed) if T > 0 else None
     dec = Decoder(t, d if method != 'ar' else None, p, method=method, budget=B, temperature=T, max_new_tokens=n_new,
-                  backend='cuda', generator=g, stages=Stages(graph=True, compile=compile, merge=MERGE), run_ahead=ahead)
+                  backend='cuda', generator=g, stages=Stages(graph=True, compile=compile, merge=MERGE, fold=FOLD), run_ahead=ahead)
     dec.prefill(); dec.step(); dec.step()          # round 1 (eager, the prompt's features) and round 2 (captured) are not timed:
     n0, r0 = len(dec.tokens), len(dec.acceptance_lengths)   # each generation captures its own graph (tens of ms, noisy)
     if timed: dec.timed = _EventClock(dec.device)
@@ -89,7 +90,7 @@ def census(t, d, p, method, B, log, compile=False):
     "Kernels launched by one eager round (round 3 of a generation; compiled as the graphs are, so the same kernels), counted and their GPU µs summed by stage, and counted by name."
     from torch.profiler import profile, ProfilerActivity, record_function
     from ddtree_nb.decode import Decoder, Stages
-    dec = Decoder(t, d if method != 'ar' else None, p, method=method, budget=B, max_new_tokens=64, backend='cuda', stages=Stages(graph=False, compile=compile, merge=MERGE))
+    dec = Decoder(t, d if method != 'ar' else None, p, method=method, budget=B, max_new_tokens=64, backend='cuda', stages=Stages(graph=False, compile=compile, merge=MERGE, fold=FOLD))
     dec.prefill(); dec.step(); dec.step(); torch.cuda.synchronize()
     def rf(stage, f, *a):
         with record_function('stage:' + stage): return f(*a)
@@ -134,7 +135,7 @@ def markdown(res) -> str:
     m = res['meta']
     sa = lambda r: '-' if 'same_as_ar' not in r else f"{r['same_as_ar']}/{m['prompts']}" + (f" (first at token {r['first_difference']})" if r['first_difference'] is not None else '')
     lines = [f"# Run-ahead A/B and launch census ({m['date']}, {m['gpu']}, commit {m['commit']})", '',
-             f"Command: `{m['command']}`; demo pair bf16, cuda faces, CUDA graph{', torch.compile' if m.get('compile') else ''}{' (one-token forwards autotuned)' if m.get('compile') is True or isinstance(m.get('compile'), dict) and {1, '1'} & set(m['compile']) else ''}{ {True: ', merged projections', False: ', projections not merged'}.get(m.get('merge'), '') }{', traced attention' if m.get('traced') else ''}, {m['prompts']} prompts x {m['max_new']} new tokens, "
+             f"Command: `{m['command']}`; demo pair bf16, cuda faces, CUDA graph{', torch.compile' if m.get('compile') else ''}{' (one-token forwards autotuned)' if m.get('compile') is True or isinstance(m.get('compile'), dict) and {1, '1'} & set(m['compile']) else ''}{ {True: ', merged projections', False: ', projections not merged'}.get(m.get('merge'), '') }{', latent products folded' if m.get('fold') else ''}{', traced attention' if m.get('traced') else ''}, {m['prompts']} prompts x {m['max_new']} new tokens, "
              f"median of {m['reps']} runs per prompt after a warm-up; rounds 3 onwards (graph replays) only: prefill, the eager round 1 "
              f"and the capture of round 2 excluded.", '',
              '| T | method | B | tau | plain tok/s | ahead tok/s | speed-up | plain ms/round | ahead ms/round | GPU ms/round | host ms/round (ahead) | same tokens | same as AR (T = 0) |',
@@ -165,11 +166,12 @@ def main(argv=None):
     ap.add_argument('--autotune-ar', action=argparse.BooleanOptionalAction, default=None, help="with --compile: Stages(compile=model.AUTOTUNE_AR), the one-token forwards (the AR step) through inductor's max-autotune; --no-autotune-ar: Stages(compile={}); default: Stages(compile=True), which autotunes them")
     ap.add_argument('--autotune-tokens', default=None, help="with --compile: Stages(compile={T: AUTOTUNE_AR's options for each T listed}), e.g. 1,16,17,65: the verify forwards (T = budget + 1) through max-autotune too")
     ap.add_argument('--draft-fused', type=int, default=0, metavar='G', help="with --compile: the round's draft through kernels/dev/draft_fused.cu at G blocks (bench_draft_fused.route_drafts), not the compiled torch draft")
+    ap.add_argument('--fold', action='store_true', help="Stages(fold=True): the target's W_UK folded into q_b_proj and W_UV into o_proj (model.fold_projections; two GEMMs a layer fewer)")
     ap.add_argument('--traced', action='store_true', help="target.trace_attention: compiled layers keep the verify kernel inside their graph (a custom op)")
     ap.add_argument('--temps', default='0,0.8', help='temperatures, comma-separated')
     ap.add_argument('--budgets', default='16,64', help="DDTree budgets, comma-separated (AR and DFlash always run; each budget B compiles a verify forward of B + 1 tokens)")
     a = ap.parse_args(argv)
-    global MERGE; MERGE = {'on': True, 'off': False}.get(a.merge)
+    global MERGE, FOLD; MERGE, FOLD = {'on': True, 'off': False}.get(a.merge), a.fold
     if a.draft_fused and not a.compile: ap.error("--draft-fused needs --compile (it takes the compiled draft's place)")
     CASES[2:] = [('ddtree', int(b)) for b in a.budgets.split(',') if b.strip()] or ap.error('--budgets: at least one budget')
     if a.autotune_ar is not None:
@@ -190,7 +192,7 @@ def main(argv=None):
     prompts = held_out_prompts(tok, n=a.prompts, prompt_tokens=32)
     res = dict(meta=dict(date=time.strftime('%Y-%m-%d'), gpu=torch.cuda.get_device_name(), commit=a.commit, torch=torch.__version__,
                          command='python benchmarks/bench_run_ahead.py ' + ' '.join(argv or __import__('sys').argv[1:]),
-                         prompts=len(prompts), max_new=a.max_new, reps=a.reps, compile=a.compile, merge=MERGE, traced=a.traced,
+                         prompts=len(prompts), max_new=a.max_new, reps=a.reps, compile=a.compile, merge=MERGE, fold=FOLD, traced=a.traced,
                          draft_fused=a.draft_fused))
     res['ab'] = ab(t, d, prompts, a.max_new, a.reps, log, tuple(float(x) for x in a.temps.split(',')), a.compile)
     res['goals'] = goals(res['ab'])

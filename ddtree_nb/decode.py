@@ -10,7 +10,7 @@ import torch
 from .tree import TreeBuffers, build_tree_ref, load_tree, write_chain, truncate_tree, fill_tree, MAX_BUDGET
 from .accept import Accepted, MAX_PATH, ERR_PAST_CACHE, accept_compact, accept_workspace, gumbel_keys, round_keys, target_choice, make_accepted
 from .runtime import releasing_on_oom, require_cuda, cuda_ok, engine_stream
-from .model import MoE, merge_projections, merge_moves, AUTOTUNE_AR
+from .model import MoE, merge_projections, fold_projections, merge_moves, AUTOTUNE_AR
 from .moe import PackedMoE, live_workspaces
 from .verify import DC, DR
 from .budget import AUTO_SIZES, AutoBudget, RoundCost, expected_at
@@ -417,8 +417,9 @@ class _RoundCaches:
         self.dec = None
         if self.merge and dec is not None:   # merged for the generation only: a forward outside the engine reads the parameters themselves (never a stale merge)
             for m in (dec.target, dec.drafter): merge_projections(m, False)   # the weights stay where they are: the next merge adopts them
+        if self.fold and dec is not None: fold_projections(dec.target, False)   # likewise (the folds are kept: the next generation adopts them)
         if not ((not self.keep) if free is None else free): return
-        keep = ('faces', 'graph', 'keep', 'compile', 'compile_by_tokens', 'compile_key', 'merge', 'dec', 'mode', 'use_graph', 'round_cost', 'choice_wait_s', 'auto')    # the settings, and how the last generation ran (to inspect)
+        keep = ('faces', 'graph', 'keep', 'compile', 'compile_by_tokens', 'compile_key', 'merge', 'fold', 'dec', 'mode', 'use_graph', 'round_cost', 'choice_wait_s', 'auto')    # the settings, and how the last generation ran (to inspect)
         for k in [k for k in self.__dict__ if k not in keep]: del self.__dict__[k]
 
 # %% ../nbs/05_decode.ipynb #rc0a1b01
@@ -594,7 +595,7 @@ class _RoundCapture:
     "A CUDA-graph capture of a round's work on the engine stream, and what a setting of the round is."
     def _settings(self) -> tuple:
         d = self.dec
-        return (id(d.drafter) if d.use_drafter else None, d.method, d.budget, d.temperature > 0, self.faces, self.compile, self.compile_key)
+        return (id(d.drafter) if d.use_drafter else None, d.method, d.budget, d.temperature > 0, self.faces, self.compile, self.compile_key, self.fold)
 
     def _prepare(self, depth: int):
         "Write a chain's structure before a capture (so replays need not rewrite it)."
@@ -750,6 +751,7 @@ class Stages(_RoundCaches, _RoundRecord, _RoundBuffers, _RoundStages, _RoundRepl
                  keep: bool=False,               # keep caches, buffers and graph for the next generation (same models and settings)
                  compile: bool|dict=False,       # the round's target layers and draft through `torch.compile` (each token count compiles once per process); True on the cuda faces: the AR step's forward autotuned too (`AUTOTUNE_AR`); a dict {token count: torch.compile kwargs} names those options ({} for none)
                  merge: bool|None=None,          # the models' projections of one input as one GEMM each (`model.merge_projections`) for each generation; None: on the cuda faces (-11% a compiled AR forward on the H200), the models as they are on the torch faces
+                 fold: bool=False,               # the target's latent products folded into q_b_proj and o_proj for each generation (`model.fold_projections`: two GEMMs a layer fewer, for small launch-bound models; Kimi widths read 3.4x the weight bytes)
                  round_cost: RoundCost|None=None,   # budget='auto': a round's seconds by tree size (default: measured at setup)
                  choice_wait_s: float|None=None):   # with round_cost: the host's wait per round when choosing per round (default 0)
         if faces not in ('cuda', 'torch'): raise ValueError(f"faces must be 'cuda' or 'torch', got {faces!r}")
@@ -759,6 +761,7 @@ class Stages(_RoundCaches, _RoundRecord, _RoundBuffers, _RoundStages, _RoundRepl
         self.compile_by_tokens = dict(compile) if isinstance(compile, dict) else {}   # see TargetModel.compile_layers
         self.compile_key = repr(sorted(self.compile_by_tokens.items()))              # its part of `_settings` (read every round)
         self.merge = (faces == 'cuda' or None) if merge is None else merge
+        self.fold = bool(fold)
         self.round_cost, self.choice_wait_s = round_cost, choice_wait_s
 
     def check(self, dec):
@@ -773,5 +776,6 @@ class Stages(_RoundCaches, _RoundRecord, _RoundBuffers, _RoundStages, _RoundRepl
     def prefill(self, target, prompt: torch.Tensor, cache, hidden_layers):
         "Run the prompt causally into cache slots [0, P); last-row logits and all rows' features."
         if self.merge is not None: merge_projections(target, self.merge)   # checked each generation: merged anew where a parameter was replaced
+        if self.fold: fold_projections(target)                               # likewise: folded anew where a source weight changed
         out = target(prompt, torch.arange(len(prompt), device=prompt.device), cache, 0, None, hidden_layers=hidden_layers)
         return out.logits[-1], out.hidden

@@ -18,8 +18,9 @@ from .verify import (tree_visible, tree_attention_torch, bits_to_vis, vis_to_bit
 __all__ = ['MODEL_TYPES', 'ROUTER_REDUCE_MAX', 'ATTN_BACKENDS', 'AUTOTUNE_AR', 'INDUCTOR_OPTIONS', 'TargetConfig',
            'config_from_dict', 'LatentCache', 'rope_inv_freq', 'rope_cos_sin', 'apply_rope', 'RMSNorm', 'merge_params',
            'merge_moves', 'views_rows_of', 'linear_parts', 'Merged', 'use_merged', 'Mergeable', 'merge_projections',
-           'MLP', 'Router', 'expert_loop', 'MoE', 'attention_fn', 'MLAttention', 'DecoderLayer', 'TargetOutput',
-           'TargetModel', 'check_forward_inputs', 'tiny_config', 'kimi_config', 'build_target', 'gemms', 'inductor_kw']
+           'MLP', 'Router', 'expert_loop', 'MoE', 'attention_fn', 'MLAttention', 'fold_key', 'Folded', 'use_folded',
+           'fold_projections', 'fold_bytes', 'DecoderLayer', 'TargetOutput', 'TargetModel', 'check_forward_inputs',
+           'tiny_config', 'kimi_config', 'build_target', 'gemms', 'inductor_kw']
 
 # %% ../nbs/01a_target_model.ipynb #5866f664
 MODEL_TYPES = ('deepseek_v3', 'kimi_k2', 'kimi_k25')
@@ -429,22 +430,29 @@ class MLAttention(Mergeable, nn.Module):
         self.kv_b_proj = nn.Linear(c.kv_lora_rank, H * (c.qk_nope_head_dim + c.v_head_dim), bias=False)
         self.o_proj = nn.Linear(H * c.v_head_dim, D, bias=bias)
     def _linears(self): return self.q_proj if self.c.q_lora_rank is None else self.q_a_proj, self.kv_a_proj_with_mqa   # both read the layer's input
+    folded = None   # the latent products folded into q_b_proj and o_proj (`fold`, below), or None
 
     def project(self, x, cos, sin):
         "Tokens `x [T, ..., D]` (sequence first) -> absorbed queries `q_latent [T, ..., H, Dc]`, `q_pe [T, ..., H, Dr]` and their cache rows `[T, ..., Dc + Dr]` (normed `c_kv` | rotated `k_pe`)."
         c = self.c
         H, dn, dr, Dc = c.num_attention_heads, c.qk_nope_head_dim, c.qk_rope_head_dim, c.kv_lora_rank
         q, kv = self.projections(x)
-        if c.q_lora_rank is not None: q = self.q_b_proj(self.q_a_layernorm(q))
-        q_nope, q_pe = q.view(*x.shape[:-1], H, dn + dr).split([dn, dr], dim=-1)
+        if self._fold_now():   # q_b_proj and W_UK as one GEMM (`fold`): [.., H * Dc | H * Dr]
+            q = F.linear(self.q_a_layernorm(q), self.folded.wq)
+            q_latent, q_pe = q[..., :H * Dc].unflatten(-1, (H, Dc)), q[..., H * Dc:].unflatten(-1, (H, dr))
+        else:
+            if c.q_lora_rank is not None: q = self.q_b_proj(self.q_a_layernorm(q))
+            q_nope, q_pe = q.view(*x.shape[:-1], H, dn + dr).split([dn, dr], dim=-1)
+            w_uk, _ = split_kv_b(self.kv_b_proj.weight, H, dn, c.v_head_dim)
+            q_latent = torch.einsum('...hn,hnc->...hc', q_nope, w_uk)
         c_kv, k_pe = kv.split([Dc, dr], dim=-1)
         rows = torch.cat([self.kv_a_layernorm(c_kv), apply_rope(k_pe, cos, sin, c.rope_interleave)], -1)
-        w_uk, _ = split_kv_b(self.kv_b_proj.weight, H, dn, c.v_head_dim)
-        return torch.einsum('...hn,hnc->...hc', q_nope, w_uk), apply_rope(q_pe, cos, sin, c.rope_interleave), rows
+        return q_latent, apply_rope(q_pe, cos, sin, c.rope_interleave), rows
 
     def out(self, o):
-        "Latent attention output `o [T, ..., H, Dc]` -> `W_UV` per head -> `o_proj`: `[T, ..., D]`."
+        "Latent attention output `o [T, ..., H, Dc]` -> `W_UV` per head -> `o_proj`: `[T, ..., D]` (one GEMM when folded)."
         c = self.c
+        if use_folded(self.folded): return F.linear(o.flatten(-2), self.folded.wo, self.o_proj.bias)
         _, w_uv = split_kv_b(self.kv_b_proj.weight, c.num_attention_heads, c.qk_nope_head_dim, c.v_head_dim)
         return self.o_proj(torch.einsum('...hc,hvc->...hv', o, w_uv).flatten(-2))
 
@@ -459,6 +467,7 @@ def _mla_write(self: MLAttention, x, cos, sin,
     if isinstance(start, torch.Tensor):   # prefix length on the device: scatter the rows (no host read)
         kv.index_copy_(0, start.long() + torch.arange(T, device=x.device), rows.to(kv.dtype))
     else: kv[start:start + T] = rows
+    if use_folded(self.folded): return q_latent.contiguous(), q_pe.contiguous()   # token-major: the kernel's output is then what the folded o_proj reads
     return as_head_major(q_latent), as_head_major(q_pe)   # head-major rows, the W_UK product's own: no copy (the kernel reads them as they are)
 MLAttention.write = _mla_write
 
@@ -481,6 +490,67 @@ def _mla_causal(self: MLAttention, x,            # [S, B, D] a batch, sequence f
     return self.out(o.permute(2, 0, 1, 3))                              # [S, B, D]
 MLAttention.causal = _mla_causal
 
+
+# %% ../nbs/01a_target_model.ipynb #72036f38
+def fold_key(a) -> tuple:
+    "What a fold of `MLAttention` `a` is made from: each source weight's storage, version, dtype and device (an in-place update or a new tensor changes it)."
+    return tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in (a.q_b_proj.weight, a.kv_b_proj.weight, a.o_proj.weight))
+
+class Folded:
+    "A layer's latent products folded into its projections (`MLAttention.fold`): `wq` is `q_b_proj` then `W_UK` (and the RoPE rows as they are), `wo` is `W_UV` then `o_proj`."
+    def __init__(self, a):
+        c = a.c; H, dn, dr, Dc, dv = c.num_attention_heads, c.qk_nope_head_dim, c.qk_rope_head_dim, c.kv_lora_rank, c.v_head_dim
+        wqb, wo = a.q_b_proj.weight, a.o_proj.weight
+        acc = torch.promote_types(wqb.dtype, torch.float32)
+        with torch.inference_mode(False), torch.no_grad():   # plain tensors, even when folded under inference_mode
+            w_uk, w_uv = (w.to(acc) for w in split_kv_b(a.kv_b_proj.weight, H, dn, dv))
+            qb = wqb.to(acc).view(H, dn + dr, -1)
+            self.wq = torch.cat([torch.einsum('hnc,hnr->hcr', w_uk, qb[:, :dn]).reshape(H * Dc, -1), qb[:, dn:].reshape(H * dr, -1)]).to(wqb.dtype)
+            self.wo = torch.einsum('dhv,hvc->dhc', wo.to(acc).view(-1, H, dv), w_uv).reshape(-1, H * Dc).to(wo.dtype)
+        self.key = fold_key(a)
+    def __reduce__(self): return type(None), ()   # a copy or pickle of the module holds its own parameters: it starts unfolded
+
+def use_folded(f: Folded|None) -> bool:
+    "Run the folded GEMMs? Only without autograd: gradients must reach the parameters themselves."
+    return f is not None and not torch.is_grad_enabled()
+
+# %% ../nbs/01a_target_model.ipynb #93c4176a
+def _mla_fold(self: MLAttention, on: bool=True):
+    "Fold the latent products into `q_b_proj` and `o_proj` (`Folded`), or with `on=False` run them as they are; a fold of the same weights is adopted again, not recomputed."
+    if not on: self.folded = None; return self
+    if self.c.q_lora_rank is None: raise ValueError("fold: W_UK folds into q_b_proj, and this layer has none (q_lora_rank is None)")
+    f = self.__dict__.get('_fold')
+    if f is None or f.key != fold_key(self): f = self._fold = Folded(self); _MOVES[0] += 1   # new tensors: a kept graph must not read old ones
+    self.folded = f
+    if '_refold' not in self.__dict__: self._refold = self.register_load_state_dict_post_hook(_refold_after_load)
+    return self
+
+def _fold_now(self: MLAttention) -> bool:
+    "Run folded? Where a source weight changed since the fold (an in-place edit), fold anew first; a compiled call trusts the fold (`fold` again after editing weights)."
+    if not use_folded(self.folded): return False
+    if not torch.compiler.is_compiling() and self.folded.key != fold_key(self): self.fold()
+    return True
+
+def _mla_apply(self: MLAttention, fn, recurse=True):   # `to()`, `half()`: new source weights, so fold anew (as `Mergeable` merges anew)
+    r = Mergeable._apply(self, fn, recurse)
+    if self.folded is not None: self.fold()
+    return r
+
+def _refold_after_load(m, keys):
+    if m.folded is not None: m.fold()
+MLAttention.fold, MLAttention._fold_now, MLAttention._apply = _mla_fold, _fold_now, _mla_apply
+
+def fold_projections(model, on: bool=True):
+    "`fold(on)` every `MLAttention` of `model` (a model that is no `nn.Module` is left alone); returns `model`."
+    if not isinstance(model, nn.Module): return model
+    for m in model.modules():
+        if isinstance(m, MLAttention): m.fold(on)
+    return model
+
+def fold_bytes(c: TargetConfig) -> tuple[int, int]:
+    "Weight elements of a layer's `q_b_proj`, `kv_b_proj` and `o_proj` (what an unfolded forward reads after `q_a`), and of `Folded`'s `wq` and `wo`."
+    H, dn, dr, Dc, dv, D, r = c.num_attention_heads, c.qk_nope_head_dim, c.qk_rope_head_dim, c.kv_lora_rank, c.v_head_dim, c.hidden_size, c.q_lora_rank
+    return r * H * (dn + dr) + Dc * H * (dn + dv) + H * dv * D, r * H * (Dc + dr) + D * H * Dc
 
 # %% ../nbs/01a_target_model.ipynb #f209a9f0
 class DecoderLayer(nn.Module):
