@@ -17,10 +17,10 @@ from .verify import (tree_visible, tree_attention_torch, bits_to_vis, vis_to_bit
 # %% auto #0
 __all__ = ['MODEL_TYPES', 'ROUTER_REDUCE_MAX', 'ATTN_BACKENDS', 'AUTOTUNE_AR', 'INDUCTOR_OPTIONS', 'TargetConfig',
            'config_from_dict', 'LatentCache', 'rope_inv_freq', 'rope_cos_sin', 'apply_rope', 'RMSNorm', 'merge_params',
-           'merge_moves', 'views_rows_of', 'linear_parts', 'Merged', 'use_merged', 'Mergeable', 'merge_projections',
-           'MLP', 'Router', 'expert_loop', 'MoE', 'attention_fn', 'MLAttention', 'fold_key', 'Folded', 'use_folded',
-           'fold_projections', 'fold_bytes', 'DecoderLayer', 'TargetOutput', 'TargetModel', 'check_forward_inputs',
-           'tiny_config', 'kimi_config', 'build_target', 'gemms', 'inductor_kw']
+           'merge_moves', 'views_rows_of', 'linear_parts', 'Merged', 'use_merged', 'Mergeable', 'each_module',
+           'merge_projections', 'MLP', 'Router', 'expert_loop', 'MoE', 'attention_fn', 'MLAttention', 'fold_key',
+           'Folded', 'use_folded', 'fold_projections', 'fold_bytes', 'DecoderLayer', 'TargetOutput', 'TargetModel',
+           'check_forward_inputs', 'tiny_config', 'kimi_config', 'build_target', 'gemms', 'inductor_kw']
 
 # %% ../nbs/01a_target_model.ipynb #5866f664
 MODEL_TYPES = ('deepseek_v3', 'kimi_k2', 'kimi_k25')
@@ -245,12 +245,16 @@ class Mergeable:
 def _remerge_after_load(m: Mergeable, keys):     # in-place loads keep the views; `assign=True` gives new tensors
     if m.merged is not None: m.merge()
 
+def each_module(model, kind: type, f):
+    "`f(m)` for every submodule `m` of `model` of type `kind` (a model that is no `nn.Module` is left alone); returns `model`."
+    if isinstance(model, nn.Module):
+        for m in model.modules():
+            if isinstance(m, kind): f(m)
+    return model
+
 def merge_projections(model, on: bool=True):
     "`merge(on)` every `Mergeable` submodule of `model` (each checked, and merged anew where a parameter was replaced; a model that is no `nn.Module` is left alone); returns `model`. Merged, a forward reads the merged weights: after replacing a parameter by hand, merge again (`Stages(merge=True)` does at every generation)."
-    if not isinstance(model, nn.Module): return model
-    for m in model.modules():
-        if isinstance(m, Mergeable): m.merge(on)
-    return model
+    return each_module(model, Mergeable, lambda m: m.merge(on))
 
 # %% ../nbs/01a_target_model.ipynb #b9838181
 class MLP(Mergeable, nn.Module):
@@ -542,10 +546,7 @@ MLAttention.fold, MLAttention._fold_now, MLAttention._apply = _mla_fold, _fold_n
 
 def fold_projections(model, on: bool=True):
     "`fold(on)` every `MLAttention` of `model` (a model that is no `nn.Module` is left alone); returns `model`."
-    if not isinstance(model, nn.Module): return model
-    for m in model.modules():
-        if isinstance(m, MLAttention): m.fold(on)
-    return model
+    return each_module(model, MLAttention, lambda m: m.fold(on))
 
 def fold_bytes(c: TargetConfig) -> tuple[int, int]:
     "Weight elements of a layer's `q_b_proj`, `kv_b_proj` and `o_proj` (what an unfolded forward reads after `q_a`), and of `Folded`'s `wq` and `wo`."
