@@ -497,8 +497,8 @@ MLAttention.causal = _mla_causal
 
 # %% ../nbs/01a_target_model.ipynb #72036f38
 def fold_key(a) -> tuple:
-    "What a fold of `MLAttention` `a` is made from: each source weight's storage, version, dtype and device (an in-place update or a new tensor changes it)."
-    return tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in (a.q_b_proj.weight, a.kv_b_proj.weight, a.o_proj.weight))
+    "What a fold of `MLAttention` `a` is made from: each source weight's storage, version, dtype and device (an in-place update or a new tensor changes it; an inference tensor, made under `inference_mode`, keeps no version)."
+    return tuple((p.data_ptr(), None if p.is_inference() else p._version, p.dtype, p.device) for p in (a.q_b_proj.weight, a.kv_b_proj.weight, a.o_proj.weight))
 
 class Folded:
     "A layer's latent products folded into its projections (`MLAttention.fold`): `wq` is `q_b_proj` then `W_UK` (and the RoPE rows as they are), `wo` is `W_UV` then `o_proj`."
