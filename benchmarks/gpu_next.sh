@@ -70,6 +70,13 @@ ncu_pages() {   # ncu_pages REPORT: its details page (REPORT_details.txt) and pe
 cells05() {   # cells05 SECONDS: nbs/05's tests cell by cell, one line per cell as it ends (nbdev_test prints nothing before the end)
     step cells_05 "$1" python benchmarks/time_cells.py nbs/05_decode.ipynb --flags cuda --out "$out/cells_05.txt"
 }
+fold_ab() {   # fold_ab SECS_UNFOLDED SECS_FOLDED TAG BENCH_ARGS...: issue 17's round at B = 8, unfolded then folded (Stages(fold=True)) on this machine
+    local s0=$1 s1=$2 tag=$3; shift 3
+    for f in unfolded folded; do
+        step "round_$f" $([ $f = folded ] && echo "$s1" || echo "$s0") python benchmarks/bench_run_ahead.py --out "$out/ra_$f" --commit "$commit" --compile --merge on $([ $f = folded ] && echo --fold) --budgets 8 "$@"
+        for x in md json; do cp "$out/ra_$f/run_ahead.$x" "$out/run_ahead_${tag}_$f.$x" 2>/dev/null; done; rm -rf "$out/ra_$f"
+    done
+}
 tree_steps() {   # the tree builder: its GPU tests, then bench_tree
     step tree_tests 120 nbdev_test --flags cuda --do_print --path nbs/02_tree_builder.ipynb
     step bench_tree 90 python benchmarks/bench_tree.py --iters 100 --commit "$commit" --out "$out/bench_tree.md"
@@ -143,20 +150,11 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
   s37b)   # the few-row GEMM (kernels/dev/few_row_gemm.cu; ran in session 37 inside s37c) against cuBLAS at the demo pair's projection shapes, M = 1, 9, 16, with and without the RMS norm in its prologue (<= 150 s)
     step bench_few_row_gemm 150 python benchmarks/bench_few_row_gemm.py --reps 30 --commit "$commit" --out "$out/bench_few_row_gemm.md" ;;
   s40c)   # s40a's A/B in the least time (<= 230 s): 4 prompts x 256 tokens, T = 0, one timed run a prompt; not issue 17's 8 x 512 figure
-    for f in unfolded folded; do
-        step "round_$f" $([ $f = folded ] && echo 90 || echo 130) python benchmarks/bench_run_ahead.py --out "$out/ra_$f" --commit "$commit" --compile --merge on $([ $f = folded ] && echo --fold) --temps 0 --reps 1 --prompts 4 --max-new 256 --budgets 8
-        cp "$out/ra_$f/run_ahead.md" "$out/run_ahead_4x256_t0_$f.md" 2>/dev/null; cp "$out/ra_$f/run_ahead.json" "$out/run_ahead_4x256_t0_$f.json" 2>/dev/null; rm -rf "$out/ra_$f"
-    done ;;
+    fold_ab 130 90 4x256_t0 --temps 0 --reps 1 --prompts 4 --max-new 256 ;;
   s40b)   # s40a cut to T = 0 for a short call (<= 340 s)
-    for f in unfolded folded; do
-        step "round_$f" $([ $f = folded ] && echo 140 || echo 190) python benchmarks/bench_run_ahead.py --out "$out/ra_$f" --commit "$commit" --compile --merge on $([ $f = folded ] && echo --fold) --temps 0 --reps 1 --prompts 8 --max-new 512 --budgets 8
-        cp "$out/ra_$f/run_ahead.md" "$out/run_ahead_8x512_t0_$f.md" 2>/dev/null; cp "$out/ra_$f/run_ahead.json" "$out/run_ahead_8x512_t0_$f.json" 2>/dev/null; rm -rf "$out/ra_$f"
-    done ;;
-  s40a)   # W_UK folded into q_b_proj and W_UV into o_proj (session 40): predicted 3-4 kernels a layer fewer at T = 9, 2 at T = 1
-    for f in unfolded folded; do
-        step "round_$f" 270 python benchmarks/bench_run_ahead.py --out "$out/ra_$f" --commit "$commit" --compile --merge on $([ $f = folded ] && echo --fold) --temps 0,1 --reps 2 --prompts 8 --max-new 512 --budgets 8
-        cp "$out/ra_$f/run_ahead.md" "$out/run_ahead_8x512_$f.md" 2>/dev/null; cp "$out/ra_$f/run_ahead.json" "$out/run_ahead_8x512_$f.json" 2>/dev/null; rm -rf "$out/ra_$f"
-    done ;;
+    fold_ab 190 140 8x512_t0 --temps 0 --reps 1 --prompts 8 --max-new 512 ;;
+  s40a)   # W_UK folded into q_b_proj and W_UV into o_proj (session 40): on this CPU's inductor 3 launches a layer fewer at T = 9, none at T = 1
+    fold_ab 270 270 8x512 --temps 0,1 --reps 2 --prompts 8 --max-new 512 ;;
   s39a)   # the fused draft (kernels/dev/draft_fused.cu) with stage stamps: where its 103 µs go (session 38: ~1 µs a barrier, ~5 µs a stage's work)
     step prebuild 100 python benchmarks/prebuild_kernels.py dev/draft_fused.cu dev/draft_fused.cu:-DDF_STAMPS dev/draft_fused.cu:-DDF_INLINE dev/draft_fused.cu:-DDF_INLINE,-DDF_STAMPS dev/draft_fused.cu:-DDF_BAR_FENCE
     step draft_fused 240 python benchmarks/bench_draft_fused.py --stamps --builds called,inlined --grids 64,128 --reps 20 --commit "$commit" --out "$out/bench_draft_fused.md"

@@ -417,8 +417,10 @@ class _RoundCaches:
         self.dec = None
         if self.merge and dec is not None:   # merged for the generation only: a forward outside the engine reads the parameters themselves (never a stale merge)
             for m in (dec.target, dec.drafter): merge_projections(m, False)   # the weights stay where they are: the next merge adopts them
-        if self.fold and dec is not None: fold_projections(dec.target, False)   # likewise (the folds are kept: the next generation adopts them)
-        if not ((not self.keep) if free is None else free): return
+        free = (not self.keep) if free is None else free
+        folded = dec.target if dec is not None else self.__dict__.get('fold_target')   # a kept round's, when released on its own
+        if self.fold and folded is not None: fold_projections(folded, False, drop=free)   # likewise; the folds are extra weights, kept only with the round
+        if not free: return
         keep = ('faces', 'graph', 'keep', 'compile', 'compile_by_tokens', 'compile_key', 'merge', 'fold', 'dec', 'mode', 'use_graph', 'round_cost', 'choice_wait_s', 'auto')    # the settings, and how the last generation ran (to inspect)
         for k in [k for k in self.__dict__ if k not in keep]: del self.__dict__[k]
 
@@ -776,6 +778,6 @@ class Stages(_RoundCaches, _RoundRecord, _RoundBuffers, _RoundStages, _RoundRepl
     def prefill(self, target, prompt: torch.Tensor, cache, hidden_layers):
         "Run the prompt causally into cache slots [0, P); last-row logits and all rows' features."
         if self.merge is not None: merge_projections(target, self.merge)   # checked each generation: merged anew where a parameter was replaced
-        if self.fold: fold_projections(target)                               # likewise: folded anew where a source weight changed
+        if self.fold: fold_projections(target); self.fold_target = target   # likewise: folded anew where a source weight changed
         out = target(prompt, torch.arange(len(prompt), device=prompt.device), cache, 0, None, hidden_layers=hidden_layers)
         return out.logits[-1], out.hidden
