@@ -19,7 +19,7 @@ from ddtree_nb.bench import first_difference
 
 CASES = [('ar', 0), ('dflash', 15), ('ddtree', 16), ('ddtree', 64)]
 MERGE = None    # --merge on|off: Stages(merge=...); None: Stages' default (merged on the cuda faces)
-FOLD = False    # --fold: Stages(fold=True), the target's latent products folded into q_b_proj and o_proj
+FOLD = None    # --fold on|off: Stages(fold=...), the target's latent products folded into q_b_proj and o_proj; None: Stages' default (decode.fold_pays)
 
 
 def decode(t, d, p, method, B, T, ahead, n_new, timed=None, seed=0, compile=False):
@@ -135,7 +135,7 @@ def markdown(res) -> str:
     m = res['meta']
     sa = lambda r: '-' if 'same_as_ar' not in r else f"{r['same_as_ar']}/{m['prompts']}" + (f" (first at token {r['first_difference']})" if r['first_difference'] is not None else '')
     lines = [f"# Run-ahead A/B and launch census ({m['date']}, {m['gpu']}, commit {m['commit']})", '',
-             f"Command: `{m['command']}`; demo pair bf16, cuda faces, CUDA graph{', torch.compile' if m.get('compile') else ''}{' (one-token forwards autotuned)' if m.get('compile') is True or isinstance(m.get('compile'), dict) and {1, '1'} & set(m['compile']) else ''}{ {True: ', merged projections', False: ', projections not merged'}.get(m.get('merge'), '') }{', latent products folded' if m.get('fold') else ''}{', traced attention' if m.get('traced') else ''}, {m['prompts']} prompts x {m['max_new']} new tokens, "
+             f"Command: `{m['command']}`; demo pair bf16, cuda faces, CUDA graph{', torch.compile' if m.get('compile') else ''}{' (one-token forwards autotuned)' if m.get('compile') is True or isinstance(m.get('compile'), dict) and {1, '1'} & set(m['compile']) else ''}{ {True: ', merged projections', False: ', projections not merged'}.get(m.get('merge'), '') }{ {True: ', latent products folded', False: ', latent products not folded'}.get(m.get('fold'), '') }{', traced attention' if m.get('traced') else ''}, {m['prompts']} prompts x {m['max_new']} new tokens, "
              f"median of {m['reps']} runs per prompt after a warm-up; rounds 3 onwards (graph replays) only: prefill, the eager round 1 "
              f"and the capture of round 2 excluded.", '',
              '| T | method | B | tau | plain tok/s | ahead tok/s | speed-up | plain ms/round | ahead ms/round | GPU ms/round | host ms/round (ahead) | same tokens | same as AR (T = 0) |',
@@ -166,12 +166,12 @@ def main(argv=None):
     ap.add_argument('--autotune-ar', action=argparse.BooleanOptionalAction, default=None, help="with --compile: Stages(compile=model.AUTOTUNE_AR), the one-token forwards (the AR step) through inductor's max-autotune; --no-autotune-ar: Stages(compile={}); default: Stages(compile=True), which autotunes them")
     ap.add_argument('--autotune-tokens', default=None, help="with --compile: Stages(compile={T: AUTOTUNE_AR's options for each T listed}), e.g. 1,16,17,65: the verify forwards (T = budget + 1) through max-autotune too")
     ap.add_argument('--draft-fused', type=int, default=0, metavar='G', help="with --compile: the round's draft through kernels/dev/draft_fused.cu at G blocks (bench_draft_fused.route_drafts), not the compiled torch draft")
-    ap.add_argument('--fold', action='store_true', help="Stages(fold=True): the target's W_UK folded into q_b_proj and W_UV into o_proj (model.fold_projections; two GEMMs a layer fewer)")
+    ap.add_argument('--fold', choices=('on', 'off'), default=None, help="Stages(fold=True / False): the target's W_UK folded into q_b_proj and W_UV into o_proj (model.fold_projections; two GEMMs a layer fewer); default: Stages' own (on for DDTree and DFlash on the demo pair)")
     ap.add_argument('--traced', action='store_true', help="target.trace_attention: compiled layers keep the verify kernel inside their graph (a custom op)")
     ap.add_argument('--temps', default='0,0.8', help='temperatures, comma-separated')
     ap.add_argument('--budgets', default='16,64', help="DDTree budgets, comma-separated (AR and DFlash always run; each budget B compiles a verify forward of B + 1 tokens)")
     a = ap.parse_args(argv)
-    global MERGE, FOLD; MERGE, FOLD = {'on': True, 'off': False}.get(a.merge), a.fold
+    global MERGE, FOLD; MERGE, FOLD = {'on': True, 'off': False}.get(a.merge), {'on': True, 'off': False}.get(a.fold)
     if a.draft_fused and not a.compile: ap.error("--draft-fused needs --compile (it takes the compiled draft's place)")
     CASES[2:] = [('ddtree', int(b)) for b in a.budgets.split(',') if b.strip()] or ap.error('--budgets: at least one budget')
     if a.autotune_ar is not None:

@@ -20,9 +20,10 @@
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s31b "$OUT"  # session 31 on an H200: the round at 8 x 512 (shipped), bench_tree + nbs/02, the verify tables (<= 420 s)
 #   bash benchmarks/gpu_next.sh s37b "$OUT"  # (ran in session 37 inside s37c, 3fa28bf) the few-row GEMM (kernels/dev/few_row_gemm.cu) against cuBLAS at the demo pair's projections, with and without its norm (<= 150 s)
+#   bash benchmarks/gpu_next.sh s41a "$OUT"  # session 41's fold by default (decode.fold_pays): nbs/05's cuda cells, then issue 17's round at 8 x 512 with Stages' defaults (<= 560 s)
 #   bash benchmarks/gpu_next.sh s40c "$OUT"  # s40a's A/B in the least time: 4 prompts x 256 tokens, T = 0 (<= 230 s)
 #   bash benchmarks/gpu_next.sh s40b "$OUT"  # s40a at T = 0 only, one timed run a prompt, for a call with less device time left (<= 340 s; the first run compiles, the second reads inductor's cache)
-#   bash benchmarks/gpu_next.sh s40a "$OUT"  # (not yet run) session 40's folded latent products (model.fold_projections, Stages(fold=True)): issue 17's round at 8 x 512, T = 0 and 1, B = 8, unfolded then folded on one machine, each with its census (<= 560 s)
+#   bash benchmarks/gpu_next.sh s40a "$OUT"  # (ran in session 41, 9752d2e) session 40's folded latent products (model.fold_projections, Stages(fold=True)): issue 17's round at 8 x 512, T = 0 and 1, B = 8, unfolded then folded on one machine, each with its census (<= 560 s)
 #   bash benchmarks/gpu_next.sh s39a "$OUT"  # (not yet run: session 39's short call, 80710b2, reached its fused-draft step, which had not printed when the call ended at most ~140 s later on a fresh machine, still in the torch draft's compile) its five nvcc builds side by side first (prebuild_kernels.py), then session 38's fused draft, v3 with its helpers called (96 KB of code) and inlined (303 KB, as v2's 308), stamped, its grid barrier arriving by a release add (session 39): each of its 17 stages' µs at G = 64, 128 beside the compiled draft; the grid barrier alone, release against v1-v3's fence; then issue 17's round at 8 x 512 with the fused draft (B = 8, T = 0 and 1) (<= 560 s)
 #   bash benchmarks/gpu_next.sh s38a "$OUT"  # (ran in session 38, aea7b43; its nbs/05 step ran out of time at cell 109 of 113, every cell before passed) session 37's compiles without pad_mm: nbs/05's cuda cells one at a time, then issue 17's round at 8 x 512, B = 8, 15, 16, T = 0 and 1 (<= 590 s)
 #   bash benchmarks/gpu_next.sh s37c "$OUT"  # (ran in session 37, 3fa28bf) inductor's pad_mm on, then off (diag_compile_layout.py, fresh processes and caches), then the few-row GEMM bench (s37b) (<= 450 s)
@@ -73,7 +74,7 @@ cells05() {   # cells05 SECONDS: nbs/05's tests cell by cell, one line per cell 
 fold_ab() {   # fold_ab SECS_UNFOLDED SECS_FOLDED TAG BENCH_ARGS...: issue 17's round at B = 8, unfolded then folded (Stages(fold=True)) on this machine
     local s0=$1 s1=$2 tag=$3; shift 3
     for f in unfolded folded; do
-        step "round_$f" $([ $f = folded ] && echo "$s1" || echo "$s0") python benchmarks/bench_run_ahead.py --out "$out/ra_$f" --commit "$commit" --compile --merge on $([ $f = folded ] && echo --fold) --budgets 8 "$@"
+        step "round_$f" $([ $f = folded ] && echo "$s1" || echo "$s0") python benchmarks/bench_run_ahead.py --out "$out/ra_$f" --commit "$commit" --compile --merge on --fold $([ $f = folded ] && echo on || echo off) --budgets 8 "$@"
         for x in md json; do cp "$out/ra_$f/run_ahead.$x" "$out/run_ahead_${tag}_$f.$x" 2>/dev/null; done; rm -rf "$out/ra_$f"
     done
 }
@@ -149,6 +150,11 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     keep_few "$out" gpu_next.log run_ahead_8x512.md bench_tree.md tree_tests.log bench_verify_cluster.log bench_verify_cluster.json ;;
   s37b)   # the few-row GEMM (kernels/dev/few_row_gemm.cu; ran in session 37 inside s37c) against cuBLAS at the demo pair's projection shapes, M = 1, 9, 16, with and without the RMS norm in its prologue (<= 150 s)
     step bench_few_row_gemm 150 python benchmarks/bench_few_row_gemm.py --reps 30 --commit "$commit" --out "$out/bench_few_row_gemm.md" ;;
+  s41a)   # session 41: the fold on by default where it pays (decode.fold_pays: cuda faces, DDTree / DFlash, <= 1.25x the bytes): nbs/05's cuda cells, then issue 17's round with Stages' defaults (<= 560 s)
+    export DDTREE_COMMIT=$commit
+    cells05 330
+    step run_ahead_8x512 200 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --compile --temps 0,1 --reps 1 --prompts 8 --max-new 512 --budgets 8
+    for x in md json; do cp "$out/ra/run_ahead.$x" "$out/run_ahead_8x512_default.$x" 2>/dev/null; done; rm -rf "$out/ra" ;;
   s40c)   # s40a's A/B in the least time (<= 230 s): 4 prompts x 256 tokens, T = 0, one timed run a prompt; not issue 17's 8 x 512 figure
     fold_ab 130 90 4x256_t0 --temps 0 --reps 1 --prompts 4 --max-new 256 ;;
   s40b)   # s40a cut to T = 0 for a short call (<= 340 s)

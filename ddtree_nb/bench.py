@@ -108,14 +108,14 @@ def bench_run(target, drafter, prompt_ids, method: str, budget: int, temperature
               max_new_tokens: int=128, seed: int=0, stop_ids=(), compile: bool=False,
               stages=None,                       # a `Stages` to decode with (e.g. a kept one: its buffers and graph made already; same `compile`)
               merge: bool|None=None,             # without `stages`: `Stages(merge=...)` (True: projections merged, `model.merge_projections`)
-              fold: bool=False) -> dict:         # without `stages`: `Stages(fold=True)` (the latent products folded, `model.fold_projections`)
+              fold: bool|None=None) -> dict:     # without `stages`: `Stages(fold=...)` (True: the latent products folded, `model.fold_projections`)
     "One `generate` call as a benchmark record (or a `skipped` record naming why it can't run)."
     dev = target.embed_tokens.weight.device
     rec = dict(method=method, budget=budget, temperature=float(temperature), backend=backend, prompt_len=len(prompt_ids))
     why = _skip_reason(backend, dev)
     if why: return dict(rec, skipped=why)
     gen = torch.Generator(device=dev).manual_seed(seed)
-    if stages is None and (merge is not None or fold): stages = Stages(backend, compile=compile, merge=merge, fold=fold)
+    if stages is None and (merge is not None or fold is not None): stages = Stages(backend, compile=compile, merge=merge, fold=fold)
     g = generate(target, drafter if method != 'ar' else None, prompt_ids, method=method, budget=budget, temperature=temperature,
                  max_new_tokens=max_new_tokens, stop_ids=stop_ids, backend=backend, generator=gen, stages=stages, compile=compile)
     st = {k: 0.0 for k in STAGE_KEYS} | dict(g.stage_times)
@@ -209,7 +209,7 @@ def run_meta(target, command: str|None=None, **extra) -> dict:
 
 # %% ../nbs/07_benchmarks.ipynb #78160ead
 def _bench_setting(target, drafter, prompts, c: dict, max_new_tokens: int, seed: int, stop_ids, compile: bool, keep: bool, warmup: bool,
-                   bar, merge: bool|None=None, fold: bool=False) -> list:
+                   bar, merge: bool|None=None, fold: bool|None=None) -> list:
     "Every prompt's run of setting `c`; with `keep`, all on one kept `Stages`, made by an untimed warm-up run (the longest prompt) and freed after."
     st = Stages(c['backend'], keep=True, compile=compile, merge=merge, fold=fold) if keep else None
     run = lambda p, s: bench_run(target, drafter, p, c['method'], c['budget'], c['temperature'], c['backend'], max_new_tokens, s, stop_ids,
@@ -230,7 +230,7 @@ def run_bench(target, drafter, prompts,              # list of token-id lists
               command: str|None=None,
               compile: bool=False,               # rounds through `torch.compile`: every setting is warmed up first (its compiles are not timed)
               merge: bool|None=None,             # True: the models' projections of one input as one GEMM each (`Stages(merge=True)`)
-              fold: bool=False,                  # True: the target's latent products folded into q_b_proj and o_proj (`Stages(fold=True)`)
+              fold: bool|None=None,              # True: the target's latent products folded into q_b_proj and o_proj (`Stages(fold=True)`); None: Stages' own choice (`decode.fold_pays`)
               keep: bool=True) -> dict:          # one kept `Stages` per setting, as a server keeps one: its caches, buffers and CUDA graph are
                                                  # made in an untimed warm-up run, so the timed runs measure decoding, not set-up
     "AR vs DFlash vs DDTree on `prompts`: every run, the pooled summary and the run's provenance."
@@ -277,7 +277,7 @@ def results_markdown(res: dict, title: str='ddtree bench') -> str:
              + (f"; compile options by token count {c['compile']}" if isinstance(c.get('compile'), dict)
                 else "; compile options Stages' default (the one-token forwards autotuned on the cuda faces)" if c.get('compile') else '')
              + ({True: "; projections merged (`Stages(merge=True)`)", False: "; projections not merged (`Stages(merge=False)`)"}.get(c.get('merge'), ''))
-             + ("; latent products folded (`Stages(fold=True)`)" if c.get('fold') else '')
+             + ({True: "; latent products folded (`Stages(fold=True)`)", False: "; latent products not folded (`Stages(fold=False)`)"}.get(c.get('fold'), ''))
              + ("; one kept `Stages` per setting, its caches, buffers and CUDA graph made in an untimed warm-up run" if c.get('keep') else ''),
              "- tokens, ms/token, tokens/s: the decode rounds only (the prefill and the token it gives are left out, as they cost the same "
              "for every method); the stage columns split ms/token; `round` is a CUDA-graph replay's whole round (cuda backend only)",
@@ -342,7 +342,7 @@ def _bench_parser():
     ap.add_argument('--compile', action='store_true', help="run the rounds' torch parts through torch.compile (each setting warmed up, so compiling is not timed)")
     ap.add_argument('--autotune-ar', action=argparse.BooleanOptionalAction, default=None, help="with --compile: the one-token forwards (the AR step) through inductor's max-autotune (triton GEMM templates; their first compile takes longer); default: on for the cuda backend (Stages(compile=True))")
     ap.add_argument('--merge', choices=('on', 'off'), default=None, help="the projections of one input as one GEMM each (q_a|kv_a, gate|up, the drafter's k|v|q); default: on for the cuda backend, the models as loaded for torch")
-    ap.add_argument('--fold', action='store_true', help="fold the target's W_UK into q_b_proj and W_UV into o_proj (two GEMMs a layer fewer; for small launch-bound targets: at Kimi widths it reads 3.4x the attention weights)")
+    ap.add_argument('--fold', choices=('on', 'off'), default=None, help="the target's W_UK folded into q_b_proj and W_UV into o_proj (two GEMMs a layer fewer at T > 1); default: on for the cuda backend's speculating methods where the folds read <= 1.25x the weights (the demo pair; not Kimi widths, 3.4x)")
     ap.add_argument('--fresh', action='store_true', help="every run a fresh generate call (allocates and captures its CUDA graph anew, timed) instead of one kept Stages per setting")
     return ap
 
@@ -389,7 +389,7 @@ def bench_main(argv=None, pair=None) -> int:
             res = run_bench(target, drafter, ids, methods=args.methods, budgets=args.budgets, temperatures=args.temperatures,
                             backends=backends, max_new_tokens=args.max_new_tokens, seed=args.seed, progress=not args.no_progress, command=cmd.strip(),
                             compile=args.compile and {None: True, True: AUTOTUNE_AR, False: {}}[args.autotune_ar], merge={'on': True, 'off': False}.get(args.merge),
-                            fold=args.fold, keep=not args.fresh)
+                            fold={'on': True, 'off': False}.get(args.fold), keep=not args.fresh)
     except (ValueError, OSError, NotImplementedError) as e: return err(' '.join(str(e).split()))
     if not any('skipped' not in r for r in res['runs']):
         return err("nothing ran: " + '; '.join(sorted({r['skipped'] for r in res['runs']})))

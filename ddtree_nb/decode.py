@@ -10,16 +10,16 @@ import torch
 from .tree import TreeBuffers, build_tree_ref, load_tree, write_chain, truncate_tree, fill_tree, MAX_BUDGET
 from .accept import Accepted, MAX_PATH, ERR_PAST_CACHE, accept_compact, accept_workspace, gumbel_keys, round_keys, target_choice, make_accepted
 from .runtime import releasing_on_oom, require_cuda, cuda_ok, engine_stream
-from .model import MoE, merge_projections, fold_projections, merge_moves, AUTOTUNE_AR
+from .model import MoE, merge_projections, fold_projections, fold_bytes, merge_moves, AUTOTUNE_AR
 from .moe import PackedMoE, live_workspaces
 from .verify import DC, DR
 from .budget import AUTO_SIZES, AutoBudget, RoundCost, expected_at
 
 # %% auto #0
-__all__ = ['METHODS', 'DENSE_MAX_EXPERTS', 'REC', 'REC_STATUS', 'sample_token', 'parse_budget', 'check_decode_params',
-           'check_generate_args', 'resolve_backend', 'GenerationConfig', 'Generation', 'Round', 'Decoder', 'generate',
-           'decoder_tokens', 'start_clock', 'generation_of', 'moe_plan', 'chain_fill', 'write_record', 'fused',
-           'Stages']
+__all__ = ['METHODS', 'DENSE_MAX_EXPERTS', 'REC', 'REC_STATUS', 'FOLD_MAX_BYTES', 'sample_token', 'parse_budget',
+           'check_decode_params', 'check_generate_args', 'resolve_backend', 'GenerationConfig', 'Generation', 'Round',
+           'Decoder', 'generate', 'decoder_tokens', 'start_clock', 'generation_of', 'moe_plan', 'chain_fill',
+           'write_record', 'fused', 'fold_pays', 'Stages']
 
 # %% ../nbs/05_decode.ipynb #ca14f372
 def sample_token(logits: torch.Tensor, temperature: float, generator: torch.Generator|None=None) -> int:
@@ -418,10 +418,10 @@ class _RoundCaches:
         if self.merge and dec is not None:   # merged for the generation only: a forward outside the engine reads the parameters themselves (never a stale merge)
             for m in (dec.target, dec.drafter): merge_projections(m, False)   # the weights stay where they are: the next merge adopts them
         free = (not self.keep) if free is None else free
-        folded = dec.target if dec is not None else self.__dict__.get('fold_target')   # a kept round's, when released on its own
-        if self.fold and folded is not None: fold_projections(folded, False, drop=free)   # likewise; the folds are extra weights, kept only with the round
+        folded = self.__dict__.get('fold_target')       # the target the last prefill folded (a kept round's too, when released on its own)
+        if folded is not None: fold_projections(folded, False, drop=free)   # likewise; the folds are extra weights, kept only with the round
         if not free: return
-        keep = ('faces', 'graph', 'keep', 'compile', 'compile_by_tokens', 'compile_key', 'merge', 'fold', 'dec', 'mode', 'use_graph', 'round_cost', 'choice_wait_s', 'auto')    # the settings, and how the last generation ran (to inspect)
+        keep = ('faces', 'graph', 'keep', 'compile', 'compile_by_tokens', 'compile_key', 'merge', 'fold', 'folds', 'dec', 'mode', 'use_graph', 'round_cost', 'choice_wait_s', 'auto')    # the settings, and how the last generation ran (to inspect)
         for k in [k for k in self.__dict__ if k not in keep]: del self.__dict__[k]
 
 # %% ../nbs/05_decode.ipynb #rc0a1b01
@@ -597,7 +597,7 @@ class _RoundCapture:
     "A CUDA-graph capture of a round's work on the engine stream, and what a setting of the round is."
     def _settings(self) -> tuple:
         d = self.dec
-        return (id(d.drafter) if d.use_drafter else None, d.method, d.budget, d.temperature > 0, self.faces, self.compile, self.compile_key, self.fold)
+        return (id(d.drafter) if d.use_drafter else None, d.method, d.budget, d.temperature > 0, self.faces, self.compile, self.compile_key, self.folds)
 
     def _prepare(self, depth: int):
         "Write a chain's structure before a capture (so replays need not rewrite it)."
@@ -745,6 +745,16 @@ class _RoundCalibration:
         g = statistics.median(gpu)
         return g, max(statistics.median(wall) - g, 0.0)
 
+# %% ../nbs/05_decode.ipynb #289b95c7
+FOLD_MAX_BYTES = 1.25    # `fold_pays`: the most weight bytes a fold may read, as a multiple of the unfolded layer's
+
+def fold_pays(target, faces: str, method: str) -> bool:
+    "Whether `Stages(fold=None)` folds `target`'s latent products: cuda faces, a speculating method, and folds reading <= `FOLD_MAX_BYTES` x the weights."
+    c = getattr(target, 'config', None)
+    if faces != 'cuda' or method == 'ar' or getattr(c, 'q_lora_rank', None) is None: return False
+    unfolded, folded = fold_bytes(c)
+    return folded <= FOLD_MAX_BYTES * unfolded
+
 # %% ../nbs/05_decode.ipynb #6b2c3d4e
 class Stages(_RoundCaches, _RoundRecord, _RoundBuffers, _RoundStages, _RoundReplay, _RoundAuto, _RoundCalibration):
     "The decode round on static buffers with one host read per round (the emitted tokens); optionally replayed as a CUDA graph."
@@ -753,7 +763,7 @@ class Stages(_RoundCaches, _RoundRecord, _RoundBuffers, _RoundStages, _RoundRepl
                  keep: bool=False,               # keep caches, buffers and graph for the next generation (same models and settings)
                  compile: bool|dict=False,       # the round's target layers and draft through `torch.compile` (each token count compiles once per process); True on the cuda faces: the AR step's forward autotuned too (`AUTOTUNE_AR`); a dict {token count: torch.compile kwargs} names those options ({} for none)
                  merge: bool|None=None,          # the models' projections of one input as one GEMM each (`model.merge_projections`) for each generation; None: on the cuda faces (-11% a compiled AR forward on the H200), the models as they are on the torch faces
-                 fold: bool=False,               # the target's latent products folded into q_b_proj and o_proj for each generation (`model.fold_projections`: two GEMMs a layer fewer, for small launch-bound models; Kimi widths read 3.4x the weight bytes)
+                 fold: bool|None=None,           # the target's latent products folded into q_b_proj and o_proj for each generation (`model.fold_projections`: two GEMMs a layer fewer); None: `fold_pays` (the cuda faces, a speculating method, folds reading <= 1.25x the weights)
                  round_cost: RoundCost|None=None,   # budget='auto': a round's seconds by tree size (default: measured at setup)
                  choice_wait_s: float|None=None):   # with round_cost: the host's wait per round when choosing per round (default 0)
         if faces not in ('cuda', 'torch'): raise ValueError(f"faces must be 'cuda' or 'torch', got {faces!r}")
@@ -763,7 +773,8 @@ class Stages(_RoundCaches, _RoundRecord, _RoundBuffers, _RoundStages, _RoundRepl
         self.compile_by_tokens = dict(compile) if isinstance(compile, dict) else {}   # see TargetModel.compile_layers
         self.compile_key = repr(sorted(self.compile_by_tokens.items()))              # its part of `_settings` (read every round)
         self.merge = (faces == 'cuda' or None) if merge is None else merge
-        self.fold = bool(fold)
+        if not (fold is None or isinstance(fold, bool)): raise TypeError(f"fold must be True, False or None (decided per generation by `fold_pays`), got {fold!r}")
+        self.fold, self.folds = fold, bool(fold)   # the setting, and this generation's decision (`check`)
         self.round_cost, self.choice_wait_s = round_cost, choice_wait_s
 
     def check(self, dec):
@@ -774,10 +785,13 @@ class Stages(_RoundCaches, _RoundRecord, _RoundBuffers, _RoundStages, _RoundRepl
         if self.graph:
             capturable = moe_plan(dec.target, self.faces)[1]
             if not capturable: raise ValueError(f"graph=True: {capturable.why}")
+        self.folds = fold_pays(dec.target, self.faces, dec.method) if self.fold is None else self.fold
 
     def prefill(self, target, prompt: torch.Tensor, cache, hidden_layers):
         "Run the prompt causally into cache slots [0, P); last-row logits and all rows' features."
         if self.merge is not None: merge_projections(target, self.merge)   # checked each generation: merged anew where a parameter was replaced
-        if self.fold: fold_projections(target); self.fold_target = target   # likewise: folded anew where a source weight changed
+        if self.folds:                  # likewise: folded anew where a source weight changed; another target's kept folds freed
+            if self.__dict__.get('fold_target') not in (None, target): fold_projections(self.fold_target, False, drop=True)
+            fold_projections(target); self.fold_target = target
         out = target(prompt, torch.arange(len(prompt), device=prompt.device), cache, 0, None, hidden_layers=hidden_layers)
         return out.logits[-1], out.hidden
