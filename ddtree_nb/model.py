@@ -471,7 +471,7 @@ def _mla_write(self: MLAttention, x, cos, sin,
     if isinstance(start, torch.Tensor):   # prefix length on the device: scatter the rows (no host read)
         kv.index_copy_(0, start.long() + torch.arange(T, device=x.device), rows.to(kv.dtype))
     else: kv[start:start + T] = rows
-    if use_folded(self.folded): return q_latent.contiguous(), q_pe.contiguous()   # token-major: the kernel's output is then what the folded o_proj reads
+    if use_folded(self.folded): return q_latent, q_pe   # token-major (q_latent a view of the folded GEMM's rows, read in place: `strided_rows`), so the kernel's output is what the folded o_proj reads
     return as_head_major(q_latent), as_head_major(q_pe)   # head-major rows, the W_UK product's own: no copy (the kernel reads them as they are)
 MLAttention.write = _mla_write
 

@@ -12,10 +12,10 @@ from .runtime import load_kernel, require_cuda, engine_stream, device_arch, devi
 # %% auto #0
 __all__ = ['DC', 'DR', 'DQK', 'MAX_SPLITS', 'H200_BW', 'H200_BF16', 'V2_CONFIGS', 'SM90_KERNELS', 'SM90_CLUSTERS', 'SM90_PV_N',
            'SM90_MIN_CUDA', 'IMPLS', 'SIG_V1', 'SIG_V2', 'SIG_COMBINE', 'mla_tree_attention_op', 'verify_cost',
-           'check_aligned', 'head_major', 'as_head_major', 'kernel_rows', 'empty_rows', 'check_verify_inputs',
-           'tree_visible', 'tree_attention_torch', 'v2_smem', 'pick_config', 'choose_splits', 'sm90_smem', 'sm90_fits',
-           'check_cluster', 'cluster_splits', 'default_cluster', 'combine_shape', 'verify_plan', 'verify_workspace',
-           'pdl_pays', 'check_workspace', 'mla_tree_attention']
+           'check_aligned', 'head_major', 'as_head_major', 'strided_rows', 'kernel_rows', 'empty_rows',
+           'check_verify_inputs', 'tree_visible', 'tree_attention_torch', 'v2_smem', 'pick_config', 'choose_splits',
+           'sm90_smem', 'sm90_fits', 'check_cluster', 'cluster_splits', 'default_cluster', 'combine_shape',
+           'verify_plan', 'verify_workspace', 'pdl_pays', 'check_workspace', 'mla_tree_attention']
 
 # %% ../nbs/03_verify.ipynb #2e46cf25
 DC, DR = 512, 64                      # latent and rope widths the kernel is built for
@@ -50,10 +50,14 @@ def as_head_major(x: torch.Tensor) -> torch.Tensor:
     "`x [T, H, ...]` laid out head by head (no copy where it already is, or where T = 1 or H = 1)."
     return x.transpose(0, 1).contiguous().transpose(0, 1)
 
+def strided_rows(x: torch.Tensor) -> bool:
+    "True when `x [T, H, D]` is token-major with each token's `H x D` packed, tokens at a stride of >= `H D` elements, a multiple of 8 (16 bytes): a view into wider rows, as the folded `q_b_proj` leaves `q_latent`."
+    return x.ndim == 3 and x.stride(2) == 1 and x.stride(1) == x.shape[2] and x.stride(0) >= x.shape[1] * x.shape[2] and x.stride(0) % 8 == 0
+
 def kernel_rows(q_latent: torch.Tensor, q_pe: torch.Tensor) -> tuple:
-    "`q_latent`, `q_pe` in one row order the kernel reads: head-major where `q_latent` is, else contiguous (copies only where needed)."
+    "`q_latent`, `q_pe` in a row order the kernel reads: head-major where `q_latent` is, `q_latent` in place where its tokens are `strided_rows`, else contiguous (copies only where needed)."
     if head_major(q_latent): return q_latent, as_head_major(q_pe)
-    return q_latent.contiguous(), q_pe.contiguous()
+    return q_latent if strided_rows(q_latent) else q_latent.contiguous(), q_pe.contiguous()
 
 def empty_rows(T: int, H: int, *rest, head: bool=False, **kw) -> torch.Tensor:
     "An empty `[T, H, *rest]` tensor in token-major or (`head`) head-major row order."
@@ -116,8 +120,8 @@ def check_verify_inputs(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out=Non
     for k, v in named.items():
         if v.device != dev: raise ValueError(f"{k} is on {v.device} but q_latent is on {dev}")
         if k == 'q_pe' and head and not head_major(v): raise ValueError(f"q_pe must be head-major as q_latent is, got stride {v.stride()}")
-        if not (v.is_contiguous() or head and k in ('q_latent', 'q_pe')):
-            raise ValueError(f"{k} must be contiguous{' or head-major' if k == 'q_latent' else ''}, got shape {_shape(v)} stride {v.stride()}")
+        if not (v.is_contiguous() or head and k in ('q_latent', 'q_pe') or k == 'q_latent' and strided_rows(v)):
+            raise ValueError(f"{k} must be contiguous{', head-major or token rows at a stride (strided_rows)' if k == 'q_latent' else ''}, got shape {_shape(v)} stride {v.stride()}")
     if S < T: raise ValueError(f"kv has S = {S} rows, fewer than the T = {T} tree tokens")
     _check_prefix_and_scale(prefix_len, scale, S, T, dev)
     _check_outputs(out, lse, T, H, dt, dev, head)
@@ -220,7 +224,7 @@ def default_cluster(impl: str, pv_n: int, M: int, splits: int) -> int:
     return 2 if impl == 'sm90' and pv_n == 256 and M >= 64 and splits == 2 else 1
 
 # %% ../nbs/03_verify.ipynb #d373a7e1
-SIG_V1, SIG_V2, SIG_COMBINE = 'PPPPiiiiPifPP', 'PPPPiiiiPifPPPPii', 'PPiiPP'
+SIG_V1, SIG_V2, SIG_COMBINE = 'PPPPiiiiPifPP', 'PPPPiiiiPifPPPPiii', 'PPiiPP'
 _KERNEL_LIMITS = {'verify_attn.cu': dict(DC=DC, DR=DR, DQK=DQK, MAX_SPLITS=MAX_SPLITS),    # the kernels' #defines and constexprs
                   'dev/verify_attn_v1.cu': dict(DC=DC, DR=DR, DQK=DQK),                      # v1: history, from a checkout
                   'verify_attn_sm90.cu': dict(DC=DC, DR=DR, DQK=DQK, SMEM=sm90_smem())}   # (with their headers'), checked on load
@@ -314,13 +318,14 @@ def _verify_cuda(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, vers
     require_cuda()
     T, H, _ = q_latent.shape
     S, W, M, head = kv.shape[0], vis_bits.shape[1], T * H, int(head_major(q_latent))
+    q_ld = 0 if head or q_latent.is_contiguous() else q_latent.stride(0)   # `strided_rows`: q_latent read in place, q_ld elements a token
     dev = q_latent.device.index if q_latent.device.index is not None else torch.cuda.current_device()
     if isinstance(prefix_len, torch.Tensor): P_arg, p_ptr, P_bound = 0, prefix_len, S - T
     else: P_arg, p_ptr, P_bound = int(prefix_len), 0, int(prefix_len)
     with torch.cuda.device(dev):
         impl = _pick_impl(impl, dev, version, config)   # before v1, so impl='sm90' with version=1 is refused, not ignored
         if version == 1:
-            if head: raise ValueError("version=1 reads token-major rows only: pass q_latent and q_pe contiguous")
+            if head or q_ld: raise ValueError("version=1 reads packed token-major rows only: pass q_latent and q_pe contiguous")
             _kernel('verify_attn_v1', SIG_V1, source='dev/verify_attn_v1.cu')(q_latent, q_pe, kv, vis_bits, W, T, H, P_arg, p_ptr, S, float(scale),
                                               out, lse, grid=(M,), block=(128,))
             return
@@ -337,7 +342,7 @@ def _verify_cuda(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, vers
             else: check_workspace(workspace, n, M, q_latent.device)
             ws_o, ws_lse = workspace
         flat = (lambda t: t.transpose(0, 1)) if head else (lambda t: t)   # head-major: the contiguous [H, T, ...] under the view
-        k(flat(q_latent), flat(q_pe), kv, vis_bits, W, T, H, P_arg, p_ptr, S, float(scale), flat(out), flat(lse), ws_o, ws_lse, s, head,
+        k(flat(q_latent), flat(q_pe), kv, vis_bits, W, T, H, P_arg, p_ptr, S, float(scale), flat(out), flat(lse), ws_o, ws_lse, s, head, q_ld,
           grid=plan['grid'], block=(256,), shared=plan['smem'])
         if n > 1:
             L, G = plan['combine']

@@ -2,7 +2,8 @@
 //
 // Queries: q_latent [T, H, 512], q_pe [T, H, 64] (bf16), flattened to M = T*H rows: r = t*H + h (token-major, the
 // tensors contiguous) or, with head_major = 1, r = h*T + t (each a transpose(0, 1) of a contiguous [H, T, ...], as
-// the W_UK product leaves q_latent). out and lse take the same row order.
+// the W_UK product leaves q_latent). out and lse take the same row order. q_ld != 0: token-major q_latent rows at q_ld
+// elements a token (a view into a wider row, as the folded q_b_proj leaves it); q_pe, out and lse stay packed.
 // Cache layer kv [S, 576] (bf16): columns 0..511 = c_kv (keys AND values), 512..575 = k_pe (keys only).
 // Key s < P is seen by every row; key P + j (tree slot j) is seen by row r iff bit j of vis[t, :] is set.
 // Outputs: out [M, 512] bf16 = softmax(scale * q.k) . c_kv, lse [M] fp32 (natural log).
@@ -67,7 +68,7 @@ __device__ __forceinline__ void verify_v2(const bf16 *__restrict__ q_lat, const 
                                           const bf16 *__restrict__ kv, const uint32_t *__restrict__ vis, int W,
                                           int T, int H, int P, const int *__restrict__ p_dev, int S, float scale,
                                           bf16 *__restrict__ out, float *__restrict__ lse, bf16 *__restrict__ ws_o,
-                                          float *__restrict__ ws_lse, int splits, int head_major) {
+                                          float *__restrict__ ws_lse, int splits, int head_major, int q_ld) {
     using C = Cfg<BM, BN, NS>;
     extern __shared__ __align__(128) unsigned char smem[];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3, x7 = lane & 7;
@@ -84,7 +85,7 @@ __device__ __forceinline__ void verify_v2(const bf16 *__restrict__ q_lat, const 
     uint32_t *sBad = reinterpret_cast<uint32_t *>(smem + C::BAD_OFF);  // bit i: key tile row i had a non-finite V chunk
     if (tid < 2) sBad[tid] = 0u;  // ordered before the first scrub by the first barrier of the key loop
 
-    load_q_tile(sQ, q_lat, q_pe, m0, M, BM, tid, 256, swz);  // rows past M zero-filled
+    load_q_tile(sQ, q_lat, q_pe, m0, M, H, q_ld, BM, tid, 256, swz);  // rows past M zero-filled
     auto load_k = [&](int tile, int buf) { load_kv_tile(sK0 + buf * (BN * ROW_BYTES), kv, tile * BN, n_keys, BN, tid, 256, swz); };
     if (NS == 2 && tile0 < tile1) load_k(tile0, 0);
     cp_async_commit();
@@ -271,10 +272,10 @@ __device__ __forceinline__ void verify_v2(const bf16 *__restrict__ q_lat, const 
     NAME(const bf16 *__restrict__ q_lat, const bf16 *__restrict__ q_pe, const bf16 *__restrict__ kv,             \
          const uint32_t *__restrict__ vis, int W, int T, int H, int P, const int *__restrict__ p_dev, int S,      \
          float scale, bf16 *__restrict__ out, float *__restrict__ lse, bf16 *__restrict__ ws_o,                  \
-         float *__restrict__ ws_lse, int splits, int head_major) {                                               \
+         float *__restrict__ ws_lse, int splits, int head_major, int q_ld) {                                     \
         pdl_launch_dependents();   /* a PDL combine's blocks may wait on idle SMs (a no-op for a plain one) */    \
         verify_v2<BM, BN, NS>(q_lat, q_pe, kv, vis, W, T, H, P, p_dev, S, scale, out, lse, ws_o, ws_lse, splits,   \
-                              head_major);                                                                       \
+                              head_major, q_ld);                                                                 \
     }
 
 VERIFY_V2(verify_attn_v2_64x64x2, 64, 64, 2)  // 231,944 B smem: H100/H200 (227 KB opt-in)

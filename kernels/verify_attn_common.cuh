@@ -39,13 +39,18 @@ template <int N> __device__ __forceinline__ void cp_async_wait_group() { asm vol
 
 // cp.async of a [rows x 576] bf16 tile into shared memory, 16-byte chunk (row, ch) at dst + off(row, ch), all threads:
 // query rows m0 + row (q_latent | q_pe), zero-filled from row M on ...
+// q_latent row r starts at q_lat_row(r): r * DC where its rows are packed (q_ld = 0), else token r / H at q_ld elements a token
+// (token-major rows inside a wider one, e.g. the folded q_b_proj's output [T, H * DC | H * DR]: no copy out of it)
+__device__ __forceinline__ size_t q_lat_row(int r, int H, int q_ld) {
+    return q_ld ? (size_t)(r / H) * q_ld + (size_t)(r % H) * DC : (size_t)r * DC;
+}
 template <class Off>
 __device__ __forceinline__ void load_q_tile(uint32_t dst, const bf16 *__restrict__ q_lat, const bf16 *__restrict__ q_pe, int m0,
-                                            int M, int rows, int tid, int nthreads, Off off) {
+                                            int M, int H, int q_ld, int rows, int tid, int nthreads, Off off) {
     for (int c = tid; c < rows * CHUNKS; c += nthreads) {
         const int row = c / CHUNKS, ch = c - row * CHUNKS, gr = m0 + row;
         const bool ok = gr < M;
-        const bf16 *src = !ok ? q_lat : ch < 64 ? q_lat + (size_t)gr * DC + ch * 8 : q_pe + (size_t)gr * DR + (ch - 64) * 8;
+        const bf16 *src = !ok ? q_lat : ch < 64 ? q_lat + q_lat_row(gr, H, q_ld) + ch * 8 : q_pe + (size_t)gr * DR + (ch - 64) * 8;
         cp_async16(dst + off(row, ch), src, ok ? 16 : 0);
     }
 }

@@ -1,7 +1,7 @@
 // verify_attn_sm90.cu: the Hopper (sm_90a) version of the tree-masked absorbed-MLA verify attention (issue 19).
 //
 // Same contract as kernels/verify_attn.cu (read its header): queries q_latent [T, H, 512] and q_pe [T, H, 64] (bf16),
-// flattened to M = T*H rows r = t*H + h (or h*T + t with head_major); cache layer kv [S, 576] (c_kv = keys AND values | k_pe = keys only);
+// flattened to M = T*H rows r = t*H + h (or h*T + t with head_major; q_latent rows at q_ld a token where q_ld != 0); cache layer kv [S, 576] (c_kv = keys AND values | k_pe = keys only);
 // key s < P seen by every row, key P + j seen by row r iff bit j of vis[t, :]; out [M, 512] bf16, lse [M] fp32.
 // Same edge cases: a row that sees nothing gets out 0 / lse -inf; a non-finite c_kv value poisons exactly the rows
 // that see its key (masked keys' V chunks are zeroed in shared memory and the key marked, as in v2). Same split-KV
@@ -86,8 +86,8 @@ __device__ __forceinline__ void load_kv_tile64(uint32_t dst, const bf16 *__restr
     load_tile64(dst, kb, n_keys, tid, [&](int r, int b) { return kv + (size_t)r * DQK + b * 64; });
 }
 __device__ __forceinline__ void load_q_tile64(uint32_t dst, const bf16 *__restrict__ q_lat, const bf16 *__restrict__ q_pe,
-                                              int m0, int M, int tid) {
-    load_tile64(dst, m0, M, tid, [&](int r, int b) { return b < 8 ? q_lat + (size_t)r * DC + b * 64 : q_pe + (size_t)r * DR; });
+                                              int m0, int M, int H, int q_ld, int tid) {
+    load_tile64(dst, m0, M, tid, [&](int r, int b) { return b < 8 ? q_lat + q_lat_row(r, H, q_ld) + b * 64 : q_pe + (size_t)r * DR; });
 }
 
 // generic-proxy writes to shared memory (st.shared, cp.async) made visible to the async proxy (wgmma reads)
@@ -220,7 +220,7 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
                                             const bf16 *__restrict__ kv, const uint32_t *__restrict__ vis, int W,
                                             int T, int H, int P, const int *__restrict__ p_dev, int S, float scale,
                                             bf16 *__restrict__ out, float *__restrict__ lse, bf16 *__restrict__ ws_o,
-                                            float *__restrict__ ws_lse, int splits, int head_major VSTAMPS_PARAM) {
+                                            float *__restrict__ ws_lse, int splits, int head_major, int q_ld VSTAMPS_PARAM) {
     static_assert(PVN == 64 || PVN == 256, "PV wgmma width");
     extern __shared__ __align__(16) unsigned char smem_raw[];  // only 16 B promised: the base is aligned by hand below
     const uint32_t raw = smem_u32(smem_raw), base = (raw + 1023u) & ~1023u;
@@ -241,7 +241,7 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
     uint32_t *sBad = reinterpret_cast<uint32_t *>(smem + BAD_OFF);  // bit i: key row i of the tile had a non-finite V chunk
     if (tid < 2) sBad[tid] = 0u;  // ordered before the first scrub by the first barrier of the key loop
 
-    load_q_tile64(sQ, q_lat, q_pe, m0, M, tid);  // rows past M zero-filled, 128-byte swizzled
+    load_q_tile64(sQ, q_lat, q_pe, m0, M, H, q_ld, tid);  // rows past M zero-filled, 128-byte swizzled
     auto load_k = [&](int tile, int buf) { load_kv_tile64(sK0 + buf * TILE, kv, tile * BN, n_keys, tid); };
     // Both stages are loaded before the loop, and a stage is refilled as soon as its tile's PV is done, before the wait
     // for the next tile: two tiles in flight while a tile waits. Group g (one commit each, empty ones too) holds tile
@@ -407,12 +407,12 @@ __device__ __forceinline__ void verify_sm90(const bf16 *__restrict__ q_lat, cons
     const bf16 *__restrict__ q_lat, const bf16 *__restrict__ q_pe, const bf16 *__restrict__ kv,                 \
         const uint32_t *__restrict__ vis, int W, int T, int H, int P, const int *__restrict__ p_dev, int S,     \
         float scale, bf16 *__restrict__ out, float *__restrict__ lse, bf16 *__restrict__ ws_o,                  \
-        float *__restrict__ ws_lse, int splits, int head_major VSTAMPS_PARAM
+        float *__restrict__ ws_lse, int splits, int head_major, int q_ld VSTAMPS_PARAM
 // pdl_launch_dependents first, as verify_attn.cu's split kernels: a PDL combine may wait on idle SMs
 #define VERIFY_SM90_BODY(PVN, CS)                                                                               \
     {                                                                                                           \
         pdl_launch_dependents();                                                                                \
-        verify_sm90<PVN, CS>(q_lat, q_pe, kv, vis, W, T, H, P, p_dev, S, scale, out, lse, ws_o, ws_lse, splits, head_major \
+        verify_sm90<PVN, CS>(q_lat, q_pe, kv, vis, W, T, H, P, p_dev, S, scale, out, lse, ws_o, ws_lse, splits, head_major, q_ld \
                              VSTAMPS_ARG);                                                                      \
     }
 #define VERIFY_SM90(NAME, PVN) \
