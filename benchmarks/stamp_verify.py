@@ -35,7 +35,7 @@ def launchers(T, H, P, ql, qp, bits, scale, out, lse, stamped: bool, cluster=Non
     k.set_max_dynamic_shared(plan['smem'])
     W = bits.shape[1]
     def split(kv, st=None):
-        args = (ql, qp, kv, bits, W, T, H, P, 0, kv.shape[0], float(scale), out, lse, ws_o, ws_lse, plan['splits'], 0)   # token-major rows
+        args = (ql, qp, kv, bits, W, T, H, P, 0, kv.shape[0], float(scale), out, lse, ws_o, ws_lse, plan['splits'], 0, 0)   # packed token-major rows (head_major 0, q_ld 0)
         k(*(args + ((st,) if stamped else ())), grid=plan['grid'], block=(256,), shared=plan['smem'])
     def combine():
         if n == 1: return
@@ -104,7 +104,7 @@ def shape(T, H, P, calls, cluster=None, against=None):
 if __name__ == '__main__':
     ap = argparse.ArgumentParser(); ap.add_argument('--H', default='64'); ap.add_argument('--P', default='4096,32768,131072')
     ap.add_argument('--T', type=int, default=1); ap.add_argument('--calls', type=int, default=20); ap.add_argument('--clusters', default='default'); ap.add_argument('--out', default=None)
-    ap.add_argument('--against', default=None, help='a folder with earlier copies of verify_attn_sm90.cu and verify_attn.cu: check the shipped outputs equal theirs, bit for bit (copies from session 35 on: the launch passes their head_major argument)')
+    ap.add_argument('--against', default=None, help='a folder with earlier copies of verify_attn_sm90.cu and verify_attn.cu: check the shipped outputs equal theirs, bit for bit (copies from session 41 on: the launch passes their head_major and q_ld arguments)')
     a = ap.parse_args()
     res = []
     clusters = [None if c == 'default' else int(c) for c in a.clusters.split(',')]
