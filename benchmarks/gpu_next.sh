@@ -153,9 +153,9 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
   s41a)   # session 41: the fold on by default where it pays (decode.fold_pays), and q_latent read in place from the folded GEMM's rows (verify.strided_rows): nbs/03's and nbs/05's cuda cells, then issue 17's round with Stages' defaults at T = 0 (<= 570 s)
     export DDTREE_COMMIT=$commit
     step verify_tests 110 nbdev_test --flags cuda --do_print --path nbs/03_verify.ipynb
-    cells05 300
     step run_ahead_8x512 150 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --compile --temps 0 --reps 1 --prompts 8 --max-new 512 --budgets 8
-    for x in md json; do cp "$out/ra/run_ahead.$x" "$out/run_ahead_8x512_default.$x" 2>/dev/null; done; rm -rf "$out/ra" ;;
+    for x in md json; do cp "$out/ra/run_ahead.$x" "$out/run_ahead_8x512_default.$x" 2>/dev/null; done; rm -rf "$out/ra"
+    cells05 300 ;;   # last: a call cut short still brings back the cells that ended (time_cells writes each as it ends)
   s40c)   # s40a's A/B in the least time (<= 230 s): 4 prompts x 256 tokens, T = 0, one timed run a prompt; not issue 17's 8 x 512 figure
     fold_ab 130 90 4x256_t0 --temps 0 --reps 1 --prompts 4 --max-new 256 ;;
   s40b)   # s40a cut to T = 0 for a short call (<= 340 s)
