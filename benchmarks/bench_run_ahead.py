@@ -135,7 +135,7 @@ def markdown(res) -> str:
     m = res['meta']
     sa = lambda r: '-' if 'same_as_ar' not in r else f"{r['same_as_ar']}/{m['prompts']}" + (f" (first at token {r['first_difference']})" if r['first_difference'] is not None else '')
     lines = [f"# Run-ahead A/B and launch census ({m['date']}, {m['gpu']}, commit {m['commit']})", '',
-             f"Command: `{m['command']}`; demo pair bf16, cuda faces, CUDA graph{', torch.compile' if m.get('compile') else ''}{' (one-token forwards autotuned)' if m.get('compile') is True or isinstance(m.get('compile'), dict) and {1, '1'} & set(m['compile']) else ''}{ {True: ', merged projections', False: ', projections not merged'}.get(m.get('merge'), '') }{ {True: ', latent products folded', False: ', latent products not folded'}.get(m.get('fold'), '') }{', traced attention' if m.get('traced') else ''}, {m['prompts']} prompts x {m['max_new']} new tokens, "
+             f"Command: `{m['command']}`; demo pair bf16, cuda faces, CUDA graph{', torch.compile' if m.get('compile') else ''}{' (one-token forwards autotuned)' if m.get('compile') is True or isinstance(m.get('compile'), dict) and {1, '1'} & set(m['compile']) else ''}{ {True: ', merged projections', False: ', projections not merged'}.get(m.get('merge'), '') }{ {True: ', latent products folded', False: ', latent products not folded'}.get(m.get('fold'), '') }{', traced attention' if m.get('traced') else ''}{', folded q_latent read in place' if m.get('q_in_place') else ''}, {m['prompts']} prompts x {m['max_new']} new tokens, "
              f"median of {m['reps']} runs per prompt after a warm-up; rounds 3 onwards (graph replays) only: prefill, the eager round 1 "
              f"and the capture of round 2 excluded.", '',
              '| T | method | B | tau | plain tok/s | ahead tok/s | speed-up | plain ms/round | ahead ms/round | GPU ms/round | host ms/round (ahead) | same tokens | same as AR (T = 0) |',
@@ -167,6 +167,7 @@ def main(argv=None):
     ap.add_argument('--autotune-tokens', default=None, help="with --compile: Stages(compile={T: AUTOTUNE_AR's options for each T listed}), e.g. 1,16,17,65: the verify forwards (T = budget + 1) through max-autotune too")
     ap.add_argument('--draft-fused', type=int, default=0, metavar='G', help="with --compile: the round's draft through kernels/dev/draft_fused.cu at G blocks (bench_draft_fused.route_drafts), not the compiled torch draft")
     ap.add_argument('--fold', choices=('on', 'off'), default=None, help="Stages(fold=True / False): the target's W_UK folded into q_b_proj and W_UV into o_proj (model.fold_projections; two GEMMs a layer fewer); default: Stages' own (on for DDTree and DFlash on the demo pair)")
+    ap.add_argument('--q-in-place', action='store_true', help="model.FOLDED_Q_IN_PLACE: a folded layer hands q_latent to the verify kernel as a view of its GEMM's rows (verify.strided_rows), not a copy")
     ap.add_argument('--traced', action='store_true', help="target.trace_attention: compiled layers keep the verify kernel inside their graph (a custom op)")
     ap.add_argument('--temps', default='0,0.8', help='temperatures, comma-separated')
     ap.add_argument('--budgets', default='16,64', help="DDTree budgets, comma-separated (AR and DFlash always run; each budget B compiles a verify forward of B + 1 tokens)")
@@ -188,11 +189,12 @@ def main(argv=None):
     from ddtree_nb.demo import load_demo_pair, held_out_prompts
     t, d, tok = load_demo_pair('cuda', torch.bfloat16)
     t.trace_attention = a.traced
+    import ddtree_nb.model; ddtree_nb.model.FOLDED_Q_IN_PLACE = a.q_in_place
     if a.draft_fused: import bench_draft_fused; bench_draft_fused.route_drafts(d, a.draft_fused)
     prompts = held_out_prompts(tok, n=a.prompts, prompt_tokens=32)
     res = dict(meta=dict(date=time.strftime('%Y-%m-%d'), gpu=torch.cuda.get_device_name(), commit=a.commit, torch=torch.__version__,
                          command='python benchmarks/bench_run_ahead.py ' + ' '.join(argv or __import__('sys').argv[1:]),
-                         prompts=len(prompts), max_new=a.max_new, reps=a.reps, compile=a.compile, merge=MERGE, fold=FOLD, traced=a.traced,
+                         prompts=len(prompts), max_new=a.max_new, reps=a.reps, compile=a.compile, merge=MERGE, fold=FOLD, traced=a.traced, q_in_place=a.q_in_place,
                          draft_fused=a.draft_fused))
     res['ab'] = ab(t, d, prompts, a.max_new, a.reps, log, tuple(float(x) for x in a.temps.split(',')), a.compile)
     res['goals'] = goals(res['ab'])

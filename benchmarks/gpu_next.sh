@@ -20,7 +20,8 @@
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s31b "$OUT"  # session 31 on an H200: the round at 8 x 512 (shipped), bench_tree + nbs/02, the verify tables (<= 420 s)
 #   bash benchmarks/gpu_next.sh s37b "$OUT"  # (ran in session 37 inside s37c, 3fa28bf) the few-row GEMM (kernels/dev/few_row_gemm.cu) against cuBLAS at the demo pair's projections, with and without its norm (<= 150 s)
-#   bash benchmarks/gpu_next.sh s41a "$OUT"  # session 41's fold by default (decode.fold_pays) and strided q_latent: nbs/03's and nbs/05's cuda cells, then issue 17's round at 8 x 512, T = 0, with Stages' defaults (<= 570 s)
+#   bash benchmarks/gpu_next.sh s41a "$OUT"  # session 41: nbs/03's cuda cells (q_latent read in place), then issue 17's round at 8 x 512 with the fold by default, q_latent copied and in place (<= 520 s)
+#   bash benchmarks/gpu_next.sh s41b "$OUT"  # session 41: nbs/05's cuda cells on the fold by default (<= 540 s)
 #   bash benchmarks/gpu_next.sh s40c "$OUT"  # s40a's A/B in the least time: 4 prompts x 256 tokens, T = 0 (<= 230 s)
 #   bash benchmarks/gpu_next.sh s40b "$OUT"  # s40a at T = 0 only, one timed run a prompt, for a call with less device time left (<= 340 s; the first run compiles, the second reads inductor's cache)
 #   bash benchmarks/gpu_next.sh s40a "$OUT"  # (ran in session 41, 9752d2e) session 40's folded latent products (model.fold_projections, Stages(fold=True)): issue 17's round at 8 x 512, T = 0 and 1, B = 8, unfolded then folded on one machine, each with its census (<= 560 s)
@@ -150,12 +151,16 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     keep_few "$out" gpu_next.log run_ahead_8x512.md bench_tree.md tree_tests.log bench_verify_cluster.log bench_verify_cluster.json ;;
   s37b)   # the few-row GEMM (kernels/dev/few_row_gemm.cu; ran in session 37 inside s37c) against cuBLAS at the demo pair's projection shapes, M = 1, 9, 16, with and without the RMS norm in its prologue (<= 150 s)
     step bench_few_row_gemm 150 python benchmarks/bench_few_row_gemm.py --reps 30 --commit "$commit" --out "$out/bench_few_row_gemm.md" ;;
-  s41a)   # session 41: the fold on by default where it pays (decode.fold_pays), and q_latent read in place from the folded GEMM's rows (verify.strided_rows): nbs/03's and nbs/05's cuda cells, then issue 17's round with Stages' defaults at T = 0 (<= 570 s)
+  s41a)   # session 41's changes, whose first run (8cdf6aa) stopped on a launcher check: nbs/03's cuda cells (the in-place q_latent, verify.strided_rows), then issue 17's round at 8 x 512, T = 0 and 1, with Stages' defaults (decode.fold_pays), the folded q_latent copied, then read in place (model.FOLDED_Q_IN_PLACE) (<= 520 s)
     export DDTREE_COMMIT=$commit
     step verify_tests 110 nbdev_test --flags cuda --do_print --path nbs/03_verify.ipynb
-    step run_ahead_8x512 150 python benchmarks/bench_run_ahead.py --out "$out/ra" --commit "$commit" --compile --temps 0 --reps 1 --prompts 8 --max-new 512 --budgets 8
-    for x in md json; do cp "$out/ra/run_ahead.$x" "$out/run_ahead_8x512_default.$x" 2>/dev/null; done; rm -rf "$out/ra"
-    cells05 300 ;;   # last: a call cut short still brings back the cells that ended (time_cells writes each as it ends)
+    for v in copied in_place; do
+        step "round_$v" 190 python benchmarks/bench_run_ahead.py --out "$out/ra_$v" --commit "$commit" --compile --temps 0,1 --reps 1 --prompts 8 --max-new 512 --budgets 8 $([ $v = in_place ] && echo --q-in-place)
+        for x in md json; do cp "$out/ra_$v/run_ahead.$x" "$out/run_ahead_8x512_$v.$x" 2>/dev/null; done; rm -rf "$out/ra_$v"
+    done ;;
+  s41b)   # nbs/05's cuda cells on session 41's defaults (the fold where it pays; a round that is not kept leaves a kept round's folds alone), cell by cell (<= 540 s)
+    export DDTREE_COMMIT=$commit
+    cells05 530 ;;
   s40c)   # s40a's A/B in the least time (<= 230 s): 4 prompts x 256 tokens, T = 0, one timed run a prompt; not issue 17's 8 x 512 figure
     fold_ab 130 90 4x256_t0 --temps 0 --reps 1 --prompts 4 --max-new 256 ;;
   s40b)   # s40a cut to T = 0 for a short call (<= 340 s)

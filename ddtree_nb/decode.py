@@ -418,11 +418,16 @@ class _RoundCaches:
         if self.merge and dec is not None:   # merged for the generation only: a forward outside the engine reads the parameters themselves (never a stale merge)
             for m in (dec.target, dec.drafter): merge_projections(m, False)   # the weights stay where they are: the next merge adopts them
         free = (not self.keep) if free is None else free
-        folded = self.__dict__.get('fold_target')       # the target the last prefill folded (a kept round's too, when released on its own)
-        if folded is not None: fold_projections(folded, False, drop=free)   # likewise; the folds are extra weights, kept only with the round
+        self._unfold(free)                              # likewise; the folds are extra weights, kept only with the round
         if not free: return
         keep = ('faces', 'graph', 'keep', 'compile', 'compile_by_tokens', 'compile_key', 'merge', 'fold', 'folds', 'dec', 'mode', 'use_graph', 'round_cost', 'choice_wait_s', 'auto')    # the settings, and how the last generation ran (to inspect)
         for k in [k for k in self.__dict__ if k not in keep]: del self.__dict__[k]
+
+    def _unfold(self, free: bool):
+        "Run the last prefill's target unfolded again; with `free`, drop the folds this round made (adopted ones stay for the round that made them: a kept round's graph reads them)."
+        ft = self.__dict__.get('fold_target')
+        if ft is not None: fold_projections(ft, False, drop=free and self.__dict__.get('fold_made', True))
+
 
 # %% ../nbs/05_decode.ipynb #rc0a1b01
 REC = 5 + 2 * MAX_PATH      # the round record's int32 slots before budget='auto''s expected tokens (one float32 per size)
@@ -791,7 +796,9 @@ class Stages(_RoundCaches, _RoundRecord, _RoundBuffers, _RoundStages, _RoundRepl
         "Run the prompt causally into cache slots [0, P); last-row logits and all rows' features."
         if self.merge is not None: merge_projections(target, self.merge)   # checked each generation: merged anew where a parameter was replaced
         if self.folds:                  # likewise: folded anew where a source weight changed; another target's kept folds freed
-            if self.__dict__.get('fold_target') not in (None, target): fold_projections(self.fold_target, False, drop=True)
-            fold_projections(target); self.fold_target = target
+            ours = self.__dict__.get('fold_target') is target and self.__dict__.get('fold_made', False)   # made by an earlier generation of this round
+            if self.__dict__.get('fold_target') not in (None, target): self._unfold(True)
+            m0 = merge_moves(); fold_projections(target)
+            self.fold_target, self.fold_made = target, ours or merge_moves() != m0   # made here, or adopted (another round's, e.g. a kept one's)
         out = target(prompt, torch.arange(len(prompt), device=prompt.device), cache, 0, None, hidden_layers=hidden_layers)
         return out.logits[-1], out.hidden

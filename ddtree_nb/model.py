@@ -15,12 +15,12 @@ from .verify import (tree_visible, tree_attention_torch, bits_to_vis, vis_to_bit
 
 
 # %% auto #0
-__all__ = ['MODEL_TYPES', 'ROUTER_REDUCE_MAX', 'ATTN_BACKENDS', 'AUTOTUNE_AR', 'INDUCTOR_OPTIONS', 'TargetConfig',
-           'config_from_dict', 'LatentCache', 'rope_inv_freq', 'rope_cos_sin', 'apply_rope', 'RMSNorm', 'merge_params',
-           'merge_moves', 'views_rows_of', 'linear_parts', 'Merged', 'use_merged', 'Mergeable', 'each_module',
-           'merge_projections', 'MLP', 'Router', 'expert_loop', 'MoE', 'attention_fn', 'MLAttention', 'fold_key',
-           'Folded', 'use_folded', 'fold_projections', 'fold_bytes', 'DecoderLayer', 'TargetOutput', 'TargetModel',
-           'check_forward_inputs', 'tiny_config', 'kimi_config', 'build_target', 'gemms', 'inductor_kw']
+__all__ = ['MODEL_TYPES', 'ROUTER_REDUCE_MAX', 'ATTN_BACKENDS', 'FOLDED_Q_IN_PLACE', 'AUTOTUNE_AR', 'INDUCTOR_OPTIONS',
+           'TargetConfig', 'config_from_dict', 'LatentCache', 'rope_inv_freq', 'rope_cos_sin', 'apply_rope', 'RMSNorm',
+           'merge_params', 'merge_moves', 'views_rows_of', 'linear_parts', 'Merged', 'use_merged', 'Mergeable',
+           'each_module', 'merge_projections', 'MLP', 'Router', 'expert_loop', 'MoE', 'attention_fn', 'MLAttention',
+           'fold_key', 'Folded', 'use_folded', 'fold_projections', 'fold_bytes', 'DecoderLayer', 'TargetOutput',
+           'TargetModel', 'check_forward_inputs', 'tiny_config', 'kimi_config', 'build_target', 'gemms', 'inductor_kw']
 
 # %% ../nbs/01a_target_model.ipynb #5866f664
 MODEL_TYPES = ('deepseek_v3', 'kimi_k2', 'kimi_k25')
@@ -462,6 +462,8 @@ class MLAttention(Mergeable, nn.Module):
 
 
 # %% ../nbs/01a_target_model.ipynb #a18dc4f9
+FOLDED_Q_IN_PLACE = False   # a folded layer hands q_latent over as a view of its GEMM's rows, read in place by the kernel (`verify.strided_rows`); off until run on a GPU
+
 def _mla_write(self: MLAttention, x, cos, sin,
                kv: torch.Tensor,   # this layer's latent cache rows [S, kv_lora_rank + qk_rope_head_dim] (`cache.kv[layer]`)
                start: int|torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -471,7 +473,8 @@ def _mla_write(self: MLAttention, x, cos, sin,
     if isinstance(start, torch.Tensor):   # prefix length on the device: scatter the rows (no host read)
         kv.index_copy_(0, start.long() + torch.arange(T, device=x.device), rows.to(kv.dtype))
     else: kv[start:start + T] = rows
-    if use_folded(self.folded): return q_latent, q_pe   # token-major (q_latent a view of the folded GEMM's rows, read in place: `strided_rows`), so the kernel's output is what the folded o_proj reads
+    if use_folded(self.folded):   # token-major, so the kernel's output is what the folded o_proj reads
+        return (q_latent if FOLDED_Q_IN_PLACE else q_latent.contiguous()), q_pe.contiguous()
     return as_head_major(q_latent), as_head_major(q_pe)   # head-major rows, the W_UK product's own: no copy (the kernel reads them as they are)
 MLAttention.write = _mla_write
 

@@ -342,7 +342,8 @@ def _verify_cuda(q_latent, q_pe, kv, prefix_len, vis_bits, scale, out, lse, vers
             else: check_workspace(workspace, n, M, q_latent.device)
             ws_o, ws_lse = workspace
         flat = (lambda t: t.transpose(0, 1)) if head else (lambda t: t)   # head-major: the contiguous [H, T, ...] under the view
-        k(flat(q_latent), flat(q_pe), kv, vis_bits, W, T, H, P_arg, p_ptr, S, float(scale), flat(out), flat(lse), ws_o, ws_lse, s, head, q_ld,
+        ql = q_latent.data_ptr() if q_ld else flat(q_latent)   # a view into wider rows (checked above): its address, not a packed tensor
+        k(ql, flat(q_pe), kv, vis_bits, W, T, H, P_arg, p_ptr, S, float(scale), flat(out), flat(lse), ws_o, ws_lse, s, head, q_ld,
           grid=plan['grid'], block=(256,), shared=plan['smem'])
         if n > 1:
             L, G = plan['combine']
