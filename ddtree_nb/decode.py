@@ -10,7 +10,7 @@ import torch
 from .tree import TreeBuffers, build_tree_ref, load_tree, write_chain, truncate_tree, fill_tree, MAX_BUDGET
 from .accept import Accepted, MAX_PATH, ERR_PAST_CACHE, accept_compact, accept_workspace, gumbel_keys, round_keys, target_choice, make_accepted
 from .runtime import releasing_on_oom, require_cuda, cuda_ok, engine_stream
-from .model import MoE, merge_projections, fold_projections, fold_bytes, merge_moves, AUTOTUNE_AR
+from .model import MoE, MLAttention, merge_projections, fold_projections, fold_bytes, merge_moves, AUTOTUNE_AR
 from .moe import PackedMoE, live_workspaces
 from .verify import DC, DR
 from .budget import AUTO_SIZES, AutoBudget, RoundCost, expected_at
@@ -424,9 +424,9 @@ class _RoundCaches:
         for k in [k for k in self.__dict__ if k not in keep]: del self.__dict__[k]
 
     def _unfold(self, free: bool):
-        "Run the last prefill's target unfolded again; with `free`, drop the folds this round made (adopted ones stay for the round that made them: a kept round's graph reads them)."
+        "Run the last prefill's target unfolded again, unless another generation folded it and still runs; with `free`, drop the folds this round made (adopted ones stay for the round that made them: its graph reads them)."
         ft = self.__dict__.get('fold_target')
-        if ft is not None: fold_projections(ft, False, drop=free and self.__dict__.get('fold_made', True))
+        if ft is not None and not self.__dict__.get('fold_live'): fold_projections(ft, False, drop=free and self.__dict__.get('fold_made', True))
 
 
 # %% ../nbs/05_decode.ipynb #rc0a1b01
@@ -798,7 +798,8 @@ class Stages(_RoundCaches, _RoundRecord, _RoundBuffers, _RoundStages, _RoundRepl
         if self.folds:                  # likewise: folded anew where a source weight changed; another target's kept folds freed
             ours = self.__dict__.get('fold_target') is target and self.__dict__.get('fold_made', False)   # made by an earlier generation of this round
             if self.__dict__.get('fold_target') not in (None, target): self._unfold(True)
+            live = any(m.folded is not None for m in target.modules() if isinstance(m, MLAttention))   # folded for a generation still running
             m0 = merge_moves(); fold_projections(target)
-            self.fold_target, self.fold_made = target, ours or merge_moves() != m0   # made here, or adopted (another round's, e.g. a kept one's)
+            self.fold_target, self.fold_made, self.fold_live = target, ours or merge_moves() != m0, live   # made here, or adopted (another round's)
         out = target(prompt, torch.arange(len(prompt), device=prompt.device), cache, 0, None, hidden_layers=hidden_layers)
         return out.logits[-1], out.hidden
