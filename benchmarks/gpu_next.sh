@@ -20,7 +20,7 @@
 #   bash benchmarks/gpu_next.sh splits "$OUT"  # the verify kernels' split counts swept at the demo pair's shapes (~2 min)
 #   bash benchmarks/gpu_next.sh s31b "$OUT"  # session 31 on an H200: the round at 8 x 512 (shipped), bench_tree + nbs/02, the verify tables (<= 420 s)
 #   bash benchmarks/gpu_next.sh s37b "$OUT"  # (ran in session 37 inside s37c, 3fa28bf) the few-row GEMM (kernels/dev/few_row_gemm.cu) against cuBLAS at the demo pair's projections, with and without its norm (<= 150 s)
-#   bash benchmarks/gpu_next.sh s41a "$OUT"  # session 41: nbs/03's cuda cells (q_latent read in place), then issue 17's round at 8 x 512 with the fold by default, q_latent copied and in place (<= 520 s)
+#   bash benchmarks/gpu_next.sh s41a "$OUT"  # session 41: nbs/03's cuda cells (q_latent read in place), then issue 17's round at 8 x 512 with the fold by default at B = 8, 32, 64, then B = 8 with q_latent in place (<= 540 s)
 #   bash benchmarks/gpu_next.sh s41b "$OUT"  # session 41: nbs/05's cuda cells on the fold by default (<= 540 s)
 #   bash benchmarks/gpu_next.sh s40c "$OUT"  # s40a's A/B in the least time: 4 prompts x 256 tokens, T = 0 (<= 230 s)
 #   bash benchmarks/gpu_next.sh s40b "$OUT"  # s40a at T = 0 only, one timed run a prompt, for a call with less device time left (<= 340 s; the first run compiles, the second reads inductor's cache)
@@ -151,13 +151,12 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
     keep_few "$out" gpu_next.log run_ahead_8x512.md bench_tree.md tree_tests.log bench_verify_cluster.log bench_verify_cluster.json ;;
   s37b)   # the few-row GEMM (kernels/dev/few_row_gemm.cu; ran in session 37 inside s37c) against cuBLAS at the demo pair's projection shapes, M = 1, 9, 16, with and without the RMS norm in its prologue (<= 150 s)
     step bench_few_row_gemm 150 python benchmarks/bench_few_row_gemm.py --reps 30 --commit "$commit" --out "$out/bench_few_row_gemm.md" ;;
-  s41a)   # session 41's changes, whose first run (8cdf6aa) stopped on a launcher check: nbs/03's cuda cells (the in-place q_latent, verify.strided_rows), then issue 17's round at 8 x 512, T = 0 and 1, with Stages' defaults (decode.fold_pays), the folded q_latent copied, then read in place (model.FOLDED_Q_IN_PLACE) (<= 520 s)
+  s41a)   # session 41's changes, whose first run (8cdf6aa) stopped on a launcher check: nbs/03's cuda cells (the in-place q_latent, verify.strided_rows), issue 17's round at 8 x 512 with Stages' defaults (decode.fold_pays) at B = 8, 32, 64 (over DFlash's best budget), then B = 8 with q_latent read in place (model.FOLDED_Q_IN_PLACE) (<= 540 s)
     export DDTREE_COMMIT=$commit
-    step verify_tests 110 nbdev_test --flags cuda --do_print --path nbs/03_verify.ipynb
-    for v in copied in_place; do
-        step "round_$v" 190 python benchmarks/bench_run_ahead.py --out "$out/ra_$v" --commit "$commit" --compile --temps 0,1 --reps 1 --prompts 8 --max-new 512 --budgets 8 $([ $v = in_place ] && echo --q-in-place)
-        for x in md json; do cp "$out/ra_$v/run_ahead.$x" "$out/run_ahead_8x512_$v.$x" 2>/dev/null; done; rm -rf "$out/ra_$v"
-    done ;;
+    step verify_tests 100 nbdev_test --flags cuda --do_print --path nbs/03_verify.ipynb
+    step round_copied 290 python benchmarks/bench_run_ahead.py --out "$out/ra_copied" --commit "$commit" --compile --temps 0,1 --reps 1 --prompts 8 --max-new 512 --budgets 8,32,64
+    step round_in_place 140 python benchmarks/bench_run_ahead.py --out "$out/ra_in_place" --commit "$commit" --compile --temps 0 --reps 1 --prompts 8 --max-new 512 --budgets 8 --q-in-place
+    for v in copied in_place; do for x in md json; do cp "$out/ra_$v/run_ahead.$x" "$out/run_ahead_8x512_$v.$x" 2>/dev/null; done; rm -rf "$out/ra_$v"; done ;;
   s41b)   # nbs/05's cuda cells on session 41's defaults (the fold where it pays; a round that is not kept leaves a kept round's folds alone), cell by cell (<= 540 s)
     export DDTREE_COMMIT=$commit
     cells05 530 ;;
