@@ -798,8 +798,10 @@ class Stages(_RoundCaches, _RoundRecord, _RoundBuffers, _RoundStages, _RoundRepl
         if self.folds:                  # likewise: folded anew where a source weight changed; another target's kept folds freed
             ours = self.__dict__.get('fold_target') is target and self.__dict__.get('fold_made', False)   # made by an earlier generation of this round
             if self.__dict__.get('fold_target') not in (None, target): self._unfold(True)
-            live = any(m.folded is not None for m in target.modules() if isinstance(m, MLAttention))   # folded for a generation still running
+            attn = [m for m in target.modules() if isinstance(m, MLAttention)]
+            live = any(m.folded is not None for m in attn)          # folded for a generation still running
             m0 = merge_moves(); fold_projections(target)
             self.fold_target, self.fold_made, self.fold_live = target, ours or merge_moves() != m0, live   # made here, or adopted (another round's)
+            self.fold_refs = [m.folded for m in attn]   # what this round's graph reads: alive with the round, whoever drops them from the layers
         out = target(prompt, torch.arange(len(prompt), device=prompt.device), cache, 0, None, hidden_layers=hidden_layers)
         return out.logits[-1], out.hidden
