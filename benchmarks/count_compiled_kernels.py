@@ -9,7 +9,7 @@ layers), the forward's last steps.
 
     python benchmarks/count_compiled_kernels.py --tokens 9 [--fold] [--device cpu]
 """
-import argparse, io, logging, re
+import argparse, contextlib, io, re
 import torch
 
 
@@ -18,9 +18,8 @@ def count(tokens: int, fold: bool, device: str='cpu') -> list[dict]:
     from ddtree_nb.model import fold_projections, merge_projections
     from ddtree_nb.reference import ancestor_mask
     from ddtree_nb.verify import vis_to_bits
-    torch._logging.set_logs(output_code=True)
-    buf = io.StringIO(); h = logging.StreamHandler(buf)
-    logging.getLogger('torch._inductor').addHandler(h)
+    buf = io.StringIO()
+    with contextlib.redirect_stderr(buf): torch._logging.set_logs(output_code=True)   # torch's handler keeps the stream it was made with: this buffer, not stderr
     try:
         t, _, _ = load_demo_pair(device, torch.bfloat16)
         merge_projections(t); t.moe_dispatch = 'dense'
@@ -32,9 +31,10 @@ def count(tokens: int, fold: bool, device: str='cpu') -> list[dict]:
         pos = 37 + torch.tensor([0] + [1] * (tokens - 1), device=device)
         t(torch.arange(5, 5 + tokens, device=device), pos, cache, torch.tensor([37], dtype=torch.int32, device=device), vis)
     finally:
-        logging.getLogger('torch._inductor').removeHandler(h); torch._logging.set_logs()
+        torch._logging.set_logs()
     graphs = []
-    for body in buf.getvalue().split('def call(')[1:]:
+    code = re.sub(r'^.*?\[__output_code\] ?', '', buf.getvalue(), flags=re.M)   # each line without torch's log prefix
+    for body in code.split('def call(')[1:]:
         body = body.split('def benchmark_compiled_module')[0]
         kernels = re.findall(r'\n\s+((?:cpp|triton)_\w+?)(?:\.run)?\(', body)
         graphs.append(dict(kernels=[k for k in kernels if not k.startswith('triton_helpers')], extern=re.findall(r'extern_kernels\.(\w+)\(', body)))
