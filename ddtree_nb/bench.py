@@ -209,11 +209,11 @@ def run_meta(target, command: str|None=None, **extra) -> dict:
 
 # %% ../nbs/07_benchmarks.ipynb #78160ead
 def _bench_setting(target, drafter, prompts, c: dict, max_new_tokens: int, seed: int, stop_ids, compile: bool, keep: bool, warmup: bool,
-                   bar, merge: bool|None=None, fold: bool|None=None) -> list:
-    "Every prompt's run of setting `c`; with `keep`, all on one kept `Stages`, made by an untimed warm-up run (the longest prompt) and freed after."
-    st = Stages(c['backend'], keep=True, compile=compile, merge=merge, fold=fold) if keep else None
+                   bar, weights: dict) -> list:
+    "Every prompt's run of setting `c`; with `keep`, all on one kept `Stages`, made by an untimed warm-up run (the longest prompt) and freed after; `weights`: `Stages`' merge and fold."
+    st = Stages(c['backend'], keep=True, compile=compile, **weights) if keep else None
     run = lambda p, s: bench_run(target, drafter, p, c['method'], c['budget'], c['temperature'], c['backend'], max_new_tokens, s, stop_ids,
-                                 compile, stages=st, merge=merge, fold=fold)
+                                 compile, stages=st, **weights)
     try:
         if st is not None and warmup: run(max(prompts, key=len), seed)   # caches that fit every prompt, the buffers, the round's CUDA graph
         out = []
@@ -240,18 +240,19 @@ def run_bench(target, drafter, prompts,              # list of token-id lists
     from tqdm.auto import tqdm
     block = drafter.block_size if drafter is not None else 16
     cfgs = bench_configs(methods, budgets, temperatures, backends, block)
+    weights = dict(merge=merge, fold=fold)                             # how the round lays out the weights (`Stages`)
     dev = target.embed_tokens.weight.device
     if warmup and not keep:   # kernels load, workspaces are made; compiled rounds compile per setting, so each setting runs once
         warm = cfgs if compile else [dict(method='ddtree' if drafter is not None else 'ar', budget=min(budgets, key=budget_order), temperature=0.0, backend=be) for be in backends]
         for c in warm:
             if _skip_reason(c['backend'], dev) is None:
-                bench_run(target, drafter, prompts[0], c['method'], c['budget'], c['temperature'], c['backend'], min(8, max_new_tokens), seed, compile=compile, merge=merge, fold=fold)
+                bench_run(target, drafter, prompts[0], c['method'], c['budget'], c['temperature'], c['backend'], min(8, max_new_tokens), seed, compile=compile, **weights)
     runs = []
     with tqdm(total=len(cfgs) * len(prompts), desc='ddtree bench', disable=not progress, file=sys.stderr) as bar:
         for c in cfgs:
             bar.set_postfix_str(f"{c['method']} B={c['budget']} T={c['temperature']:g} {c['backend']}")
             runs += _bench_setting(target, drafter, prompts, c, max_new_tokens, seed, stop_ids, compile, keep and _skip_reason(c['backend'], dev) is None,
-                                   warmup, bar, merge, fold)
+                                   warmup, bar, weights)
     config = dict(methods=list(methods), budgets=sorted(budgets, key=budget_order), temperatures=[float(t) for t in temperatures], backends=list(backends),
                   max_new_tokens=max_new_tokens, seed=seed, prompts=len(prompts), block_size=block, compile=compile, merge=merge, fold=fold, keep=keep,
                   prompt_ids=[[int(t) for t in p] for p in prompts])     # what each run's `prompt` index means: a run can be replayed anywhere
