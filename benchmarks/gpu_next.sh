@@ -22,8 +22,6 @@
 #   bash benchmarks/gpu_next.sh s37b "$OUT"  # (ran in session 37 inside s37c, 3fa28bf) the few-row GEMM (kernels/dev/few_row_gemm.cu) against cuBLAS at the demo pair's projections, with and without its norm (<= 150 s)
 #   bash benchmarks/gpu_next.sh s41a "$OUT"  # session 41: nbs/03's cuda cells (q_latent read in place), then issue 17's round at 8 x 512 with the fold by default at B = 8, 32, 64, then B = 8 with q_latent in place (<= 540 s)
 #   bash benchmarks/gpu_next.sh s41b "$OUT"  # session 41: nbs/05's cuda cells on the fold by default (<= 540 s)
-#   bash benchmarks/gpu_next.sh s40c "$OUT"  # s40a's A/B in the least time: 4 prompts x 256 tokens, T = 0 (<= 230 s)
-#   bash benchmarks/gpu_next.sh s40b "$OUT"  # s40a at T = 0 only, one timed run a prompt, for a call with less device time left (<= 340 s; the first run compiles, the second reads inductor's cache)
 #   bash benchmarks/gpu_next.sh s40a "$OUT"  # (ran in session 41, 9752d2e) session 40's folded latent products (model.fold_projections, Stages(fold=True)): issue 17's round at 8 x 512, T = 0 and 1, B = 8, unfolded then folded on one machine, each with its census (<= 560 s)
 #   bash benchmarks/gpu_next.sh s39a "$OUT"  # (not yet run: session 39's short call, 80710b2, reached its fused-draft step, which had not printed when the call ended at most ~140 s later on a fresh machine, still in the torch draft's compile) its five nvcc builds side by side first (prebuild_kernels.py), then session 38's fused draft, v3 with its helpers called (96 KB of code) and inlined (303 KB, as v2's 308), stamped, its grid barrier arriving by a release add (session 39): each of its 17 stages' µs at G = 64, 128 beside the compiled draft; the grid barrier alone, release against v1-v3's fence; then issue 17's round at 8 x 512 with the fused draft (B = 8, T = 0 and 1) (<= 560 s)
 #   bash benchmarks/gpu_next.sh s38a "$OUT"  # (ran in session 38, aea7b43; its nbs/05 step ran out of time at cell 109 of 113, every cell before passed) session 37's compiles without pad_mm: nbs/05's cuda cells one at a time, then issue 17's round at 8 x 512, B = 8, 15, 16, T = 0 and 1 (<= 590 s)
@@ -160,10 +158,6 @@ for m in r['mismatches'][:5]: print(m.get('path'), m['error'][:400])" &
   s41b)   # nbs/05's cuda cells on session 41's defaults (the fold where it pays; a round that is not kept leaves a kept round's folds alone), cell by cell (<= 540 s)
     export DDTREE_COMMIT=$commit
     cells05 530 ;;
-  s40c)   # s40a's A/B in the least time (<= 230 s): 4 prompts x 256 tokens, T = 0, one timed run a prompt; not issue 17's 8 x 512 figure
-    fold_ab 130 90 4x256_t0 --temps 0 --reps 1 --prompts 4 --max-new 256 ;;
-  s40b)   # s40a cut to T = 0 for a short call (<= 340 s)
-    fold_ab 190 140 8x512_t0 --temps 0 --reps 1 --prompts 8 --max-new 512 ;;
   s40a)   # W_UK folded into q_b_proj and W_UV into o_proj (session 40): on this CPU's inductor 3 launches a layer fewer at T = 9, none at T = 1
     fold_ab 270 270 8x512 --temps 0,1 --reps 2 --prompts 8 --max-new 512 ;;
   s39a)   # the fused draft (kernels/dev/draft_fused.cu) with stage stamps: where its 103 µs go (session 38: ~1 µs a barrier, ~5 µs a stage's work)

@@ -426,7 +426,7 @@ class _RoundCaches:
     def _unfold(self, free: bool):
         "Run the last prefill's target unfolded again, unless another generation folded it and still runs; with `free`, drop the folds this round made (adopted ones stay for the round that made them: its graph reads them)."
         ft = self.__dict__.get('fold_target')
-        if ft is not None and not self.__dict__.get('fold_live'): fold_projections(ft, False, drop=free and self.__dict__.get('fold_made', True))
+        if ft is not None and not self.fold_live: fold_projections(ft, False, drop=free and self.fold_made)   # the three are set together (`prefill`)
 
 
 # %% ../nbs/05_decode.ipynb #rc0a1b01
