@@ -418,15 +418,15 @@ class _RoundCaches:
         if self.merge and dec is not None:   # merged for the generation only: a forward outside the engine reads the parameters themselves (never a stale merge)
             for m in (dec.target, dec.drafter): merge_projections(m, False)   # the weights stay where they are: the next merge adopts them
         free = (not self.keep) if free is None else free
-        self._unfold(free)                              # likewise; the folds are extra weights, kept only with the round
+        self._unfold()                                  # likewise; the folds live on while this round holds them (`fold_refs`, freed below unless kept)
         if not free: return
         keep = ('faces', 'graph', 'keep', 'compile', 'compile_by_tokens', 'compile_key', 'merge', 'fold', 'folds', 'dec', 'mode', 'use_graph', 'round_cost', 'choice_wait_s', 'auto')    # the settings, and how the last generation ran (to inspect)
         for k in [k for k in self.__dict__ if k not in keep]: del self.__dict__[k]
 
-    def _unfold(self, free: bool):
-        "Run the last prefill's target unfolded again, unless another generation folded it and still runs; with `free`, drop the folds this round made (adopted ones stay for the round that made them: its graph reads them)."
+    def _unfold(self):
+        "Run the last prefill's target unfolded again, unless another generation folded it and still runs."
         ft = self.__dict__.get('fold_target')
-        if ft is not None and not self.fold_live: fold_projections(ft, False, drop=free and self.fold_made)   # the three are set together (`prefill`)
+        if ft is not None and not self.fold_live: fold_projections(ft, False)   # the two are set together (`prefill`)
 
 
 # %% ../nbs/05_decode.ipynb #rc0a1b01
@@ -795,13 +795,12 @@ class Stages(_RoundCaches, _RoundRecord, _RoundBuffers, _RoundStages, _RoundRepl
     def prefill(self, target, prompt: torch.Tensor, cache, hidden_layers):
         "Run the prompt causally into cache slots [0, P); last-row logits and all rows' features."
         if self.merge is not None: merge_projections(target, self.merge)   # checked each generation: merged anew where a parameter was replaced
-        if self.folds:                  # likewise: folded anew where a source weight changed; another target's kept folds freed
-            ours = self.__dict__.get('fold_target') is target and self.__dict__.get('fold_made', False)   # made by an earlier generation of this round
-            if self.__dict__.get('fold_target') not in (None, target): self._unfold(True)
+        if self.__dict__.get('fold_target') not in (None, target): self._unfold()   # a kept round's other target: unfolded
+        if self.folds:                  # likewise: folded anew where a source weight changed, else the folds a round still holds adopted
             attn = [m for m in target.modules() if isinstance(m, MLAttention)]
-            live = any(m.folded is not None for m in attn)          # folded for a generation still running
-            m0 = merge_moves(); fold_projections(target)
-            self.fold_target, self.fold_made, self.fold_live = target, ours or merge_moves() != m0, live   # made here, or adopted (another round's)
-            self.fold_refs = [m.folded for m in attn]   # what this round's graph reads: alive with the round, whoever drops them from the layers
+            live = any(m.folded is not None for m in attn)          # folded for a generation still running: left so at the end
+            fold_projections(target)
+            self.fold_target, self.fold_live = target, live
+        self.fold_refs = [m.folded for m in attn] if self.folds else None   # what this round's graph reads: alive while the round holds them
         out = target(prompt, torch.arange(len(prompt), device=prompt.device), cache, 0, None, hidden_layers=hidden_layers)
         return out.logits[-1], out.hidden

@@ -4,7 +4,7 @@
 
 # %% ../nbs/01a_target_model.ipynb #bb14aee9
 from __future__ import annotations
-import math
+import math, weakref
 from dataclasses import dataclass, field, fields
 import torch
 import torch.nn.functional as F
@@ -434,7 +434,7 @@ class MLAttention(Mergeable, nn.Module):
         self.kv_b_proj = nn.Linear(c.kv_lora_rank, H * (c.qk_nope_head_dim + c.v_head_dim), bias=False)
         self.o_proj = nn.Linear(H * c.v_head_dim, D, bias=bias)
     def _linears(self): return self.q_proj if self.c.q_lora_rank is None else self.q_a_proj, self.kv_a_proj_with_mqa   # both read the layer's input
-    folded = _fold = None   # the latent products folded into q_b_proj and o_proj (`fold`, below), or None; the last fold, kept to adopt again
+    folded = _fold = None   # the latent products folded into q_b_proj and o_proj (`fold`, below), or None; a weak reference to the last fold (`last_fold`)
 
     def project(self, x, cos, sin):
         "Tokens `x [T, ..., D]` (sequence first) -> absorbed queries `q_latent [T, ..., H, Dc]`, `q_pe [T, ..., H, Dr]` and their cache rows `[T, ..., Dc + Dr]` (normed `c_kv` | rotated `k_pe`)."
@@ -522,15 +522,18 @@ def use_folded(f: Folded|None) -> bool:
     return f is not None and not torch.is_grad_enabled()
 
 # %% ../nbs/01a_target_model.ipynb #93c4176a
-def _mla_fold(self: MLAttention, on: bool=True, drop: bool=False):
-    "Fold the latent products into `q_b_proj` and `o_proj` (`Folded`), or with `on=False` run them as they are (the fold kept, to adopt again, unless `drop`: its memory freed); a fold of the same weights is adopted again, not recomputed."
+class _WeakFold(weakref.ref):
+    "A weak reference to a `Folded`; a copy or pickle of its module holds none (as `Folded.__reduce__`)."
+    def __reduce__(self): return type(None), ()
+
+def _mla_fold(self: MLAttention, on: bool=True):
+    "Fold the latent products into `q_b_proj` and `o_proj` (`Folded`), or with `on=False` run them as they are; a fold of the same weights that something still holds (`last_fold`) is adopted again, not recomputed."
     if not on:
-        self.folded = None
-        if drop: self._fold = None
+        self.folded = None   # its memory goes with its last holder (a decode round whose graph reads it: `Stages.fold_refs`)
         return self
     if self.c.q_lora_rank is None: raise ValueError("fold: W_UK folds into q_b_proj, and this layer has none (q_lora_rank is None)")
-    f = self._fold
-    if f is None or f.key != fold_key(self): f = self._fold = Folded(self); _MOVES[0] += 1   # new tensors: a kept graph must not read old ones
+    f = self.last_fold()
+    if f is None or f.key != fold_key(self): f = Folded(self); self._fold = _WeakFold(f); _MOVES[0] += 1   # new tensors: a kept graph must not read old ones
     self.folded = f
     if '_refold' not in self.__dict__: self._refold = self.register_load_state_dict_post_hook(_refold_after_load)
     return self
@@ -548,11 +551,15 @@ def _mla_apply(self: MLAttention, fn, recurse=True):   # `to()`, `half()`: new s
 
 def _refold_after_load(m, keys):
     if m.folded is not None: m.fold()
-MLAttention.fold, MLAttention._fold_now, MLAttention._apply = _mla_fold, _fold_now, _mla_apply
 
-def fold_projections(model, on: bool=True, drop: bool=False):
-    "`fold(on, drop)` every `MLAttention` of `model` (a model that is no `nn.Module` is left alone); returns `model`."
-    return each_module(model, MLAttention, lambda m: m.fold(on, drop))
+def _last_fold(self: MLAttention) -> Folded|None:
+    "This layer's last fold while anything holds it (the layer when folded, a decode round), else None."
+    return self._fold and self._fold()
+MLAttention.fold, MLAttention._fold_now, MLAttention._apply, MLAttention.last_fold = _mla_fold, _fold_now, _mla_apply, _last_fold
+
+def fold_projections(model, on: bool=True):
+    "`fold(on)` every `MLAttention` of `model` (a model that is no `nn.Module` is left alone); returns `model`."
+    return each_module(model, MLAttention, lambda m: m.fold(on))
 
 def fold_bytes(c: TargetConfig) -> tuple[int, int]:
     "Weight elements of a layer's `q_b_proj`, `kv_b_proj` and `o_proj` (what an unfolded forward reads after `q_a`), and of `Folded`'s `wq` and `wo`."
