@@ -15,7 +15,7 @@ name. Writes run_ahead.json and run_ahead.md into --out, and each T = 0 output w
 import argparse, json, statistics, time, traceback
 from pathlib import Path
 import torch
-from ddtree_nb.bench import first_difference
+from ddtree_nb.bench import first_difference, weights_note
 
 CASES = [('ar', 0), ('dflash', 15), ('ddtree', 16), ('ddtree', 64)]
 MERGE = None    # --merge on|off: Stages(merge=...); None: Stages' default (merged on the cuda faces)
@@ -135,7 +135,7 @@ def markdown(res) -> str:
     m = res['meta']
     sa = lambda r: '-' if 'same_as_ar' not in r else f"{r['same_as_ar']}/{m['prompts']}" + (f" (first at token {r['first_difference']})" if r['first_difference'] is not None else '')
     lines = [f"# Run-ahead A/B and launch census ({m['date']}, {m['gpu']}, commit {m['commit']})", '',
-             f"Command: `{m['command']}`; demo pair bf16, cuda faces, CUDA graph{', torch.compile' if m.get('compile') else ''}{' (one-token forwards autotuned)' if m.get('compile') is True or isinstance(m.get('compile'), dict) and {1, '1'} & set(m['compile']) else ''}{ {True: ', merged projections', False: ', projections not merged'}.get(m.get('merge'), '') }{ {True: ', latent products folded', False: ', latent products not folded'}.get(m.get('fold'), '') }{', traced attention' if m.get('traced') else ''}{', folded q_latent read in place' if m.get('q_in_place') else ''}, {m['prompts']} prompts x {m['max_new']} new tokens, "
+             f"Command: `{m['command']}`; demo pair bf16, cuda faces, CUDA graph{', torch.compile' if m.get('compile') else ''}{' (one-token forwards autotuned)' if m.get('compile') is True or isinstance(m.get('compile'), dict) and {1, '1'} & set(m['compile']) else ''}{''.join(', ' + w for w in weights_note(m.get('merge'), m.get('fold')))}{', traced attention' if m.get('traced') else ''}{', folded q_latent read in place' if m.get('q_in_place') else ''}, {m['prompts']} prompts x {m['max_new']} new tokens, "
              f"median of {m['reps']} runs per prompt after a warm-up; rounds 3 onwards (graph replays) only: prefill, the eager round 1 "
              f"and the capture of round 2 excluded.", '',
              '| T | method | B | tau | plain tok/s | ahead tok/s | speed-up | plain ms/round | ahead ms/round | GPU ms/round | host ms/round (ahead) | same tokens | same as AR (T = 0) |',

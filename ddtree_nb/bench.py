@@ -18,8 +18,9 @@ from .checkpoint import load_tokenizer
 # %% auto #0
 __all__ = ['DEFAULT_BUDGETS', 'STAGE_KEYS', 'DEFAULT_PROMPTS', 'OracleDrafter', 'CharTokenizer', 'tiny_pair', 'budget_order',
            'bench_configs', 'bench_run', 'first_difference', 'repeated_fraction', 'summarize', 'device_name',
-           'git_commit', 'run_meta', 'run_bench', 'results_markdown', 'write_results', 'bench_main', 'plot_speedup',
-           'plot_acceptance_hist', 'plot_stage_breakdown', 'save_plots', 'plot_kimi_ratio', 'compile_table']
+           'git_commit', 'run_meta', 'run_bench', 'weights_note', 'results_markdown', 'write_results', 'bench_main',
+           'plot_speedup', 'plot_acceptance_hist', 'plot_stage_breakdown', 'save_plots', 'plot_kimi_ratio',
+           'compile_table']
 
 # %% ../nbs/07_benchmarks.ipynb #cd40fe07
 class _OracleCache:
@@ -259,6 +260,11 @@ def run_bench(target, drafter, prompts,              # list of token-id lists
     return dict(meta=run_meta(target, command), config=config, runs=runs, summary=summarize(runs))
 
 # %% ../nbs/07_benchmarks.ipynb #d2dc7d71
+def weights_note(merge: bool|None, fold: bool|None) -> list[str]:
+    "A run's `Stages(merge=, fold=)` settings in words, for a report; None (Stages' own default) says nothing."
+    return [w for w in ({True: 'projections merged (`Stages(merge=True)`)', False: 'projections not merged (`Stages(merge=False)`)'}.get(merge),
+                        {True: 'latent products folded (`Stages(fold=True)`)', False: 'latent products not folded (`Stages(fold=False)`)'}.get(fold)) if w]
+
 def _budget_cell(r) -> str:
     "A summary row's budget as the table shows it: '-' for AR, 'auto (size: rounds, ...)' for budget='auto'."
     if r['method'] == 'ar': return '-'
@@ -277,8 +283,7 @@ def results_markdown(res: dict, title: str='ddtree bench') -> str:
              + ("; rounds through torch.compile (every setting warmed up first)" if c.get('compile') else '')
              + (f"; compile options by token count {c['compile']}" if isinstance(c.get('compile'), dict)
                 else "; compile options Stages' default (the one-token forwards autotuned on the cuda faces)" if c.get('compile') else '')
-             + ({True: "; projections merged (`Stages(merge=True)`)", False: "; projections not merged (`Stages(merge=False)`)"}.get(c.get('merge'), ''))
-             + ({True: "; latent products folded (`Stages(fold=True)`)", False: "; latent products not folded (`Stages(fold=False)`)"}.get(c.get('fold'), ''))
+             + ''.join(f"; {w}" for w in weights_note(c.get('merge'), c.get('fold')))
              + ("; one kept `Stages` per setting, its caches, buffers and CUDA graph made in an untimed warm-up run" if c.get('keep') else ''),
              "- tokens, ms/token, tokens/s: the decode rounds only (the prefill and the token it gives are left out, as they cost the same "
              "for every method); the stage columns split ms/token; `round` is a CUDA-graph replay's whole round (cuda backend only)",
