@@ -688,7 +688,7 @@ def _generate_case(g) -> dict:
     return dict(V=V, layers=L, experts=_pick(g, [4, 8]), model_seed=_int(g, 0, 2**30), prompt=[_int(g, 0, V - 1) for _ in range(P)],
                 max_new_tokens=N, stop=_int(g, 0, 2), block_size=_pick(g, [2, 4, 8, 16]), method=_pick(g, ['ddtree', 'dflash']),
                 budget=_pick(g, [0, 1, 2, 7, 31, 64, 200]), feat_layers=sorted(set([0, _int(g, 0, L - 1)])),
-                drafter_seed=_int(g, 0, 2**30), p_bad=_pick(g, [0.0, 0.1, 0.3, 0.7]))
+                drafter_seed=_int(g, 0, 2**30), p_bad=_pick(g, [0.0, 0.1, 0.3, 0.7]), fold=_pick(g, [None, True, False]))
 
 def _near_tie(ref, prefix: list, a: int, b: int, rtol: float=1e-4) -> bool:
     "Whether `a` and `b` are within `rtol` (of the largest logit) of each other as `ref`'s next token after `prefix`: a tie float32 may break either way."
@@ -696,7 +696,7 @@ def _near_tie(ref, prefix: list, a: int, b: int, rtol: float=1e-4) -> bool:
     return abs(float(lg[a] - lg[b])) <= rtol * max(1.0, float(lg.abs().max()))
 
 def _check_generate(c, backend: str='torch') -> str|None:
-    "One case: DDTree/DFlash == AR. 'torch': fp64 on the CPU. 'cuda' / 'eager_cuda': fp32 on the GPU, rounds graph-replayed / eager, against the same AR; a difference passes only at a tie of the fp64 target's logits."
+    "One case: DDTree/DFlash == AR. 'torch': fp64 on the CPU. 'cuda' / 'eager_cuda': fp32 on the GPU, rounds graph-replayed / eager, against the same AR. The speculating run folds the target's latent products as `Stages(fold=c['fold'])` says; a difference passes only on the GPU or folded, and only at a tie of the fp64 target's logits."
     cfg = tiny_config(vocab_size=c['V'], num_hidden_layers=c['layers'], n_routed_experts=c['experts'], num_experts_per_tok=2,
                       n_group=1, topk_group=1, max_position_embeddings=256)
     ref = build_target(cfg, dtype=torch.float64, seed=c['model_seed'])
@@ -708,10 +708,12 @@ def _check_generate(c, backend: str='torch') -> str|None:
     stop = (ar[c['stop'] * (len(ar) - 1) // 2],) if c['stop'] else ()          # none, the middle token or the last one
     if stop: ar = ar[:ar.index(stop[0]) + 1]
     d = NoisyOracleDrafter(tgt, c['prompt'], oracle, c['block_size'], c['feat_layers'], c['drafter_seed'], c['p_bad'], device=tgt.embed_tokens.weight.device)
-    got = generate(tgt, d, c['prompt'], method=c['method'], budget=c['budget'], max_new_tokens=N, stop_ids=stop, **kw)
+    fold = c.get('fold')                                                        # reproducers saved before the fold was drawn have none
+    st = Stages(faces='cuda' if gpu else 'torch', graph=backend == 'cuda', fold=fold)
+    got = generate(tgt, d, c['prompt'], method=c['method'], budget=c['budget'], max_new_tokens=N, stop_ids=stop, stages=st)
     if got.tokens != ar:
         i = first_difference(got.tokens, ar)
-        if not (gpu and i < min(len(got.tokens), len(ar)) and _near_tie(ref, c['prompt'] + ar[:i], ar[i], got.tokens[i])):
+        if not ((gpu or fold) and i < min(len(got.tokens), len(ar)) and _near_tie(ref, c['prompt'] + ar[:i], ar[i], got.tokens[i])):
             return f"{c['method']} B={c['budget']} gave {got.tokens}, AR {ar}"
     A = got.acceptance_lengths                                                   # a round emits A tokens; the last may be cut
     if A and not 1 + sum(A[:-1]) < len(got.tokens) <= 1 + sum(A): return f"acceptance lengths {A} don't add up to {len(got.tokens)} tokens"
