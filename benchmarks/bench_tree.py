@@ -6,6 +6,7 @@ kernel with its histogram path forced).
     python benchmarks/bench_tree.py [--iters 300] [--out results.md] [--commit abc1234] [--vocab 4096 --budgets 8,16]
 
 L=15, V=163840 (`--vocab`), bf16 logits randn*scale (`--scales` 1,4), B in {16, 64, 256, 1024} (`--budgets`). Every tree is checked against `build_tree_ref` first.
+Under the tables, napkin math: each shipped build against the floor of reading its logits once at the card's copy ceiling.
 Where `tb_small` fits (V <= 8192, B <= 32: `tree.small_e`; the default takes it up to B = 16), it and the general pair
 (tb_rows + tb_tree) are timed beside the default.
 Times are CUDA-event medians of CUDA-graph replays, per build: each graph holds `--copies` builds back to back (10), as a
@@ -18,11 +19,30 @@ Reference path: torch.topk + logsumexp on the GPU, copy to host, heapq and ances
 import argparse, datetime, statistics, subprocess, time
 import torch
 from ddtree_nb.tree import (TreeBuffers, fill_tree, launch_rows, launch_tree, build_tree_ref, tree_from_ranked, tree_smem,
-                            CHUNK, small_e)
+                            CHUNK, small_e, SMALL_AUTO_B)
 from ddtree_nb.reliability import check_same_tree
 from ddtree_nb.runtime import engine_stream, load_kernel
 
 STAGES = ['lists', 'tau', 'bfs', 'select', 'rank', 'index', 'emit', 'links']
+COPY_TBPS = {'H200': 4.27, 'H100': 3.0}   # device-copy ceilings measured on each kind (TB/s; verify.H200_BW, sim_kv_ring.py)
+
+def napkin(L: int, V: int, B: int, elem: int, gpu: str) -> dict:
+    "What a build must do at the least: read its logits once (MB, and µs at the card's copy ceiling, None on another card) in its launches (tb_small 1, else tb_rows + tb_tree)."
+    mb, tb = L * V * elem / 1e6, next((v for k, v in COPY_TBPS.items() if k in gpu), None)
+    return dict(mb=mb, floor_us=mb / tb if tb else None, launches=1 if small_e(V, B) is not None and B <= SMALL_AUTO_B else 2)
+
+def napkin_lines(rows, L: int, V: int, gpu: str) -> list:
+    "The napkin table under bench_tree's results: each shipped build against its floor, and how much of it is phase 2 (latency: one block, its barriers)."
+    out = ["", f"Napkin math ({gpu}): the floor is reading the L x V bf16 logits once at the card's copy ceiling ({', '.join(f'{k} {v} TB/s' for k, v in COPY_TBPS.items())}); phase 1 reads them, "
+           "phase 2 (`tb_tree`, one block) reads only the L sorted lists and is latency: its stages end at block barriers (ncu, session 28: 44 "
+           "barriers at B = 64, 57 at B = 1,024) and each stage's last global or shared round trip.", "",
+           "| logits | B | logits MB | floor µs | launches | shipped µs | shipped / floor | phase 1 µs (x floor) | phase 2 µs (share of phase 1 + 2) |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for sc, B, to, tn, tg, t1, tpl, p1o, p1v2, p1, v4p, p13, p2o, p2, *_ in rows:
+        n = napkin(L, V, B, 2, gpu); f = n['floor_us']
+        x = lambda t: f"{t / f:.0f}x" if f else '-'
+        out.append(f"| randn*{sc:g} | {B} | {n['mb']:.2f} | {'-' if f is None else f'{f:.2f}'} | {n['launches']} | {tn:.1f} | {x(tn)} | {p1:.1f} ({x(p1)}) | {p2:.1f} ({p2 / (p1 + p2):.0%}) |")
+    return out
 
 def ref_path(x, B):
     "torch.topk + logsumexp on the GPU, copy to host, heapq and ancestor mask on the host."
@@ -176,6 +196,7 @@ def main():
         out += ["", "tb_small by stage in the block that built the tree (µs, its clock64 stamps: " + ' / '.join(SMALL_STAGES) + "):", "",
                 "| logits | B | tb_small stages µs |", "|---|---|---|"]
         out += [f"| randn*{r[0]:g} | {r[1]} | {' / '.join(r[-1])} |" for r in rows if r[-1]]
+    out += napkin_lines(rows, L, V, torch.cuda.get_device_name())
     text = '\n'.join(out)
     print(text)
     if a.out: open(a.out, 'w').write(text + '\n')
