@@ -265,6 +265,8 @@ def weights_note(merge: bool|None, fold: bool|None) -> list[str]:
     return [w for w in ({True: 'projections merged (`Stages(merge=True)`)', False: 'projections not merged (`Stages(merge=False)`)'}.get(merge),
                         {True: 'latent products folded (`Stages(fold=True)`)', False: 'latent products not folded (`Stages(fold=False)`)'}.get(fold)) if w]
 
+
+# %% ../nbs/07_benchmarks.ipynb #71f17a6b
 def _budget_cell(r) -> str:
     "A summary row's budget as the table shows it: '-' for AR, 'auto (size: rounds, ...)' for budget='auto'."
     if r['method'] == 'ar': return '-'

@@ -214,6 +214,8 @@ def _draft_attention_cuda(q: torch.Tensor, kb: torch.Tensor, vb: torch.Tensor, k
 def _draft_attention_fake(q, kb, vb, k, v, length, scale, tickets, qw=None, kw=None, qeps=0.0, keps=0.0, theta=0.0, cluster=0, tc=False):
     return q.new_empty(q.shape)
 
+
+# %% ../nbs/05a_drafter.ipynb #c1404a18
 def _kv_write_cuda(kr: torch.Tensor, vr: torch.Tensor, k: torch.Tensor, v: torch.Tensor, length: torch.Tensor,
                    kw: torch.Tensor, eps: float, theta: float) -> None:
     "`draft_kv_write_d{hd}`: a warp per (row, KV head), eight a block."

@@ -198,6 +198,8 @@ def views_rows_of(w: torch.Tensor, ps) -> bool:
         off += n
     return off == w.shape[0]
 
+
+# %% ../nbs/01a_target_model.ipynb #9f48bf7d
 def linear_parts(*lins: nn.Linear) -> tuple[list, list|None]|None:
     "The (weights, biases or None) of Linears, for `Merged`; None when some have a bias and some not (they stay separate)."
     nb = sum(l.bias is not None for l in lins)
