@@ -19,7 +19,7 @@ Reference path: torch.topk + logsumexp on the GPU, copy to host, heapq and ances
 import argparse, datetime, statistics, subprocess, time
 import torch
 from ddtree_nb.tree import (TreeBuffers, fill_tree, launch_rows, launch_tree, build_tree_ref, tree_from_ranked, tree_smem,
-                            CHUNK, small_e, SMALL_AUTO_B)
+                            CHUNK, small_e, small_default)
 from ddtree_nb.reliability import check_same_tree
 from ddtree_nb.runtime import engine_stream, load_kernel
 
@@ -29,7 +29,7 @@ COPY_TBPS = {'H200': 4.27, 'H100': 3.0}   # device-copy ceilings measured on eac
 def napkin(L: int, V: int, B: int, elem: int, gpu: str) -> dict:
     "What a build must do at the least: read its logits once (MB, and µs at the card's copy ceiling, None on another card) in its launches (tb_small 1, else tb_rows + tb_tree)."
     mb, tb = L * V * elem / 1e6, next((v for k, v in COPY_TBPS.items() if k in gpu), None)
-    return dict(mb=mb, floor_us=mb / tb if tb else None, launches=1 if small_e(V, B) is not None and B <= SMALL_AUTO_B else 2)
+    return dict(mb=mb, floor_us=mb / tb if tb else None, launches=1 if small_default(V, B) else 2)
 
 def napkin_lines(rows, L: int, V: int, gpu: str) -> list:
     "The napkin table under bench_tree's results: each shipped build against its floor, and how much of it is phase 2 (latency: one block, its barriers)."

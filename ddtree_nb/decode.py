@@ -10,7 +10,7 @@ import torch
 from .tree import TreeBuffers, build_tree_ref, load_tree, write_chain, truncate_tree, fill_tree, MAX_BUDGET
 from .accept import Accepted, MAX_PATH, ERR_PAST_CACHE, accept_compact, accept_workspace, gumbel_keys, round_keys, target_choice, make_accepted
 from .runtime import releasing_on_oom, require_cuda, cuda_ok, engine_stream
-from .model import MoE, MLAttention, merge_projections, fold_projections, fold_bytes, merge_moves, AUTOTUNE_AR
+from .model import MoE, MLAttention, each_module, merge_projections, fold_projections, fold_bytes, merge_moves, AUTOTUNE_AR
 from .moe import PackedMoE, live_workspaces
 from .verify import DC, DR
 from .budget import AUTO_SIZES, AutoBudget, RoundCost, expected_at
@@ -796,11 +796,12 @@ class Stages(_RoundCaches, _RoundRecord, _RoundBuffers, _RoundStages, _RoundRepl
         "Run the prompt causally into cache slots [0, P); last-row logits and all rows' features."
         if self.merge is not None: merge_projections(target, self.merge)   # checked each generation: merged anew where a parameter was replaced
         if self.__dict__.get('fold_target') not in (None, target): self._unfold()   # a kept round's other target: unfolded
-        if self.folds:                  # likewise: folded anew where a source weight changed, else the folds a round still holds adopted
-            attn = [m for m in target.modules() if isinstance(m, MLAttention)]
+        if self.folds:                  # likewise: folded anew where a source weight changed, else the folds a round still holds adopted (this one's too: replaced only after)
+            attn = []; each_module(target, MLAttention, attn.append)
             live = any(m.folded is not None for m in attn)          # folded for a generation still running: left so at the end
             fold_projections(target)
             self.fold_target, self.fold_live = target, live
-        self.fold_refs = [m.folded for m in attn] if self.folds else None   # what this round's graph reads: alive while the round holds them
+            self.fold_refs = [m.folded for m in attn]   # what this round's graph reads: alive while the round holds them
+        else: self.fold_refs = None
         out = target(prompt, torch.arange(len(prompt), device=prompt.device), cache, 0, None, hidden_layers=hidden_layers)
         return out.logits[-1], out.hidden

@@ -702,15 +702,14 @@ def _check_generate(c, backend: str='torch') -> str|None:
     ref = build_target(cfg, dtype=torch.float64, seed=c['model_seed'])
     N, gpu = c['max_new_tokens'], backend != 'torch'
     oracle = _greedy(ref, c['prompt'], N + c['block_size'])   # one fp64 AR run: the drafter's oracle (and on the CPU the first N are the reference)
-    tgt, kw = ref, dict(backend='torch')
-    if gpu: tgt, kw = build_target(cfg, dtype=torch.float32, device='cuda', seed=c['model_seed']), dict(stages=Stages(graph=backend == 'cuda'))
-    ar = _greedy(tgt, c['prompt'], N, **kw) if gpu else oracle[:N]
+    faces = dict(faces='cuda' if gpu else 'torch', graph=backend == 'cuda')   # the round both runs use
+    tgt = build_target(cfg, dtype=torch.float32, device='cuda', seed=c['model_seed']) if gpu else ref
+    ar = _greedy(tgt, c['prompt'], N, stages=Stages(**faces)) if gpu else oracle[:N]
     stop = (ar[c['stop'] * (len(ar) - 1) // 2],) if c['stop'] else ()          # none, the middle token or the last one
     if stop: ar = ar[:ar.index(stop[0]) + 1]
     d = NoisyOracleDrafter(tgt, c['prompt'], oracle, c['block_size'], c['feat_layers'], c['drafter_seed'], c['p_bad'], device=tgt.embed_tokens.weight.device)
     fold = c.get('fold')                                                        # reproducers saved before the fold was drawn have none
-    st = Stages(faces='cuda' if gpu else 'torch', graph=backend == 'cuda', fold=fold)
-    got = generate(tgt, d, c['prompt'], method=c['method'], budget=c['budget'], max_new_tokens=N, stop_ids=stop, stages=st)
+    got = generate(tgt, d, c['prompt'], method=c['method'], budget=c['budget'], max_new_tokens=N, stop_ids=stop, stages=Stages(**faces, fold=fold))
     if got.tokens != ar:
         i = first_difference(got.tokens, ar)
         if not ((gpu or fold) and i < min(len(got.tokens), len(ar)) and _near_tie(ref, c['prompt'] + ar[:i], ar[i], got.tokens[i])):

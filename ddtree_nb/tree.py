@@ -16,8 +16,8 @@ __all__ = ['MAX_DEPTH', 'MAX_VOCAB', 'MAX_BUDGET', 'UCAP', 'SORTCAP', 'KMAX', 'N
            'CLUSTER', 'ROW_THREADS', 'CAND4', 'TB_THREADS', 'SMALL_T', 'SMALL_B', 'SMALL_E', 'SMALL_AUTO_B',
            'ROW_KERNELS', 'PHASE1', 'DraftTree', 'vis_words', 'pack_visibility', 'unpack_visibility',
            'check_draft_inputs', 'ranked_lists', 'tree_from_ranked', 'build_tree_ref', 'TreeBuffers', 'load_tree',
-           'write_chain', 'truncate_tree', 'rows_shape', 'small_e', 'tree_smem', 'launch_rows', 'launch_tree',
-           'launch_small', 'fill_tree', 'build_tree']
+           'write_chain', 'truncate_tree', 'rows_shape', 'small_e', 'small_default', 'tree_smem', 'launch_rows',
+           'launch_tree', 'launch_small', 'fill_tree', 'build_tree']
 
 # %% ../nbs/02_tree_builder.ipynb #7db52c54
 @dataclass
@@ -261,6 +261,10 @@ def small_e(V: int, budget: int) -> int|None:
     if not 1 <= budget <= SMALL_B: return None
     return next((e for e in SMALL_E if SMALL_T * e >= V), None)
 
+def small_default(V: int, budget: int) -> bool:
+    "Does `fill_tree`'s default take `tb_small` (one launch) for rows of `V` logits and `budget` nodes? Where it fits, up to `SMALL_AUTO_B` nodes."
+    return small_e(V, budget) is not None and budget <= SMALL_AUTO_B
+
 # %% ../nbs/02_tree_builder.ipynb #94166f3f
 _TREE_SMEM = 4 * (KMAX + 1) * 4 + UCAP * 4
 
@@ -338,7 +342,7 @@ def fill_tree(buf: TreeBuffers, draft_logits: torch.Tensor, budget: int, root_to
     if small and not fits: raise ValueError(f"small=True takes 1 <= budget <= {SMALL_B} and V <= {SMALL_T * SMALL_E[-1]}, got budget {budget}, V {draft_logits.shape[1]}")
     if small and (phase1 or force_heap): raise ValueError("small=True builds both phases in one kernel: leave phase1 and force_heap unset")
     with torch.cuda.device(draft_logits.device):   # PyCUDA loads modules and launches in the current context: the tensors' GPU
-        if small or (small is None and fits and budget <= SMALL_AUTO_B and phase1 is None and not force_heap):
+        if small or (small is None and small_default(draft_logits.shape[1], budget) and phase1 is None and not force_heap):
             launch_small(buf, draft_logits, budget, root_token)
             return buf
         if budget > 0: launch_rows(buf, draft_logits, budget, phase1)
